@@ -1,0 +1,5 @@
+import sys
+
+from airflow_doi.cli import main
+
+sys.exit(main())

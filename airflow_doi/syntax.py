@@ -1,0 +1,291 @@
+"""ANSI/NISO Z39.84-2005 syntax: parsing, validation, normalization and the comparison key.
+
+This module is the one place where the rules live. Everything else in the project (the
+vectorized pandas path, the SQL generator, the resolver, the Airflow operators) either calls
+these functions or builds its own code from the constants below, so that every face of the
+project gives the same answer for the same cell. It imports nothing outside the standard
+library on purpose: it must be importable anywhere, including inside a warehouse UDF.
+
+Case: Z39.84 section 4 says ASCII ``a``-``z`` compare equal to ``A``-``Z`` and nothing else
+folds. ``str.upper()`` would turn ``ß`` into ``SS`` and ``ﬁ`` into ``FI``, so it is never used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "REASONS",
+    "Decode",
+    "Doi",
+    "InvalidDoiError",
+    "Validation",
+    "ascii_upper",
+    "comparison_key",
+    "normalize",
+    "parse",
+    "validate",
+]
+
+Decode = Literal["auto", "always", "never"]
+Reason = Literal[
+    "empty",
+    "bad_encoding",
+    "bad_character",
+    "bad_directory",
+    "bad_registrant",
+    "missing_suffix",
+    "reserved_suffix",
+]
+
+#: Reason codes in the order they are checked; the first failure is the one reported.
+REASONS: Final[tuple[str, ...]] = (
+    "empty",
+    "bad_encoding",
+    "bad_character",
+    "bad_directory",
+    "bad_registrant",
+    "missing_suffix",
+    "reserved_suffix",
+)
+
+#: Stripped from both ends before anything else: the Unicode White_Space property, plus the
+#: zero-width space and the byte-order mark that copy-paste leaves behind. Spelled out (rather
+#: than ``str.strip()``) so the SQL generator can emit exactly the same set.
+WHITESPACE: Final[str] = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+TRIM_CHARS: Final[str] = WHITESPACE + "\u200b\ufeff"
+
+#: Hosts whose URLs carry a DOI as their path (with an explicit http/https scheme).
+URL_HOSTS: Final[tuple[str, ...]] = ("doi.org", "dx.doi.org", "www.doi.org", "hdl.handle.net")
+#: Hosts also recognised without a scheme (``doi.org/10.1000/1``).
+SCHEMELESS_HOSTS: Final[tuple[str, ...]] = ("doi.org", "dx.doi.org")
+DOI_SCHEME: Final[str] = "doi:"
+URN_PREFIX: Final[str] = "urn:doi:"
+INFO_PREFIX: Final[str] = "info:doi/"
+DIRECTORY: Final[str] = "10."
+
+#: Code points that may never appear in a DOI (Z39.84 4.1 plus DEL and lone surrogates).
+ILLEGAL_CHARS_CLASS: Final[str] = "\x00-\x1f\x7f-\x9f\ud800-\udfff"
+
+Form = Literal["bare", "doi", "url", "urn", "info"]
+
+
+def _alternation(items: tuple[str, ...]) -> str:
+    return "|".join(re.escape(i) for i in items)
+
+
+_URL_RE = re.compile(
+    rf"(?:https?://(?:{_alternation(URL_HOSTS)})|(?:{_alternation(SCHEMELESS_HOSTS)}))/",
+    re.ASCII | re.IGNORECASE,
+)
+_DOI_SCHEME_RE = re.compile(rf"{DOI_SCHEME}[{re.escape(WHITESPACE)}]*", re.IGNORECASE | re.ASCII)
+_ILLEGAL_RE = re.compile(f"[{ILLEGAL_CHARS_CLASS}]")
+_REGISTRANT_RE = re.compile(r"[0-9]+(?:\.[0-9]+)*", re.ASCII)
+_PERCENT_RUN_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_BAD_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ASCII_UPPER: Final[dict[int, int]] = {c: c - 32 for c in range(ord("a"), ord("z") + 1)}
+_ASCII_LOWER: Final[dict[int, int]] = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+class InvalidDoiError(ValueError):
+    """Raised for a value that is not a DOI in any recognised form; ``.reason`` says why."""
+
+    def __init__(self, reason: str, value: object = None) -> None:
+        self.reason = reason
+        self.value = value
+        super().__init__(f"not a DOI ({reason}): {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Doi:
+    """A parsed DOI: the normalized registry string and its parts.
+
+    ``doi`` keeps the registrant's case (it is what is stored and shown); ``key`` is what two
+    DOIs are compared on. A DOI with a reserved suffix (``10.1000/a/b``) still parses, but
+    ``valid`` is false.
+    """
+
+    doi: str
+    form: Form = "bare"
+
+    @property
+    def prefix(self) -> str:
+        return self.doi.partition("/")[0]
+
+    @property
+    def registrant(self) -> str:
+        return self.prefix[len(DIRECTORY):]
+
+    @property
+    def suffix(self) -> str:
+        return self.doi.partition("/")[2]
+
+    @property
+    def key(self) -> str:
+        return ascii_upper(self.doi)
+
+    @property
+    def valid(self) -> bool:
+        return not _is_reserved(self.suffix)
+
+    def __str__(self) -> str:
+        return self.doi
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """Outcome of :func:`validate`: never raises, so it suits row-by-row data quality work."""
+
+    valid: bool
+    reason: str | None
+    doi: str | None
+
+    @property
+    def key(self) -> str | None:
+        return None if self.doi is None else ascii_upper(self.doi)
+
+
+def ascii_upper(text: str) -> str:
+    """Map ASCII ``a``-``z`` to ``A``-``Z`` and leave every other code point alone."""
+    return text.translate(_ASCII_UPPER)
+
+
+def _is_reserved(suffix: str) -> bool:
+    # Z39.84 4.3: a suffix may not start with "*/" where * is any single character.
+    return len(suffix) >= 2 and suffix[1] == "/"
+
+
+def _percent_decode(text: str) -> str:
+    """Undo URL encoding; ``+`` stays a plus. Raises ``InvalidDoiError('bad_encoding')``."""
+    if "%" not in text:
+        return text
+    if _BAD_PERCENT_RE.search(text):
+        raise InvalidDoiError("bad_encoding", text)
+
+    def run(match: re.Match[str]) -> str:
+        try:
+            return bytes.fromhex(match.group().replace("%", "")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidDoiError("bad_encoding", text) from None
+
+    # Each run of escapes must be valid UTF-8 on its own: a literal character between escapes
+    # is a complete UTF-8 sequence, so it can never finish a sequence that a run started.
+    return _PERCENT_RUN_RE.sub(run, text)
+
+
+def _coerce(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidDoiError("bad_encoding", value) from None
+    if type(value).__name__ in {"NAType", "NaTType"}:  # pandas missing values, without pandas
+        return None
+    raise TypeError(f"a DOI must be str, bytes or None, not {type(value).__name__}")
+
+
+def _unwrap(text: str) -> tuple[Form, str]:
+    """Remove the presentation wrapper; return the form and the (still encoded) DOI string."""
+    match = _URL_RE.match(text)
+    if match:
+        path = text[match.end():]
+        cut = min((i for i in (path.find("?"), path.find("#")) if i >= 0), default=len(path))
+        path = path[:cut]
+        if path[: len(URN_PREFIX)].translate(_ASCII_LOWER) == URN_PREFIX:
+            return "urn", _urn_colon(path[len(URN_PREFIX):])
+        return "url", path
+    head = text[: len(INFO_PREFIX)].translate(_ASCII_LOWER)
+    if head.startswith(DOI_SCHEME):
+        scheme = _DOI_SCHEME_RE.match(text)
+        assert scheme is not None
+        return "doi", text[scheme.end():]
+    if head.startswith(URN_PREFIX):
+        return "urn", _urn_colon(text[len(URN_PREFIX):])
+    if head == INFO_PREFIX:
+        return "info", text[len(INFO_PREFIX):]
+    return "bare", text
+
+
+def _urn_colon(rest: str) -> str:
+    # In the URN form a colon stands for the first slash; a slash before any colon means the
+    # writer used the slash already, and the string is taken as it is.
+    colon, slash = rest.find(":"), rest.find("/")
+    if colon >= 0 and (slash < 0 or colon < slash):
+        return rest[:colon] + "/" + rest[colon + 1:]
+    return rest
+
+
+def _analyse(value: object, decode: Decode) -> tuple[str | None, str | None, Form]:
+    """The single parser every public function calls: (normalized DOI, reason, form)."""
+    if decode not in ("auto", "always", "never"):
+        raise ValueError(f"decode must be 'auto', 'always' or 'never', not {decode!r}")
+    try:
+        text = _coerce(value)
+    except InvalidDoiError as error:
+        return None, error.reason, "bare"
+    if text is None:
+        return None, "empty", "bare"
+    text = text.strip(TRIM_CHARS)
+    if not text:
+        return None, "empty", "bare"
+    form, doi = _unwrap(text)
+    if not doi:
+        return None, "empty", form
+    if decode == "always" or (decode == "auto" and form in ("url", "urn", "info")):
+        try:
+            doi = _percent_decode(doi)
+        except InvalidDoiError:
+            return None, "bad_encoding", form
+    if _ILLEGAL_RE.search(doi):
+        return None, "bad_character", form
+    if not doi.startswith(DIRECTORY):
+        return None, "bad_directory", form
+    registrant, slash, suffix = doi[len(DIRECTORY):].partition("/")
+    if not _REGISTRANT_RE.fullmatch(registrant):
+        return None, "bad_registrant", form
+    if not slash or not suffix:
+        return None, "missing_suffix", form
+    if _is_reserved(suffix):
+        return doi, "reserved_suffix", form
+    return doi, None, form
+
+
+def parse(value: object, *, decode: Decode = "auto") -> Doi:
+    """Parse any presentation form into a :class:`Doi`; raises :class:`InvalidDoiError`."""
+    doi, reason, form = _analyse(value, decode)
+    if doi is None:
+        raise InvalidDoiError(reason or "empty", value)
+    return Doi(doi, form)
+
+
+def normalize(value: object, *, decode: Decode = "auto") -> str:
+    """The registry string ``10.<REG>/<DSS>``, case kept, wrappers and URL encoding removed.
+
+    A reserved suffix still normalizes (it is syntactically a DOI string); use
+    :func:`validate` to reject it.
+    """
+    doi, reason, _ = _analyse(value, decode)
+    if doi is None:
+        raise InvalidDoiError(reason or "empty", value)
+    return doi
+
+
+def comparison_key(value: object, *, decode: Decode = "auto") -> str:
+    """The string two DOIs are joined on: normalized, then ASCII ``a``-``z`` upper-cased."""
+    return ascii_upper(normalize(value, decode=decode))
+
+
+def validate(value: object, *, decode: Decode = "auto") -> Validation:
+    """Check a value without raising: ``.valid``, the first failing ``.reason``, ``.doi``."""
+    doi, reason, _ = _analyse(value, decode)
+    return Validation(valid=reason is None, reason=reason, doi=doi)

@@ -1,0 +1,82 @@
+"""Shared fixtures: the conformance vectors and the real services the suite talks to.
+
+Services are never skipped: ``scripts/test.sh`` starts PostgreSQL and Redis (installing them
+from Debian's packages on a fresh machine), and a fixture that cannot reach one fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS_DIR = Path(__file__).resolve().parent / "vectors"
+
+POSTGRES_DSN = os.environ.get(
+    "AIRFLOW_DOI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("AIRFLOW_DOI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def load_vectors() -> list[dict[str, Any]]:
+    """Every conformance vector: the shared file copied in, plus the project's own."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(VECTORS_DIR.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def syntax_vectors() -> list[dict[str, Any]]:
+    return [v for v in load_vectors() if "input" in v]
+
+
+def find_vectors() -> list[dict[str, Any]]:
+    return [v for v in load_vectors() if "find_in" in v]
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), 3):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """DSN of the real PostgreSQL server (``AIRFLOW_DOI_TEST_POSTGRES_DSN``)."""
+    if not _reachable(POSTGRES_DSN, 5432):
+        pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_DSN}: run scripts/services.sh")
+    return POSTGRES_DSN
+
+
+@pytest.fixture()
+def postgres_schema(postgres_dsn: str) -> Iterator[str]:
+    """A fresh schema in the test database, dropped afterwards (parallel-safe)."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f'create schema "{schema}"')
+    yield schema
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f'drop schema if exists "{schema}" cascade')
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of the real Redis server (``AIRFLOW_DOI_TEST_REDIS_URL``)."""
+    if not _reachable(REDIS_URL, 6379):
+        pytest.fail(f"Redis is not reachable at {REDIS_URL}: run scripts/services.sh")
+    return REDIS_URL
