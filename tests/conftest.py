@@ -46,8 +46,9 @@ def find_vectors() -> list[dict[str, Any]]:
 
 def _reachable(url: str, default_port: int) -> bool:
     parsed = urlparse(url)
+    address = (parsed.hostname or "127.0.0.1", parsed.port or default_port)
     try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), 3):
+        with socket.create_connection(address, 3):
             return True
     except OSError:
         return False

@@ -1,0 +1,179 @@
+"""The standard through the public scalar API: every conformance vector, plus the edges."""
+
+from __future__ import annotations
+
+import pytest
+
+import airflow_doi
+from airflow_doi import (
+    REASONS,
+    Doi,
+    InvalidDoiError,
+    comparison_key,
+    normalize,
+    parse,
+    to_url,
+    to_urn,
+    validate,
+)
+from tests.conftest import syntax_vectors
+
+VECTORS = syntax_vectors()
+
+
+def _id(v: dict) -> str:
+    return f"{v['input']!r}-{v['decode']}"
+
+
+def test_vectors_are_loaded_from_both_files() -> None:
+    assert len(VECTORS) > 100
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=_id)
+def test_validate_matches_vector(vector: dict) -> None:
+    result = validate(vector["input"], decode=vector["decode"])
+    assert (result.doi, result.valid, result.reason) == (
+        vector["doi"],
+        vector["valid"],
+        vector["reason"],
+    )
+    assert result.key == vector.get("key")
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=_id)
+def test_normalize_and_key_match_vector(vector: dict) -> None:
+    if vector["doi"] is None:
+        with pytest.raises(InvalidDoiError) as raised:
+            normalize(vector["input"], decode=vector["decode"])
+        assert raised.value.reason == vector["reason"]
+        with pytest.raises(InvalidDoiError):
+            comparison_key(vector["input"], decode=vector["decode"])
+    else:
+        assert normalize(vector["input"], decode=vector["decode"]) == vector["doi"]
+        assert comparison_key(vector["input"], decode=vector["decode"]) == vector["key"]
+
+
+@pytest.mark.parametrize("vector", [v for v in VECTORS if "url" in v], ids=_id)
+def test_url_and_urn_match_vector(vector: dict) -> None:
+    assert to_url(vector["input"]) == vector["url"]
+    assert to_urn(vector["input"]) == vector["urn"]
+    assert normalize(vector["url"]) == vector["doi"] == normalize(vector["urn"])
+
+
+def test_reason_order_is_the_documented_one() -> None:
+    assert REASONS == (
+        "empty",
+        "bad_encoding",
+        "bad_character",
+        "bad_directory",
+        "bad_registrant",
+        "missing_suffix",
+        "reserved_suffix",
+    )
+
+
+def test_invalid_doi_error_is_a_value_error_with_reason() -> None:
+    with pytest.raises(ValueError) as raised:
+        normalize("11.1000/1")
+    assert isinstance(raised.value, InvalidDoiError)
+    assert raised.value.reason == "bad_directory"
+    assert "bad_directory" in str(raised.value)
+
+
+def test_key_folds_ascii_only_where_str_upper_would_not() -> None:
+    expected = {
+        "straße": "STRAßE",  # str.upper() gives STRASSE
+        "ﬁ": "ﬁ",  # str.upper() gives FI
+        "ǆ": "ǆ",  # str.upper() gives Ǆ
+        "ı": "ı",  # str.upper() gives I
+        "é": "é",
+        "\u212a": "\u212a",  # Kelvin sign: not the letter K
+        "ſ": "ſ",  # long s: str.upper() gives S
+        "İx": "İX",
+    }
+    for suffix, folded in expected.items():
+        assert comparison_key(f"10.1000/{suffix}") == f"10.1000/{folded}"
+    assert comparison_key("10.1000/abcxyz") == "10.1000/ABCXYZ"
+    assert comparison_key("10.1000/straße") != "10.1000/straße".upper()
+    assert comparison_key("10.1000/ß") != comparison_key("10.1000/SS")
+
+
+def test_parsed_type_exposes_parts() -> None:
+    doi = parse("https://doi.org/10.1000.10/AbC%2Fd")
+    assert isinstance(doi, Doi)
+    assert (doi.prefix, doi.registrant, doi.suffix) == ("10.1000.10", "1000.10", "AbC/d")
+    assert doi.key == "10.1000.10/ABC/D"
+    assert doi.form == "url"
+    assert doi.valid
+    assert str(doi) == "10.1000.10/AbC/d"
+    assert not parse("10.1000/a/b").valid
+
+
+@pytest.mark.parametrize(
+    ("text", "form"),
+    [
+        ("10.1/x", "bare"),
+        ("doi:10.1/x", "doi"),
+        ("https://doi.org/10.1/x", "url"),
+        ("urn:doi:10.1:x", "urn"),
+        ("https://doi.org/urn:doi:10.1:x", "urn"),
+        ("info:doi/10.1/x", "info"),
+    ],
+)
+def test_form_is_recognised(text: str, form: str) -> None:
+    assert parse(text).form == form
+
+
+def test_jama_and_sici_dois_survive_intact() -> None:
+    jama = "10.1001/PUBS.JAMA(278)3,JOC7055-ABST:"
+    sici = "10.1002/(SICI)1097-4571(199806)49:8<693::AID-ASI4>3.0.CO;2-0"
+    for doi in (jama, sici):
+        assert normalize(doi) == doi
+        assert validate(doi).valid
+        assert normalize(to_url(doi)) == doi == normalize(to_urn(doi))
+        assert normalize(f"doi:{doi}") == doi
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), b"", "", " \u200b "])
+def test_missing_values_are_empty(missing: object) -> None:
+    assert validate(missing).reason == "empty"
+
+
+def test_pandas_missing_value_is_empty_without_importing_pandas_in_the_module() -> None:
+    pd = pytest.importorskip("pandas")  # pandas is a dev dependency: always present in CI
+    assert validate(pd.NA).reason == "empty"
+
+
+def test_bytes_are_utf8() -> None:
+    assert normalize("10.1000/é".encode()) == "10.1000/é"
+    assert validate(b"10.1000/\xff").reason == "bad_encoding"
+
+
+def test_non_string_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match="must be str"):
+        normalize(10.1000)
+
+
+def test_bad_decode_option_is_rejected() -> None:
+    with pytest.raises(ValueError, match="decode"):
+        normalize("10.1/x", decode="sometimes")  # type: ignore[arg-type]
+
+
+def test_to_url_base_and_errors() -> None:
+    assert to_url("10.1000/1", base="http://127.0.0.1:8080") == "http://127.0.0.1:8080/10.1000/1"
+    with pytest.raises(InvalidDoiError):
+        to_url("not a doi")
+
+
+def test_import_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, airflow_doi; "
+        "heavy = [m for m in ('airflow', 'pandas', 'aiohttp', 'sqlglot', 'pyarrow', 'duckdb') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert airflow_doi.__version__
