@@ -70,8 +70,33 @@ URN_PREFIX: Final[str] = "urn:doi:"
 INFO_PREFIX: Final[str] = "info:doi/"
 DIRECTORY: Final[str] = "10."
 
-#: Code points that may never appear in a DOI (Z39.84 4.1 plus DEL and lone surrogates).
-ILLEGAL_CHARS_CLASS: Final[str] = "\x00-\x1f\x7f-\x9f\ud800-\udfff"
+#: Code points that are not "legal graphic characters of Unicode" (Z39.84 4.1), as inclusive
+#: ranges: controls (Cc), format characters (Cf: soft hyphen, zero-width space and joiners,
+#: bidi controls, BOM), line/paragraph separators (Zl, Zp), private use (Co) and noncharacters.
+#: Pinned from the Unicode 14.0 tables rather than computed, so that Python and every SQL engine
+#: judge the same code points whatever Unicode version they ship. Unassigned code points are
+#: accepted: which ones are assigned changes with every Unicode release, and no two engines agree.
+ILLEGAL_RANGES: Final[tuple[tuple[int, int], ...]] = (
+    (0x0000, 0x001F), (0x007F, 0x009F), (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C),
+    (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xE000, 0xF8FF),
+    (0xFDD0, 0xFDEF), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xFFFE, 0xFFFF), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0x1FFFE, 0x1FFFF), (0x2FFFE, 0x2FFFF), (0x3FFFE, 0x3FFFF), (0x4FFFE, 0x4FFFF),
+    (0x5FFFE, 0x5FFFF), (0x6FFFE, 0x6FFFF), (0x7FFFE, 0x7FFFF), (0x8FFFE, 0x8FFFF),
+    (0x9FFFE, 0x9FFFF), (0xAFFFE, 0xAFFFF), (0xBFFFE, 0xBFFFF), (0xCFFFE, 0xCFFFF),
+    (0xDFFFE, 0xDFFFF), (0xE0001, 0xE0001), (0xE0020, 0xE007F), (0xEFFFE, 0x10FFFF),
+)
+#: Lone surrogates can occur in a Python str (never in UTF-8 text, so never in SQL).
+SURROGATES: Final[tuple[int, int]] = (0xD800, 0xDFFF)
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
+#: The same set as the body of a regex character class (literal code points).
+ILLEGAL_CHARS_CLASS: Final[str] = _char_class((*ILLEGAL_RANGES, SURROGATES))
 
 Form = Literal["bare", "doi", "url", "urn", "info"]
 
@@ -85,7 +110,7 @@ _URL_RE = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 _DOI_SCHEME_RE = re.compile(rf"{DOI_SCHEME}[{re.escape(WHITESPACE)}]*", re.IGNORECASE | re.ASCII)
-_ILLEGAL_RE = re.compile(f"[{ILLEGAL_CHARS_CLASS}]")
+_ILLEGAL_RE = re.compile(f"[{ILLEGAL_CHARS_CLASS}]")  # no endpoint is a class metacharacter
 _REGISTRANT_RE = re.compile(r"[0-9]+(?:\.[0-9]+)*", re.ASCII)
 _PERCENT_RUN_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _BAD_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")

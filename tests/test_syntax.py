@@ -177,3 +177,28 @@ def test_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert airflow_doi.__version__
+
+
+def test_illegal_ranges_are_exactly_the_non_graphic_categories() -> None:
+    """Z39.84 4.1: legal characters are Unicode's graphic characters (pinned to Unicode 14)."""
+    import unicodedata
+
+    from airflow_doi.syntax import ILLEGAL_RANGES, SURROGATES
+
+    ranges = (*ILLEGAL_RANGES, SURROGATES)
+    non_graphic = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
+    pinned = set()
+    for a, b in ranges:
+        pinned.update(range(a, b + 1))
+    for code in range(0x110000):
+        category = unicodedata.category(chr(code))
+        noncharacter = 0xFDD0 <= code <= 0xFDEF or (code & 0xFFFE) == 0xFFFE
+        if category == "Cn" and unicodedata.unidata_version != "14.0.0":
+            continue  # a newer Unicode may have assigned it since; the pin stays at 14.0
+        assert (code in pinned) == (category in non_graphic or noncharacter), hex(code)
+    # The parser uses exactly this set: probe every range edge and its neighbours.
+    for a, b in ranges:
+        for code in (a - 1, a, b, b + 1):
+            if 0 <= code <= 0x10FFFF:
+                reason = validate(f"10.1/a{chr(code)}b").reason
+                assert (reason == "bad_character") == (code in pinned), hex(code)
