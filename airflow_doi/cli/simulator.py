@@ -1,0 +1,83 @@
+"""``airflow-doi simulator``: serve the local proxy simulator in the foreground.
+
+Prints its base URL on the first line of stdout, then serves until SIGINT or SIGTERM.
+Used by the offline demo and by tests that need the proxy in another process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "simulator",
+        help="serve a local DOI proxy simulator (for tests and demos)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--records", type=Path, help="JSON object of handle -> record/values")
+    parser.add_argument(
+        "--auto-records",
+        action="store_true",
+        help="every syntactically valid DOI exists with a URL value",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added per answer")
+    parser.add_argument("--rate-limit", type=float, help="requests/second before 429")
+    parser.add_argument("--rate-burst", type=int, help="token-bucket size of the rate limit")
+    parser.add_argument("--error-every", type=int, help="HTTP 500 on every Nth request")
+    parser.add_argument("--drop-every", type=int, help="drop the connection every Mth request")
+    parser.add_argument("--bad-json-every", type=int, help="malformed JSON every Kth request")
+    parser.add_argument("--slow-every", type=int, help="slow answer every Sth request")
+    parser.add_argument("--slow-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--outage-seconds",
+        type=float,
+        default=0.0,
+        help="answer 500 to everything for this long after start",
+    )
+    parser.add_argument("--always-500", action="store_true", help="answer 500 to everything")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from airflow_doi.resolve.simulator import Faults, ProxySimulator
+
+    faults = Faults(
+        error_every=args.error_every,
+        drop_every=args.drop_every,
+        bad_json_every=args.bad_json_every,
+        slow_every=args.slow_every,
+        slow_seconds=args.slow_seconds,
+        outage_seconds=args.outage_seconds,
+        always_500=args.always_500,
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    simulator = ProxySimulator(
+        args.records,
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+        rate_limit=args.rate_limit,
+        rate_burst=args.rate_burst,
+        faults=faults,
+        auto_records=args.auto_records,
+    )
+    with simulator:
+        print(simulator.url, flush=True)
+        while not stop.wait(0.5):
+            pass
+        stats = simulator.stats()
+    print(f"served {stats['requests']} API requests", file=sys.stderr)
+    return 0

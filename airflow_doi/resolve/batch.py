@@ -1,0 +1,369 @@
+"""Batch resolution: one result per input row, in input order, each key asked once.
+
+The steps, each with one job:
+
+1. validate every value (:func:`airflow_doi.syntax.validate`); invalid ones are answered
+   locally and never sent;
+2. group rows by comparison key, so ``10.1000/ABC`` and ``doi:10.1000/abc`` cost one request;
+3. take what the cache still trusts;
+4. resolve the rest concurrently under the rate limit, the breaker and the retry budget,
+   writing each finished key to the cache at once (a killed run loses nothing finished);
+5. fan the per-key answers back out to the rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow_doi.resolve.config import ResolverConfig
+from airflow_doi.resolve.result import ProgressEvent, ResolutionResult, ResolverStats
+from airflow_doi.syntax import validate
+
+if TYPE_CHECKING:
+    from airflow_doi.resolve.cache import CachedAnswer
+
+__all__ = ["aresolve", "awhich_ra", "resolve", "which_ra"]
+
+Progress = Callable[[ProgressEvent], None]
+
+
+def _config(config: ResolverConfig | None, overrides: dict[str, Any]) -> ResolverConfig:
+    return (config or ResolverConfig()).replace(**overrides)
+
+
+def _check(value: object) -> tuple[str | None, str | None, str | None]:
+    """``(doi, key, reason)``; a value of a type no DOI can have is ``bad_type``, not a crash."""
+    try:
+        check = validate(value)
+    except TypeError:
+        return None, None, f"bad_type: {type(value).__name__}"
+    return check.doi, check.key, check.reason
+
+
+def _from_cache(
+    value: object, doi: str, key: str, answer: CachedAnswer, cached: bool
+) -> ResolutionResult:
+    return ResolutionResult(
+        input=value,
+        doi=doi,
+        key=key,
+        status=answer.status,
+        url=answer.url,
+        response_code=answer.response_code,
+        http_status=answer.http_status,
+        attempts=answer.attempts,
+        error=None,
+        resolved_at=answer.resolved_at,
+        expires_at=answer.expires_at,
+        values=tuple(answer.values),
+        cached=cached,
+    )
+
+
+class _Batch:
+    """State of one aresolve() call: the gates, the cache, the counters."""
+
+    def __init__(
+        self,
+        config: ResolverConfig,
+        cache: Any,
+        progress: Progress | None,
+        stats: ResolverStats,
+    ) -> None:
+        from airflow_doi.resolve.breaker import CircuitBreaker
+        from airflow_doi.resolve.limits import RateLimiter
+        from airflow_doi.resolve.retry import RetryPolicy
+
+        self.config = config
+        self.cache = cache
+        self.progress = progress
+        self.stats = stats
+        self.breaker = CircuitBreaker(
+            threshold=config.breaker_threshold,
+            cooldown=config.breaker_cooldown,
+            cooldown_max=config.breaker_cooldown_max,
+            give_up=config.breaker_give_up,
+        )
+        self.limiter = RateLimiter(config)
+        self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
+        self.done = 0
+        self.total = 0
+        self.started = time.monotonic()
+
+    def report(self) -> None:
+        if self.progress is None:
+            return
+        elapsed = time.monotonic() - self.started
+        fetched = self.done - self.stats.cache_hits
+        rate = fetched / elapsed if elapsed > 0 else 0.0
+        remaining = self.total - self.done
+        eta = remaining / rate if rate > 0 else None
+        self.progress(ProgressEvent(self.done, self.total, rate, self.stats.retries, eta))
+
+    async def resolve_key(self, client: Any, doi: str, key: str) -> ResolutionResult:
+        from airflow_doi.resolve.cache import CachedAnswer
+        from airflow_doi.resolve.client import ProxyError
+        from airflow_doi.resolve.retry import GaveUpError
+
+        try:
+            answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
+        except GaveUpError as error:
+            result = ResolutionResult(
+                input=None,
+                doi=doi,
+                key=key,
+                status="error",
+                http_status=error.http_status,
+                attempts=error.attempts,
+                error=error.reason,
+            )
+        except ProxyError as error:
+            result = ResolutionResult(
+                input=None,
+                doi=doi,
+                key=key,
+                status="error",
+                http_status=error.http_status,
+                response_code=error.response_code,
+                attempts=error.attempts,
+                error=error.reason,
+            )
+        else:
+            result = ResolutionResult(
+                input=None,
+                doi=doi,
+                key=key,
+                status=answer.status,
+                url=answer.url,
+                response_code=answer.response_code,
+                http_status=answer.http_status,
+                attempts=attempts,
+                resolved_at=answer.resolved_at,
+                expires_at=answer.expires_at,
+                values=answer.values,
+            )
+            if self.cache is not None:
+                self.cache.store(
+                    CachedAnswer(
+                        key=key,
+                        doi=doi,
+                        status=answer.status,
+                        url=answer.url,
+                        response_code=answer.response_code,
+                        http_status=answer.http_status,
+                        attempts=attempts,
+                        values=answer.values,
+                        resolved_at=answer.resolved_at,
+                        expires_at=answer.expires_at,
+                    )
+                )
+        self.done += 1
+        self.report()
+        return result
+
+    async def run(self, todo: dict[str, str]) -> dict[str, ResolutionResult]:
+        from airflow_doi.resolve.client import ProxyClient
+
+        results: dict[str, ResolutionResult] = {}
+        # Tasks are created lazily: at most ``pending_per_slot`` keys per request slot wait
+        # on backoff at once, so a batch of a million DOIs does not create a million tasks.
+        pending = asyncio.Semaphore(self.config.concurrency * self.config.pending_per_slot)
+
+        failures: list[BaseException] = []
+
+        async def one(client: ProxyClient, doi: str, key: str) -> None:
+            try:
+                results[key] = await self.resolve_key(client, doi, key)
+            except Exception as error:  # e.g. the cache file became unwritable
+                failures.append(error)
+            finally:
+                pending.release()
+
+        async with ProxyClient.open_session(self.config) as session:
+            client = ProxyClient(self.config, session)
+            running: set[asyncio.Task[None]] = set()
+            try:
+                for key, doi in todo.items():
+                    await pending.acquire()
+                    if failures:
+                        break
+                    task = asyncio.create_task(one(client, doi, key))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                await asyncio.gather(*running)
+            finally:
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                await self.limiter.aclose()
+        if failures:
+            raise failures[0]
+        self.stats.breaker_opens = self.breaker.opens
+        return results
+
+
+async def aresolve(
+    values: Iterable[object],
+    *,
+    config: ResolverConfig | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    stats: ResolverStats | None = None,
+    **overrides: Any,
+) -> list[ResolutionResult]:
+    """Resolve DOIs through the proxy REST API; one result per value, in order.
+
+    ``overrides`` are :class:`ResolverConfig` fields by name (``base_url=``, ``rate=``...).
+    Never raises for a per-row problem: invalid values come back ``invalid`` (reason in
+    ``error``) and DOIs that kept failing come back ``error`` with the last reason.
+    Pass a :class:`ResolverStats` as ``stats`` to read the batch's counters afterwards.
+    """
+    config = _config(config, overrides)
+    stats = stats if stats is not None else ResolverStats()
+    started = time.monotonic()
+    rows = list(values)
+    checked = [_check(v) for v in rows]
+    todo: dict[str, str] = {}
+    for doi, key, reason in checked:
+        if reason is None and key is not None and doi is not None and key not in todo:
+            todo[key] = doi
+    stats.rows, stats.keys = len(rows), len(todo)
+
+    store = None
+    if cache is not None:
+        from airflow_doi.resolve.cache import ResolverCache
+
+        store = ResolverCache(cache, config.query)
+    try:
+        known: dict[str, ResolutionResult] = {}
+        hits: set[str] = set()
+        if store is not None:
+            for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():
+                known[key] = _from_cache(None, answer.doi, key, answer, cached=True)
+                hits.add(key)
+        stats.cache_hits = len(hits)
+        batch = _Batch(config, store, progress, stats)
+        batch.total, batch.done = len(todo), len(hits)
+        batch.report()
+        missing = {k: d for k, d in todo.items() if k not in hits}
+        if missing:
+            known.update(await batch.run(missing))
+    finally:
+        if store is not None:
+            store.close()
+
+    results: list[ResolutionResult] = []
+    for value, (doi, key, reason) in zip(rows, checked, strict=True):
+        if reason is not None or key is None:
+            results.append(
+                ResolutionResult(input=value, doi=doi, key=key, status="invalid", error=reason)
+            )
+        else:
+            results.append(replace(known[key], input=value, doi=doi))
+    stats.elapsed = time.monotonic() - started
+    stats.by_status = {}
+    for result in results:
+        stats.by_status[result.status] = stats.by_status.get(result.status, 0) + 1
+    return results
+
+
+def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+    """``asyncio.run`` — or, inside a running loop (Jupyter, some workers), in a thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_factory())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(coro_factory())).result()
+
+
+def resolve(
+    values: Iterable[object],
+    *,
+    config: ResolverConfig | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    stats: ResolverStats | None = None,
+    **overrides: Any,
+) -> list[ResolutionResult]:
+    """Blocking twin of :func:`aresolve` (same arguments, same results)."""
+    rows = list(values)
+    return _run_sync(  # type: ignore[no-any-return]
+        lambda: aresolve(
+            rows, config=config, cache=cache, progress=progress, stats=stats, **overrides
+        )
+    )
+
+
+async def awhich_ra(
+    values: Iterable[object], *, config: ResolverConfig | None = None, **overrides: Any
+) -> list[dict[str, Any]]:
+    """Which RA? for each value, in order: ``{"input", "doi", "ra", "error"}``.
+
+    Valid DOIs are sent in batches (commas inside a DOI go as ``%2C``), each batch under the
+    same rate limit, breaker and retry budget as handle requests; invalid values never leave.
+    """
+    from airflow_doi.resolve.client import ProxyClient, ProxyError, which_ra_batches
+    from airflow_doi.resolve.retry import GaveUpError
+
+    config = _config(config, overrides)
+    rows = list(values)
+    checked = [_check(v) for v in rows]
+    first_doi: dict[str, str] = {}
+    for doi, key, reason in checked:
+        if reason is None and key is not None and doi is not None:
+            first_doi.setdefault(key, doi)
+    answers: dict[str, tuple[str | None, str | None]] = {}
+    batch = _Batch(config, None, None, ResolverStats())
+    async with ProxyClient.open_session(config) as session:
+        client = ProxyClient(config, session)
+        try:
+            for group in which_ra_batches(list(first_doi.values())):
+                try:
+                    listed, _ = await batch.policy.run(
+                        lambda group=group: client.get_which_ra(group)  # type: ignore[misc]
+                    )
+                except (GaveUpError, ProxyError) as error:
+                    for member in group:
+                        answers[_key(member)] = (None, error.reason)
+                    continue
+                for entry in listed:
+                    echoed, ra = entry.get("DOI"), entry.get("RA")
+                    if not isinstance(echoed, str):
+                        continue
+                    if isinstance(ra, str):
+                        answers[_key(echoed)] = (ra, None)
+                    else:
+                        answers[_key(echoed)] = (None, str(entry.get("status", "Unknown")))
+        finally:
+            await batch.limiter.aclose()
+    out: list[dict[str, Any]] = []
+    for value, (doi, key, reason) in zip(rows, checked, strict=True):
+        if reason is not None or key is None:
+            out.append({"input": value, "doi": doi, "ra": None, "error": reason})
+        else:
+            found, problem = answers.get(key, (None, "missing from the Which RA? answer"))
+            out.append({"input": value, "doi": doi, "ra": found, "error": problem})
+    return out
+
+
+def _key(doi: str) -> str:
+    from airflow_doi.syntax import ascii_upper
+
+    return ascii_upper(doi)
+
+
+def which_ra(
+    values: Iterable[object], *, config: ResolverConfig | None = None, **overrides: Any
+) -> list[dict[str, Any]]:
+    """Blocking twin of :func:`awhich_ra`."""
+    rows = list(values)
+    return _run_sync(lambda: awhich_ra(rows, config=config, **overrides))  # type: ignore[no-any-return]

@@ -1,0 +1,307 @@
+"""The HTTP side: build request URLs and turn proxy answers into outcomes.
+
+Two rules matter more than anything else here:
+
+* The DOI enters the path only through :func:`airflow_doi.presentation.encode_path`, and the
+  URL is handed to aiohttp already encoded (``yarl.URL(..., encoded=True)``). Letting yarl
+  re-encode or normalise it would turn ``%25`` into ``%`` or collapse ``/../``, and the proxy
+  would answer for somebody else's handle.
+* Only the configured base URL is contacted: redirects are never followed and proxies from
+  the environment are ignored.
+
+:func:`interpret` is a pure function from (HTTP status, body, headers) to an :class:`Answer`
+or a raised :class:`RetryableError` / :class:`ProxyError`, so the mapping is unit-testable
+without a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import yarl
+
+from airflow_doi.presentation import encode_path, encode_which_ra
+from airflow_doi.resolve.config import ResolverConfig
+from airflow_doi.syntax import ascii_upper
+
+__all__ = [
+    "Answer",
+    "ProxyClient",
+    "ProxyError",
+    "RetryableError",
+    "expiry",
+    "interpret",
+    "parse_retry_after",
+]
+
+#: Longest Which RA? request path we build; DOIs beyond it go in the next request.
+WHICH_RA_MAX_PATH = 1800
+WHICH_RA_MAX_DOIS = 50
+
+
+class RetryableError(Exception):
+    """A failure worth retrying (the proxy or the network, not the DOI, was at fault)."""
+
+    def __init__(
+        self, reason: str, *, http_status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.http_status = http_status
+        self.retry_after = retry_after
+
+    @property
+    def throttled(self) -> bool:
+        return self.http_status in (403, 429)
+
+
+class ProxyError(Exception):
+    """An answer that retrying cannot change (a 400, a redirect, an unknown response code)."""
+
+    def __init__(
+        self, reason: str, *, http_status: int | None = None, response_code: int | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.http_status = http_status
+        self.response_code = response_code
+        self.attempts = 1
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A definitive answer of the proxy for one handle."""
+
+    status: str  # resolved | no_values | not_found
+    http_status: int
+    response_code: int
+    url: str | None
+    values: tuple[dict[str, Any], ...]
+    resolved_at: datetime
+    expires_at: datetime
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - now).total_seconds())
+
+
+def _parse_iso(text: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def expiry(values: Sequence[Mapping[str, Any]], now: datetime, default: float) -> datetime:
+    """When the answer stops being fresh: the earliest expiry among the values.
+
+    A value's ``ttl`` is seconds relative to ``now`` or, rarely, an absolute ISO 8601 time.
+    Without any usable ttl the ``default`` (the negative-cache ttl) applies.
+    """
+    candidates: list[datetime] = []
+    for value in values:
+        ttl = value.get("ttl")
+        if isinstance(ttl, bool):
+            continue
+        if isinstance(ttl, (int, float)) and math.isfinite(ttl):
+            candidates.append(now + timedelta(seconds=max(0.0, float(ttl))))
+        elif isinstance(ttl, str):
+            absolute = _parse_iso(ttl)
+            if absolute is not None:
+                candidates.append(absolute)
+            else:
+                try:
+                    candidates.append(now + timedelta(seconds=max(0.0, float(ttl))))
+                except ValueError:
+                    continue
+    return min(candidates) if candidates else now + timedelta(seconds=default)
+
+
+def _url_value(values: Sequence[Mapping[str, Any]]) -> str | None:
+    """The ``URL``-type value with the lowest index (what the proxy would redirect to)."""
+    best: tuple[int, str] | None = None
+    for value in values:
+        data = value.get("data")
+        if value.get("type") != "URL" or not isinstance(data, Mapping):
+            continue
+        text = data.get("value")
+        index = value.get("index")
+        if not isinstance(text, str) or not isinstance(index, int):
+            continue
+        if best is None or index < best[0]:
+            best = (index, text)
+    return best[1] if best else None
+
+
+def interpret(
+    http_status: int,
+    body: bytes,
+    headers: Mapping[str, str],
+    key: str,
+    now: datetime,
+    negative_ttl: float,
+) -> Answer:
+    """Map one HTTP answer of ``/api/handles/`` to an :class:`Answer`, or raise.
+
+    Raises :class:`RetryableError` for 429/403/5xx and malformed JSON, :class:`ProxyError`
+    for answers that will not change on retry.
+    """
+    if http_status in (429, 403):
+        retry_after = parse_retry_after(headers.get("Retry-After"), now)
+        raise RetryableError(
+            f"HTTP {http_status} (throttled)", http_status=http_status, retry_after=retry_after
+        )
+    if 300 <= http_status < 400:
+        location = headers.get("Location", "?")
+        raise ProxyError(
+            f"HTTP {http_status} redirect to {location} not followed", http_status=http_status
+        )
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        document = None
+    if http_status >= 500:
+        message = document.get("message") if isinstance(document, dict) else None
+        failed = document.get("responseCode") if isinstance(document, dict) else None
+        detail = f" responseCode {failed}" if failed is not None else ""
+        detail += f": {message}" if message else ""
+        raise RetryableError(f"HTTP {http_status}{detail}", http_status=http_status)
+    if not isinstance(document, dict) or not isinstance(document.get("responseCode"), int):
+        if http_status == 200:
+            raise RetryableError("malformed JSON in HTTP 200 answer", http_status=http_status)
+        raise ProxyError(f"HTTP {http_status} without a proxy JSON answer", http_status=http_status)
+    code: int = document["responseCode"]
+    handle = document.get("handle")
+    if isinstance(handle, str) and ascii_upper(handle) != key:
+        raise ProxyError(
+            f"proxy answered for another handle ({handle!r})",
+            http_status=http_status,
+            response_code=code,
+        )
+    raw_values = document.get("values")
+    values = (
+        tuple(v for v in raw_values if isinstance(v, dict)) if isinstance(raw_values, list) else ()
+    )
+    if http_status == 404 and code == 100:
+        return Answer(
+            "not_found", http_status, code, None, (), now, now + timedelta(seconds=negative_ttl)
+        )
+    if http_status == 200 and code in (1, 200):
+        url = _url_value(values) if code == 1 else None
+        status = "resolved" if url is not None else "no_values"
+        expires = expiry(values, now, negative_ttl)
+        return Answer(status, http_status, code, url, values, now, expires)
+    message = document.get("message")
+    raise ProxyError(
+        f"unexpected answer: HTTP {http_status} responseCode {code}"
+        + (f": {message}" if message else ""),
+        http_status=http_status,
+        response_code=code,
+    )
+
+
+class ProxyClient:
+    """Thin aiohttp wrapper: one session, the polite headers, no redirects, no env proxies."""
+
+    def __init__(self, config: ResolverConfig, session: aiohttp.ClientSession) -> None:
+        self.config = config
+        self.session = session
+
+    @classmethod
+    def open_session(cls, config: ResolverConfig) -> aiohttp.ClientSession:
+        session = aiohttp.ClientSession(
+            headers={"User-Agent": config.user_agent, "Accept": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=config.timeout),
+            connector=aiohttp.TCPConnector(limit=config.concurrency + 1),
+            trust_env=False,
+        )
+        # aiohttp silently re-sends an idempotent request once when a kept-alive connection
+        # drops. That request would bypass the rate limiter and the retry budget, so every
+        # retry here goes through RetryPolicy instead (no public switch exists for this).
+        if hasattr(session, "_retry_connection"):
+            session._retry_connection = False
+        return session
+
+    def handle_url(self, doi: str) -> yarl.URL:
+        """``{base}/api/handles/{encoded DOI}[?filters]``, already encoded (yarl keeps it)."""
+        query = self.config.query
+        text = f"{self.config.root}/api/handles/{encode_path(doi)}"
+        return yarl.URL(text + (f"?{query}" if query else ""), encoded=True)
+
+    def which_ra_url(self, dois: Sequence[str]) -> yarl.URL:
+        joined = ",".join(encode_which_ra(d) for d in dois)
+        return yarl.URL(f"{self.config.root}/doiRA/{joined}", encoded=True)
+
+    async def _get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
+        try:
+            async with self.session.get(url, allow_redirects=False) as response:
+                body = await response.read()
+                return response.status, body, response.headers
+        except asyncio.TimeoutError:
+            raise RetryableError(f"timeout after {self.config.timeout:g}s") from None
+        except aiohttp.ServerDisconnectedError:
+            raise RetryableError("connection dropped by the server") from None
+        except aiohttp.ClientPayloadError as error:
+            raise RetryableError(f"incomplete response: {error}") from None
+        except aiohttp.ClientConnectionError as error:
+            raise RetryableError(f"connection error: {error}") from None
+
+    async def get_handle(self, doi: str, key: str) -> Answer:
+        status, body, headers = await self._get(self.handle_url(doi))
+        now = datetime.now(timezone.utc)
+        return interpret(status, body, headers, key, now, self.config.negative_ttl)
+
+    async def get_which_ra(self, dois: Sequence[str]) -> list[dict[str, Any]]:
+        """One Which RA? request; returns the proxy's list of ``{"DOI", "RA"|"status"}``."""
+        status, body, headers = await self._get(self.which_ra_url(dois))
+        if status in (429, 403) or status >= 500:
+            now = datetime.now(timezone.utc)
+            retry_after = parse_retry_after(headers.get("Retry-After"), now)
+            raise RetryableError(f"HTTP {status}", http_status=status, retry_after=retry_after)
+        try:
+            document = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise RetryableError("malformed JSON in Which RA? answer", http_status=status) from None
+        if status != 200 or not isinstance(document, list):
+            raise ProxyError(f"unexpected Which RA? answer (HTTP {status})", http_status=status)
+        return [d for d in document if isinstance(d, dict)]
+
+
+def which_ra_batches(dois: Sequence[str]) -> list[list[str]]:
+    """Split DOIs into Which RA? requests that stay under the path and count limits."""
+    batches: list[list[str]] = []
+    current: list[str] = []
+    length = 0
+    for doi in dois:
+        size = len(encode_which_ra(doi)) + 1
+        if current and (length + size > WHICH_RA_MAX_PATH or len(current) >= WHICH_RA_MAX_DOIS):
+            batches.append(current)
+            current, length = [], 0
+        current.append(doi)
+        length += size
+    if current:
+        batches.append(current)
+    return batches

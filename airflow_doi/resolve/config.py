@@ -1,0 +1,118 @@
+"""Everything a batch resolution can be tuned with, in one frozen dataclass.
+
+The defaults are deliberately polite (a few requests per second, one in flight per
+quarter-second) because the doi.org proxy publishes no limit and has answered bursty clients
+with 403 and 429. Benchmarks and tests raise them explicitly against the local simulator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["ResolverConfig"]
+
+
+def _version() -> str:
+    from airflow_doi import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class ResolverConfig:
+    """Knobs of :func:`airflow_doi.resolve.aresolve`; every field has a polite default."""
+
+    #: The only host ever contacted; redirects are never followed.
+    base_url: str = "https://doi.org"
+    #: Requests per second (the sum over all processes when ``redis_url`` is set).
+    rate: float = 3.0
+    #: Bucket size of the rate limit: how many requests may leave back to back.
+    burst: int = 1
+    #: Requests in flight at most.
+    concurrency: int = 4
+    #: Seconds per request (connect + read).
+    timeout: float = 10.0
+    #: Contact address named in the User-Agent, so the proxy operator can reach a bad client.
+    contact: str | None = None
+    #: ``redis://host:port/db``: share the rate limit with every process using the same URL.
+    redis_url: str | None = None
+    #: Namespace of the shared limit; defaults to one per proxy host.
+    redis_namespace: str | None = None
+    #: Retry budget per DOI: attempts, including the first.
+    max_attempts: int = 6
+    #: First backoff (seconds); it doubles per attempt, plus up to the same again as jitter.
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    #: A ``Retry-After`` longer than this is capped (a broken header must not stall a batch).
+    retry_after_max: float = 300.0
+    #: Consecutive failed requests (5xx, 429, 403, timeouts, drops) that open the breaker.
+    breaker_threshold: int = 5
+    #: First pause while the breaker is open; doubles after each failed probe.
+    breaker_cooldown: float = 2.0
+    breaker_cooldown_max: float = 60.0
+    #: After the proxy has kept failing this long, every unfinished DOI ends as ``error``.
+    breaker_give_up: float = 120.0
+    #: How long a ``not_found`` (or value-less) answer is trusted by the cache, in seconds.
+    negative_ttl: float = 3600.0
+    #: Keys allowed to wait on backoff at once, per request slot (bounds memory and tasks).
+    pending_per_slot: int = 8
+    #: ``type=`` and ``index=`` filters of the REST API (values matching any are returned).
+    types: tuple[str, ...] = field(default=())
+    indexes: tuple[int, ...] = field(default=())
+    #: Ask the proxy to bypass its own cache (``auth``); the local cache still applies.
+    auth: bool = False
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http(s) URL, not {self.base_url!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("base_url must not carry a query or a fragment")
+        if not self.rate > 0:
+            raise ValueError("rate must be positive")
+        for name in ("burst", "concurrency", "max_attempts", "breaker_threshold"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if isinstance(self.types, str) or isinstance(self.indexes, (str, int)):
+            raise TypeError("types and indexes are tuples")
+
+    @property
+    def user_agent(self) -> str:
+        contact = f"; mailto:{self.contact}" if self.contact else ""
+        return f"airflow-doi/{_version()} (+https://pypi.org/project/airflow-doi/{contact})"
+
+    @property
+    def root(self) -> str:
+        """The base URL without a trailing slash: request paths are appended to it."""
+        return self.base_url.rstrip("/")
+
+    @property
+    def limit_namespace(self) -> str:
+        """Where the shared limit lives in Redis: one bucket per proxy host by default."""
+        return self.redis_namespace or f"airflow-doi:{urlsplit(self.base_url).netloc}"
+
+    @property
+    def query(self) -> str:
+        """The encoded query string of a handles request (``""`` when unfiltered)."""
+        from urllib.parse import quote
+
+        params = [f"type={quote(t, safe='')}" for t in self.types]
+        params += [f"index={int(i)}" for i in self.indexes]
+        if self.auth:
+            params.append("auth")
+        return "&".join(params)
+
+    def replace(self, **overrides: Any) -> ResolverConfig:
+        """A copy with some fields changed; unknown names are a ``TypeError`` (typos)."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(f"unknown resolver option(s): {', '.join(unknown)}")
+        if "types" in overrides and overrides["types"] is not None:
+            overrides["types"] = tuple(overrides["types"])
+        if "indexes" in overrides and overrides["indexes"] is not None:
+            overrides["indexes"] = tuple(int(i) for i in overrides["indexes"])
+        return dataclasses.replace(self, **overrides)

@@ -1,0 +1,112 @@
+"""What a resolution produces: one :class:`ResolutionResult` per input row.
+
+Kept free of aiohttp so that consumers (the Airflow provider, the CLI writer) can import the
+types without starting any network machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+__all__ = ["COLUMNS", "STATUSES", "ProgressEvent", "ResolutionResult", "ResolverStats"]
+
+#: Every status a row can end in; ``error`` is the only one never cached.
+STATUSES: Final[tuple[str, ...]] = ("resolved", "no_values", "not_found", "invalid", "error")
+#: Output columns, in order (``values`` is kept on the object but not flattened into rows).
+COLUMNS: Final[tuple[str, ...]] = (
+    "input",
+    "doi",
+    "key",
+    "status",
+    "url",
+    "response_code",
+    "http_status",
+    "attempts",
+    "error",
+    "resolved_at",
+    "expires_at",
+)
+
+
+@dataclass(frozen=True)
+class ResolutionResult:
+    """The outcome for one input value.
+
+    ``attempts`` counts the requests that produced the answer (0 for an invalid value); a
+    cache hit keeps the count of the run that resolved it and sets ``cached``.
+    ``resolved_at``/``expires_at`` are timezone-aware UTC; ``expires_at`` is when the cache
+    stops trusting the answer (the smallest value ``ttl``, or the negative-cache ttl).
+    """
+
+    input: object
+    doi: str | None
+    key: str | None
+    status: str
+    url: str | None = None
+    response_code: int | None = None
+    http_status: int | None = None
+    attempts: int = 0
+    error: str | None = None
+    resolved_at: datetime | None = None
+    expires_at: datetime | None = None
+    values: tuple[dict[str, Any], ...] = ()
+    cached: bool = False
+
+    def as_row(self) -> dict[str, object]:
+        """The :data:`COLUMNS` of this result; datetimes as ISO 8601 strings."""
+        return {
+            "input": self.input,
+            "doi": self.doi,
+            "key": self.key,
+            "status": self.status,
+            "url": self.url,
+            "response_code": self.response_code,
+            "http_status": self.http_status,
+            "attempts": self.attempts,
+            "error": self.error,
+            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+        }
+
+
+@dataclass
+class ProgressEvent:
+    """Reported after each distinct key finishes (and once at the start)."""
+
+    done: int
+    total: int
+    rate: float
+    retries: int
+    eta_seconds: float | None
+
+
+@dataclass
+class ResolverStats:
+    """Counters of one batch, filled in while it runs (pass one to ``aresolve(stats=...)``)."""
+
+    rows: int = 0
+    keys: int = 0
+    cache_hits: int = 0
+    requests: int = 0
+    retries: int = 0
+    throttled: int = 0
+    breaker_opens: int = 0
+    elapsed: float = 0.0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def request_rate(self) -> float:
+        """Requests sent per second of wall time."""
+        return self.requests / self.elapsed if self.elapsed > 0 else 0.0
+
+    def summary(self) -> str:
+        """The one-line summary the CLI prints at the end."""
+        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in STATUSES)
+        return (
+            f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
+            f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "
+            f"{self.retries} retries, {self.throttled} throttled, "
+            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens"
+        )

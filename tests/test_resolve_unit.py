@@ -1,0 +1,256 @@
+"""Unit tests of the resolver's pure parts: answer mapping, expiry, limits, breaker, cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_doi.resolve import STATUSES, ResolutionResult, ResolverConfig
+from airflow_doi.resolve.breaker import CircuitBreaker, CircuitOpenError
+from airflow_doi.resolve.cache import CachedAnswer, ResolverCache
+from airflow_doi.resolve.client import (
+    ProxyClient,
+    ProxyError,
+    RetryableError,
+    expiry,
+    interpret,
+    parse_retry_after,
+    which_ra_batches,
+)
+from airflow_doi.resolve.limits import window_for
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+KEY = "10.1000/ABC"
+
+
+def _body(code: int, values: list | None = None, handle: str = "10.1000/abc") -> bytes:
+    document: dict = {"responseCode": code, "handle": handle}
+    if values is not None:
+        document["values"] = values
+    return json.dumps(document).encode()
+
+
+def _url(index: int, url: str, ttl: object = 86400) -> dict:
+    return {"index": index, "type": "URL", "data": {"format": "string", "value": url}, "ttl": ttl}
+
+
+def test_resolved_takes_the_url_value_with_the_lowest_index():
+    values = [_url(9, "https://late/", 50), _url(3, "https://early/", 7200)]
+    answer = interpret(200, _body(1, values), {}, KEY, NOW, 3600)
+    assert answer.status == "resolved"
+    assert answer.url == "https://early/"
+    assert answer.response_code == 1 and answer.http_status == 200
+    assert answer.values == tuple(values)
+    assert answer.expires_at == NOW + timedelta(seconds=50)  # the smallest ttl of all values
+
+
+def test_code_1_without_a_url_value_and_code_200_are_no_values():
+    admin = {"index": 100, "type": "HS_ADMIN", "data": {"format": "admin", "value": {}}, "ttl": 10}
+    answer = interpret(200, _body(1, [admin]), {}, KEY, NOW, 3600)
+    assert (answer.status, answer.url, answer.expires_at) == (
+        "no_values",
+        None,
+        NOW + timedelta(seconds=10),
+    )
+    empty = interpret(200, _body(200), {}, KEY, NOW, 3600)
+    assert (empty.status, empty.response_code) == ("no_values", 200)
+    assert empty.expires_at == NOW + timedelta(seconds=3600)
+
+
+def test_code_100_is_not_found_with_the_negative_ttl():
+    answer = interpret(404, _body(100), {}, KEY, NOW, 120)
+    assert answer.status == "not_found"
+    assert answer.expires_at == NOW + timedelta(seconds=120)
+
+
+def test_absolute_iso_ttl_is_an_expiry_time():
+    values = [_url(1, "https://x/", "2030-05-01T00:00:00Z"), _url(2, "https://y/", 10**9)]
+    assert expiry(values, NOW, 5) == datetime(2030, 5, 1, tzinfo=timezone.utc)
+    assert expiry([], NOW, 5) == NOW + timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_server_errors_are_retryable_with_the_reason(status):
+    with pytest.raises(RetryableError) as caught:
+        body = json.dumps({"responseCode": 2, "message": "boom"}).encode()
+        interpret(status, body, {}, KEY, NOW, 1)
+    assert caught.value.reason == f"HTTP {status} responseCode 2: boom"
+
+
+@pytest.mark.parametrize("status", [429, 403])
+def test_throttling_is_retryable_and_carries_retry_after(status):
+    with pytest.raises(RetryableError) as caught:
+        interpret(status, b"slow down", {"Retry-After": "7"}, KEY, NOW, 1)
+    assert caught.value.throttled and caught.value.retry_after == 7.0
+
+
+def test_retry_after_as_http_date():
+    later = "Thu, 01 Jan 2026 00:00:30 GMT"
+    assert parse_retry_after(later, NOW) == 30.0
+    assert parse_retry_after("garbage", NOW) is None
+    assert parse_retry_after(None, NOW) is None
+
+
+def test_malformed_json_is_retryable():
+    with pytest.raises(RetryableError, match="malformed JSON"):
+        interpret(200, b'{"responseCode": 1, "han', {}, KEY, NOW, 1)
+
+
+def test_redirects_and_foreign_handles_are_final_errors():
+    with pytest.raises(ProxyError, match=r"redirect to https://evil\.example/ not followed"):
+        interpret(302, b"", {"Location": "https://evil.example/"}, KEY, NOW, 1)
+    with pytest.raises(ProxyError, match="another handle"):
+        interpret(200, _body(1, [], handle="10.1000/other"), {}, KEY, NOW, 1)
+    with pytest.raises(ProxyError, match="without a proxy JSON answer"):
+        interpret(404, b"<html>", {}, KEY, NOW, 1)
+
+
+def test_handle_url_is_encoded_once_and_never_normalized():
+    config = ResolverConfig(base_url="http://127.0.0.1:9/proxy/", types=("URL",), auth=True)
+    client = ProxyClient(config, session=None)  # type: ignore[arg-type]
+    url = client.handle_url("10.1000/a/../b %25#?ß")
+    assert url.raw_path == "/proxy/api/handles/10.1000/a/..%2Fb%20%2525%23%3F%C3%9F"
+    assert url.raw_query_string == "type=URL&auth"
+    assert str(client.which_ra_url(["10.1000/a,b", "10.1000/c"])).endswith(
+        "/proxy/doiRA/10.1000/a%2Cb,10.1000/c"
+    )
+
+
+def test_which_ra_batches_respect_count_and_length():
+    batches = which_ra_batches([f"10.1000/{i}" for i in range(120)])
+    assert [len(b) for b in batches] == [50, 50, 20]
+    long = ["10.1000/" + "x" * 700] * 5
+    assert all(sum(len(d) + 1 for d in b) <= 1800 for b in which_ra_batches(long))
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected"), [(3, (3, 1)), (2.5, (5, 2)), (0.5, (1, 2)), (40, (40, 1))]
+)
+def test_shared_window_is_never_more_permissive_than_the_rate(rate, expected):
+    amount, seconds = window_for(rate, 1)
+    assert (amount, seconds) == expected
+    assert amount / seconds <= rate
+
+
+def test_config_defaults_are_polite_and_validated():
+    config = ResolverConfig(contact="ops@example.org")
+    assert config.rate <= 5 and config.concurrency <= 4
+    assert config.user_agent.startswith("airflow-doi/")
+    assert config.user_agent.endswith(
+        "(+https://pypi.org/project/airflow-doi/; mailto:ops@example.org)"
+    )
+    with pytest.raises(TypeError, match="unknown resolver option"):
+        config.replace(rat=3)
+    with pytest.raises(ValueError, match="http"):
+        ResolverConfig(base_url="ftp://doi.org")
+    with pytest.raises(ValueError, match="rate"):
+        ResolverConfig(rate=0)
+
+
+def test_result_row_has_the_documented_columns():
+    result = ResolutionResult(
+        input=" doi:10.1000/X ",
+        doi="10.1000/X",
+        key="10.1000/X",
+        status="resolved",
+        url="https://x/",
+        response_code=1,
+        http_status=200,
+        attempts=2,
+        resolved_at=NOW,
+        expires_at=NOW + timedelta(hours=1),
+    )
+    row = result.as_row()
+    assert list(row) == [
+        "input",
+        "doi",
+        "key",
+        "status",
+        "url",
+        "response_code",
+        "http_status",
+        "attempts",
+        "error",
+        "resolved_at",
+        "expires_at",
+    ]
+    assert row["resolved_at"] == "2026-01-01T00:00:00+00:00"
+    assert STATUSES == ("resolved", "no_values", "not_found", "invalid", "error")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_breaker_opens_probes_and_closes():
+    async def scenario() -> None:
+        clock = FakeClock()
+        breaker = CircuitBreaker(threshold=3, cooldown=10, give_up=100, clock=clock)
+        for _ in range(3):
+            assert await breaker.acquire() is False
+            breaker.record_failure("HTTP 500")
+        assert breaker.state == "open" and breaker.opens == 1
+        waiter = asyncio.ensure_future(breaker.acquire())
+        await asyncio.sleep(0.01)
+        assert not waiter.done()  # nobody passes while open
+        clock.now = 10.0
+        breaker._notify()
+        assert await asyncio.wait_for(waiter, 1) is True  # the single probe
+        second = asyncio.ensure_future(breaker.acquire())
+        await asyncio.sleep(0.01)
+        assert not second.done()  # one probe at a time
+        breaker.record_failure("HTTP 500", probe=True)  # probe failed: cooldown doubles
+        assert breaker.state == "open" and breaker._open_until == 30.0
+        clock.now = 30.0
+        breaker._notify()
+        assert await asyncio.wait_for(second, 1) is True
+        breaker.record_success()
+        assert breaker.state == "closed"
+        assert await breaker.acquire() is False
+
+    asyncio.run(scenario())
+
+
+def test_breaker_gives_up_with_the_last_reason():
+    async def scenario() -> None:
+        clock = FakeClock()
+        breaker = CircuitBreaker(threshold=1, cooldown=5, give_up=20, clock=clock)
+        breaker.record_failure("HTTP 503 responseCode 2")
+        clock.now = 21.0
+        expected = r"kept failing for 21\.0s; last error: HTTP 503"
+        with pytest.raises(CircuitOpenError, match=expected):
+            await breaker.acquire()
+
+    asyncio.run(scenario())
+
+
+def test_cache_honours_expiry_and_refuses_errors(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    answer = CachedAnswer(
+        key="10.1000/ABC",
+        doi="10.1000/abc",
+        status="resolved",
+        url="https://x/",
+        response_code=1,
+        http_status=200,
+        attempts=1,
+        values=({"index": 1, "ttl": 60},),
+        resolved_at=NOW,
+        expires_at=NOW + timedelta(seconds=60),
+    )
+    with ResolverCache(path) as cache:
+        cache.store(answer)
+        with pytest.raises(ValueError, match="never cached"):
+            cache.store(CachedAnswer(**{**answer.__dict__, "key": "E", "status": "error"}))
+    with ResolverCache(path) as cache:  # persisted across connections
+        assert cache.fresh(["10.1000/ABC"], NOW + timedelta(seconds=59)) == {"10.1000/ABC": answer}
+        assert cache.fresh(["10.1000/ABC"], NOW + timedelta(seconds=60)) == {}
+    with ResolverCache(path, query="type=URL") as filtered:  # another filter, another entry
+        assert filtered.fresh(["10.1000/ABC"], NOW) == {}
