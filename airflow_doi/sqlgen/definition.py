@@ -1,0 +1,451 @@
+"""The canonical definition of the DOI functions, as sqlglot expressions.
+
+Every dialect file and every dbt adapter body is generated from the builders below; the rules
+themselves come from :mod:`airflow_doi.syntax` and :mod:`airflow_doi.presentation` constants so
+that the SQL cannot drift from the Python reference.
+
+The definition is written against six *abstract* operations, spelled as placeholder function
+calls, because no two engines agree on them (see :mod:`airflow_doi.sqlgen.dialects.base`):
+
+``DOI__RE_MATCH(s, pattern)``
+    partial regular-expression match. Patterns hold raw characters; each dialect escapes them.
+``DOI__RE_EXTRACT(s, pattern)``
+    group 1 of the first match, or NULL (never an empty string) when there is none.
+``DOI__RE_REPLACE(s, pattern, replacement)``
+    replace every match (patterns that must act once are anchored with ``^``); the replacement
+    uses ``\\1`` for the first group.
+``DOI__PCT_DECODE(s)``
+    percent-decode a string already checked against :data:`UTF8_ESCAPES` (``+`` stays ``+``).
+``DOI__ESCAPE_NON_ASCII(s)``
+    replace every non-ASCII character by its UTF-8 bytes as ``%XX`` (upper-case hex).
+``DOI__ASCII_UPPER(s)``
+    the key of a value already proven printable ASCII (an engine may use a faster upper-casing
+    there); everything else gets ``TRANSLATE`` with the 26 letters.
+
+How the parse is laid out, so that no step reads its input more than a few times (engines
+inline SQL functions, and a step read *n* times multiplies the work of every step before it):
+
+1. ``unwrap(s)`` -> ``u``: a one-character *tag* followed by the still-encoded DOI. Tag ``0``
+   is a bare string, ``2`` a ``doi:`` form (neither is decoded under ``decode="auto"``) and
+   ``1`` a URL, URN or info form (decoded). Each wrapper is removed by one anchored regular
+   expression replace that also rewrites the tag, so ``s`` is read exactly once.
+2. ``decode(u)`` -> ``dt``: ``K`` followed by the decoded DOI, or exactly ``E`` when the
+   percent-encoding is bad; NULL stays NULL.
+3. ``reason_of(dt)``, ``normalized_of(dt)``, ``valid_of(dt)`` read only ``dt``.
+
+Fast paths in front skip all of it for printable-ASCII values whose DOI is known without
+decoding (a bare DOI, a literal ``https://doi.org/`` or ``doi:`` prefix, ASCII padding); they
+are sufficient conditions only, so anything they do not recognise takes the full path, and the
+answers are the same either way (the tests compare every engine with Python on both kinds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from sqlglot import exp
+
+from airflow_doi.presentation import DEFAULT_BASE_URL, MANDATORY, RECOMMENDED
+from airflow_doi.syntax import (
+    DIRECTORY,
+    DOI_SCHEME,
+    ILLEGAL_RANGES,
+    INFO_PREFIX,
+    SCHEMELESS_HOSTS,
+    TRIM_CHARS,
+    URL_HOSTS,
+    URN_PREFIX,
+    WHITESPACE,
+)
+
+__all__ = [
+    "BASE_URL",
+    "ILLEGAL",
+    "PUBLIC_FUNCTIONS",
+    "UTF8_ESCAPES",
+    "Builder",
+    "Parts",
+    "decode",
+    "normalized_of",
+    "reason_of",
+    "unwrap",
+    "url_path",
+    "valid_of",
+]
+
+BASE_URL: Final[str] = DEFAULT_BASE_URL
+LOWER: Final[str] = "abcdefghijklmnopqrstuvwxyz"
+UPPER: Final[str] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+#: Illegal code points (Z39.84 4.1), from :data:`airflow_doi.syntax.ILLEGAL_RANGES`. Lone
+#: surrogates cannot be stored in any engine's text type, so they need no test here.
+ILLEGAL: Final[str] = (
+    "[" + "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ILLEGAL_RANGES) + "]"
+)
+
+
+def _case_insensitive(text: str) -> str:
+    """A regular expression for ``text`` that ignores ASCII case only (never Unicode folding:
+    RE2 and Java ``(?i)`` match ``ſ`` to ``s`` and the Kelvin sign to ``k``)."""
+    out = []
+    for char in text:
+        if "a" <= char.lower() <= "z":
+            out.append(f"[{char.lower()}{char.upper()}]")
+        elif char == ".":
+            out.append("[.]")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _class(chars: str) -> str:
+    return "[" + "".join(chars) + "]"
+
+
+_TRIM = _class(TRIM_CHARS)
+_URL_PREFIX = (
+    "(?:"
+    + _case_insensitive("http")
+    + "[sS]?://(?:"
+    + "|".join(_case_insensitive(h) for h in URL_HOSTS)
+    + ")|"
+    + "|".join(_case_insensitive(h) for h in SCHEMELESS_HOSTS)
+    + ")/"
+)
+_URN = _case_insensitive(URN_PREFIX)
+_DOI = _case_insensitive(DOI_SCHEME)
+_INFO = _case_insensitive(INFO_PREFIX)
+_DIRECTORY = DIRECTORY.replace(".", "[.]")
+_REGISTRANT = "[0-9]+(?:[.][0-9]+)*"
+
+_CONT = "%[89abAB][0-9a-fA-F]"
+#: A whole string whose ``%`` escapes spell well-formed UTF-8 (the table of RFC 3629 section 4,
+#: written over hex pairs): anything else is ``bad_encoding``, exactly like Python's decoder.
+UTF8_ESCAPES: Final[str] = (
+    "(?:[^%]"
+    "|%[0-7][0-9a-fA-F]"
+    f"|%[cC][2-9a-fA-F]{_CONT}|%[dD][0-9a-fA-F]{_CONT}"
+    f"|%[eE]0%[aAbB][0-9a-fA-F]{_CONT}"
+    f"|%[eE][1-9a-cA-C]{_CONT}{_CONT}|%[eE][eEfF]{_CONT}{_CONT}"
+    f"|%[eE][dD]%[89][0-9a-fA-F]{_CONT}"
+    f"|%[fF]0%[9abAB][0-9a-fA-F]{_CONT}{_CONT}"
+    f"|%[fF][1-3]{_CONT}{_CONT}{_CONT}"
+    f"|%[fF]4%8[0-9a-fA-F]{_CONT}{_CONT}"
+    ")*"
+)
+#: The same, when only ASCII escapes can be decoded (see the Redshift dialect).
+ASCII_ESCAPES: Final[str] = "(?:[^%]|%[0-7][0-9a-fA-F])*"
+
+#: A printable-ASCII bare DOI: nothing to trim, unwrap or decode, so it is its own normal form.
+FAST_PATH: Final[str] = f"^{_DIRECTORY}{_REGISTRANT}/[!-~]+$"
+#: The same without ``%``, ``?`` and ``#``: inside a URL these would need decoding or cutting.
+FAST_PATH_URL: Final[str] = f'^{_DIRECTORY}{_REGISTRANT}/[!-"$&->@-~]+$'
+#: Literal prefixes common enough in real catalogues to deserve a fast path of their own
+#: (prefix, pattern the rest must match). Any other spelling (other case, padding, escapes)
+#: takes the full path, which gives the same answer.
+FAST_PREFIXES: Final[tuple[tuple[str, str], ...]] = (
+    ("https://doi.org/", FAST_PATH_URL),
+    ("http://dx.doi.org/", FAST_PATH_URL),
+    ("https://dx.doi.org/", FAST_PATH_URL),
+    ("http://doi.org/", FAST_PATH_URL),
+    ("doi:", FAST_PATH),
+    ("doi: ", FAST_PATH),
+)
+_ASCII_SPACE = _class("".join(c for c in WHITESPACE if c.isascii()))
+#: Still printable ASCII, one regular expression: ASCII padding, any ASCII case of a URL
+#: prefix, or ``doi:`` and ASCII spaces, around a DOI without ``%``, ``?`` or ``#`` (so there
+#: is nothing to decode or cut). Group 1 is the normalized DOI.
+SIMPLE_WRAPPED: Final[str] = (
+    f"^{_ASCII_SPACE}*(?:{_URL_PREFIX}|{_DOI}{_ASCII_SPACE}*)?"
+    f'({_DIRECTORY}{_REGISTRANT}/[!-"$&->@-~]+){_ASCII_SPACE}*$'
+)
+_RESERVED_ASCII = "^[^/]*/./"
+
+#: Characters ``doi_url`` escapes, ``%`` first so that no escape is escaped twice.
+URL_ESCAPED: Final[str] = "%" + "".join(c for c in MANDATORY + RECOMMENDED if c != "%")
+
+PUBLIC_FUNCTIONS: Final[tuple[str, ...]] = (
+    "doi_normalize",
+    "doi_key",
+    "doi_is_valid",
+    "doi_reason",
+    "doi_url",
+)
+
+
+def lit(value: str) -> exp.Literal:
+    return exp.Literal.string(value)
+
+
+def re_match(value: exp.Expression, pattern: str) -> exp.Expression:
+    return exp.Anonymous(this="DOI__RE_MATCH", expressions=[value, lit(pattern)])
+
+
+def re_extract(value: exp.Expression, pattern: str) -> exp.Expression:
+    """Group 1 of the first match, or NULL when there is none. One read of ``value``: engines
+    without common-subexpression elimination inside CASE would evaluate NULLIF's twice."""
+    return exp.Anonymous(this="DOI__RE_EXTRACT", expressions=[value, lit(pattern)])
+
+
+def re_replace(value: exp.Expression, pattern: str, replacement: str) -> exp.Expression:
+    return exp.Anonymous(
+        this="DOI__RE_REPLACE", expressions=[value, lit(pattern), lit(replacement)]
+    )
+
+
+def _and(left: exp.Expression, right: exp.Expression) -> exp.Expression:
+    return exp.And(this=left, expression=right)
+
+
+def _or(left: exp.Expression, right: exp.Expression) -> exp.Expression:
+    return exp.Or(this=left, expression=right)
+
+
+def _not(value: exp.Expression) -> exp.Expression:
+    return exp.Not(this=value)
+
+
+def _concat(*parts: exp.Expression) -> exp.Expression:
+    result = parts[0]
+    for part in parts[1:]:
+        result = exp.DPipe(this=result, expression=part)
+    return result
+
+
+def _tail(value: exp.Expression) -> exp.Expression:
+    """Everything after the one-character tag."""
+    return exp.Substring(this=value, start=exp.Literal.number(2))
+
+
+def ascii_upper(value: exp.Expression) -> exp.Expression:
+    """The comparison key: ASCII a-z to A-Z and nothing else (never UPPER)."""
+    return exp.Translate(this=value, from_=lit(LOWER), to=lit(UPPER))
+
+
+def unwrap(s: exp.Expression) -> exp.Expression:
+    """Trim, then remove the presentation wrapper; see the module docstring for the tags."""
+    trimmed = re_replace(s, f"^{_TRIM}+|{_TRIM}+$", "")
+    # URL: keep the path up to the first raw ? or #; tag 1.
+    tagged = re_replace(_concat(lit("0"), trimmed), f"(?s)^0{_URL_PREFIX}([^?#]*).*$", "1\\1")
+    # URN, bare or as a URL path: the first colon is the first slash unless a slash comes first.
+    tagged = re_replace(tagged, f"^.{_URN}([^:/]*):", "1\\1/")
+    tagged = re_replace(tagged, f"^.{_URN}", "1")
+    tagged = re_replace(tagged, f"^0{_DOI}{_class(WHITESPACE)}*", "2")
+    return re_replace(tagged, f"^0{_INFO}", "1")
+
+
+def decode(u: exp.Expression) -> exp.Expression:
+    """``K`` + the DOI with URL encoding undone (tag-1 forms only), or ``E`` for bad encoding.
+
+    Written as COALESCE(common case, rare case) rather than CASE so that the common case reads
+    ``u`` once: a CASE would read it in the condition and again in the result.
+    """
+    # Tags 0 and 2, and tag 1 without a "%", need no decoding: retag them K in one step.
+    ready = re_replace(u, "(?s)^(?:[02]|1([^%]*)$)", "K\\1")
+    already = re_extract(ready, "(?s)^(K.*)$")
+    decoded = exp.Case(
+        ifs=[
+            exp.If(
+                this=re_match(ready.copy(), f"^1{UTF8_ESCAPES}$"),
+                true=_concat(
+                    lit("K"),
+                    exp.Anonymous(this="DOI__PCT_DECODE", expressions=[_tail(ready.copy())]),
+                ),
+            ),
+            exp.If(this=_not(exp.Is(this=ready.copy(), expression=exp.null())), true=lit("E")),
+        ],
+    )
+    return exp.Coalesce(this=already, expressions=[decoded])
+
+
+_LEGAL = "[^" + ILLEGAL[1:]
+#: ``dt`` of a DOI string (reserved suffixes included): group 1 is the normalized DOI.
+NORMALIZED: Final[str] = f"^K({_DIRECTORY}{_REGISTRANT}/{_LEGAL}+)$"
+#: ``dt`` of a valid DOI: as above, and the suffix is one character or its second is not "/".
+VALID: Final[str] = f"^K{_DIRECTORY}{_REGISTRANT}/{_LEGAL}(?:{_LEGAL[:-1]}/]{_LEGAL}*)?$"
+
+
+def normalized_of(dt: exp.Expression) -> exp.Expression:
+    # One regular expression, so that engines without common-subexpression elimination read
+    # ``dt`` (and everything before it) once.
+    return re_extract(dt, NORMALIZED)
+
+
+def valid_of(dt: exp.Expression) -> exp.Expression:
+    return exp.Coalesce(this=re_match(dt, VALID), expressions=[exp.false()])
+
+
+def reason_of(dt: exp.Expression) -> exp.Expression:
+    """The first failing check, in :data:`airflow_doi.syntax.REASONS` order."""
+
+    def when(condition: exp.Expression, reason: str) -> exp.If:
+        return exp.If(this=condition, true=lit(reason))
+
+    return exp.Case(
+        ifs=[
+            when(
+                _or(
+                    exp.Is(this=dt, expression=exp.null()),
+                    exp.EQ(this=dt.copy(), expression=lit("K")),
+                ),
+                "empty",
+            ),
+            when(exp.EQ(this=dt.copy(), expression=lit("E")), "bad_encoding"),
+            when(re_match(dt.copy(), ILLEGAL), "bad_character"),
+            when(_not(re_match(dt.copy(), f"^K{_DIRECTORY}")), "bad_directory"),
+            when(
+                _not(re_match(_concat(dt.copy(), lit("/")), f"^K{_DIRECTORY}{_REGISTRANT}/")),
+                "bad_registrant",
+            ),
+            when(_not(re_match(dt.copy(), "(?s)^K[^/]*/.")), "missing_suffix"),
+            when(re_match(dt.copy(), "(?s)^K[^/]*/./"), "reserved_suffix"),
+        ]
+    )
+
+
+def url_path(n: exp.Expression) -> exp.Expression:
+    """``presentation.encode_path``: the IDF sets, non-ASCII as UTF-8 %XX, then dot segments."""
+    escaped = n
+    for char in URL_ESCAPED:
+        escaped = exp.Anonymous(
+            this="REPLACE", expressions=[escaped, lit(char), lit(f"%{ord(char):02X}")]
+        )
+    escaped = exp.Anonymous(this="DOI__ESCAPE_NON_ASCII", expressions=[escaped])
+    return re_replace(escaped, "/([.][.]?)/", "/\\1%2F")
+
+
+# --- public functions --------------------------------------------------------------------
+
+
+class Parts(Protocol):
+    """The three slow-path answers for one argument, as a binding strategy provides them.
+
+    A strategy decides how ``dt`` is shared: helper function calls, plain inlining, or a
+    scalar subquery (see :mod:`airflow_doi.sqlgen.render`); the public bodies do not care.
+    """
+
+    def normalized(self) -> exp.Expression: ...
+
+    def valid(self) -> exp.Expression: ...
+
+    def reason(self) -> exp.Expression: ...
+
+
+Builder = Callable[[exp.Expression, Parts], exp.Expression]
+
+
+def _bare(s: exp.Expression) -> exp.Expression:
+    # The literal "10." test first: it is ~10x cheaper than the regular expression, and lets
+    # every wrapped value skip it.
+    head = exp.Substring(this=s.copy(), start=exp.Literal.number(1), length=exp.Literal.number(3))
+    return _and(exp.EQ(this=head, expression=lit(DIRECTORY)), re_match(s.copy(), FAST_PATH))
+
+
+def _fast_branches(
+    s: exp.Expression,
+    answer: Callable[[exp.Expression], exp.Expression],
+    hopeless: exp.Expression | None = None,
+) -> list[exp.If]:
+    """CASE branches for the printable-ASCII shapes: ``answer(doi)`` where the DOI is known.
+
+    Cheapest first: the bare DOI, then literal prefixes, then (after ``hopeless``, when given)
+    one regular expression for padded and odd-case spellings.
+    """
+    branches = [exp.If(this=_bare(s), true=answer(s.copy()))]
+    for prefix, pattern in FAST_PREFIXES:
+        rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
+        head = exp.Substring(
+            this=s.copy(), start=exp.Literal.number(1), length=exp.Literal.number(len(prefix))
+        )
+        branches.append(
+            exp.If(
+                this=_and(
+                    exp.EQ(this=head, expression=lit(prefix)), re_match(rest.copy(), pattern)
+                ),
+                true=answer(rest),
+            )
+        )
+    if hopeless is not None:
+        branches.append(exp.If(this=_hopeless(s), true=hopeless))
+    branches.append(
+        exp.If(
+            this=re_match(s.copy(), SIMPLE_WRAPPED),
+            true=answer(re_extract(s.copy(), SIMPLE_WRAPPED)),
+        )
+    )
+    return branches
+
+
+def _hopeless(s: exp.Expression) -> exp.Expression:
+    """No ``10.`` and no ``%``: no unwrapping or decoding can make this a DOI."""
+
+    def absent(text: str) -> exp.Expression:
+        position = exp.StrPosition(this=s.copy(), substr=lit(text))
+        return exp.EQ(this=position, expression=exp.Literal.number(0))
+
+    return _and(absent(DIRECTORY), absent("%"))
+
+
+def _ascii_upper_of_ascii(value: exp.Expression) -> exp.Expression:
+    """The key of a value already known to be printable ASCII: engines may use a faster
+    upper-casing there, because on ASCII every upper-casing is exactly a-z -> A-Z."""
+    return exp.Anonymous(this="DOI__ASCII_UPPER", expressions=[value])
+
+
+def _reserved(value: exp.Expression) -> exp.Expression:
+    return re_match(value, _RESERVED_ASCII)
+
+
+def doi_normalize(s: exp.Expression, parts: Parts) -> exp.Expression:
+    return exp.Case(
+        ifs=_fast_branches(s, lambda doi: doi, hopeless=exp.null()),
+        default=parts.normalized(),
+    )
+
+
+def doi_key(s: exp.Expression, parts: Parts) -> exp.Expression:
+    return exp.Case(
+        ifs=_fast_branches(s, _ascii_upper_of_ascii, hopeless=exp.null()),
+        default=ascii_upper(parts.normalized()),
+    )
+
+
+def doi_is_valid(s: exp.Expression, parts: Parts) -> exp.Expression:
+    return exp.Case(
+        ifs=_fast_branches(s, lambda doi: _not(_reserved(doi)), hopeless=exp.false()),
+        default=parts.valid(),
+    )
+
+
+def doi_reason(s: exp.Expression, parts: Parts) -> exp.Expression:
+    def reserved_or_null(doi: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=_reserved(doi), true=lit("reserved_suffix"))])
+
+    return exp.Case(ifs=_fast_branches(s, reserved_or_null), default=parts.reason())
+
+
+def doi_url(s: exp.Expression, parts: Parts) -> exp.Expression:
+    return _concat(lit(BASE_URL), url_path(doi_normalize(s, parts)))
+
+
+BUILDERS: Final[dict[str, Builder]] = {
+    "doi_normalize": doi_normalize,
+    "doi_key": doi_key,
+    "doi_is_valid": doi_is_valid,
+    "doi_reason": doi_reason,
+    "doi_url": doi_url,
+}
+#: Helper steps: name -> (parameter, builder). Public functions call them in this order.
+STEPS: Final[dict[str, Callable[[exp.Expression], exp.Expression]]] = {
+    "doi__unwrap": unwrap,
+    "doi__decode": decode,
+    "doi__normalized": normalized_of,
+    "doi__valid": valid_of,
+    "doi__reason": reason_of,
+}
+RETURNS_BOOLEAN: Final[frozenset[str]] = frozenset({"doi_is_valid", "doi__valid"})
+#: Functions whose answer for NULL is not NULL (so they cannot be declared STRICT).
+NULL_AWARE: Final[frozenset[str]] = frozenset(
+    {"doi_is_valid", "doi_reason", "doi__valid", "doi__reason"}
+)

@@ -1,0 +1,188 @@
+"""Binding strategies: how the canonical steps are glued into whole function bodies.
+
+``functions``
+    one SQL function per step (``doi__unwrap``, ``doi__decode``, ...); public functions call
+    them. Each step's input is computed once per call, and the file stays readable.
+``inline``
+    every step expanded into one expression (engines that cannot call their own UDFs from a
+    UDF, and dbt bodies on engines without correlated scalar subqueries).
+``subquery``
+    one expression whose intermediate results are columns of nested one-row derived tables,
+    so an engine without common-subexpression elimination still computes each step once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from airflow_doi.sqlgen import definition
+from airflow_doi.sqlgen.dialects.base import Binding, Dialect
+from airflow_doi.sqlgen.dialects.sqlite import SQLite
+
+_U = "doi__u"
+_DT = "doi__dt"
+
+
+def call(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+@dataclass
+class CallParts:
+    """Slow-path answers as calls to the generated helper functions."""
+
+    s: exp.Expression
+
+    def _dt(self) -> exp.Expression:
+        return call("doi__decode", call("doi__unwrap", self.s.copy()))
+
+    def normalized(self) -> exp.Expression:
+        return call("doi__normalized", self._dt())
+
+    def valid(self) -> exp.Expression:
+        return call("doi__valid", self._dt())
+
+    def reason(self) -> exp.Expression:
+        return call("doi__reason", self._dt())
+
+
+@dataclass
+class InlineParts:
+    """Slow-path answers with every step expanded in place."""
+
+    s: exp.Expression
+
+    def _dt(self) -> exp.Expression:
+        return definition.decode(definition.unwrap(self.s.copy()))
+
+    def normalized(self) -> exp.Expression:
+        return definition.normalized_of(self._dt())
+
+    def valid(self) -> exp.Expression:
+        return definition.valid_of(self._dt())
+
+    def reason(self) -> exp.Expression:
+        return definition.reason_of(self._dt())
+
+
+@dataclass
+class SubqueryParts:
+    """Slow-path answers as a scalar subquery over one-row derived tables (a SQL ``let``)."""
+
+    s: exp.Expression
+
+    def _let(self, answer: exp.Expression) -> exp.Expression:
+        inner = exp.select(exp.alias_(definition.unwrap(self.s.copy()), _U))
+        middle = exp.select(exp.alias_(definition.decode(exp.column(_U)), _DT)).from_(
+            inner.subquery("doi__unwrapped")
+        )
+        outer = exp.select(answer).from_(middle.subquery("doi__decoded"))
+        return exp.Subquery(this=outer)
+
+    def normalized(self) -> exp.Expression:
+        return self._let(definition.normalized_of(exp.column(_DT)))
+
+    def valid(self) -> exp.Expression:
+        return self._let(definition.valid_of(exp.column(_DT)))
+
+    def reason(self) -> exp.Expression:
+        return self._let(definition.reason_of(exp.column(_DT)))
+
+
+PARTS: dict[str, Callable[[exp.Expression], definition.Parts]] = {
+    "functions": CallParts,
+    "inline": InlineParts,
+    "subquery": SubqueryParts,
+}
+
+
+@contextmanager
+def _deep_trees() -> Iterator[None]:
+    # Inlined bodies (Redshift's nested REPLACE decoder) nest deeper than sqlglot's recursive
+    # generator expects from hand-written SQL.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def public_body(dialect: Dialect, name: str, arg: exp.Expression, binding: Binding) -> str:
+    """One public function's body (SQL text) in ``dialect``."""
+    builder = definition.BUILDERS[name]
+    with _deep_trees():
+        return dialect.to_sql(builder(arg, PARTS[binding](arg)))
+
+
+def step_body(dialect: Dialect, name: str, param: str) -> str:
+    return dialect.to_sql(definition.STEPS[name](exp.column(param)))
+
+
+STEP_PARAMS = {
+    "doi__unwrap": "s",
+    "doi__decode": "u",
+    "doi__normalized": "dt",
+    "doi__valid": "dt",
+    "doi__reason": "dt",
+}
+
+
+def functions_file(dialect: Dialect) -> str:
+    """The whole ``sql/<dialect>/doi_functions.sql`` text."""
+    if isinstance(dialect, SQLite):
+        return dialect.file_text()
+    arg = exp.column(dialect.argument)
+    parts = [dialect.header(), ""]
+    if dialect.binding == "functions":
+        for name, param in STEP_PARAMS.items():
+            parts.append(
+                dialect.create_function(
+                    name,
+                    param,
+                    step_body(dialect, name, param),
+                    returns_boolean=name in definition.RETURNS_BOOLEAN,
+                    null_aware=name in definition.NULL_AWARE,
+                )
+            )
+            parts.append("")
+    for name in definition.PUBLIC_FUNCTIONS:
+        parts.append(
+            dialect.create_function(
+                name,
+                dialect.argument,
+                public_body(dialect, name, arg, dialect.binding),
+                returns_boolean=name in definition.RETURNS_BOOLEAN,
+                null_aware=name in definition.NULL_AWARE,
+            )
+        )
+        parts.append("")
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+_JINJA_ARG = "doi__jinja_argument"
+
+
+def dbt_macros_file(dialect: Dialect) -> str:
+    """``dbt_doi/macros/_generated/<adapter>.sql``: one inline body per public function."""
+    assert dialect.dbt_adapter and dialect.dbt_binding
+    lines = [
+        "{#- GENERATED by `airflow-doi sql generate` from airflow_doi/sqlgen: do not edit. -#}",
+        "",
+    ]
+    for name in definition.PUBLIC_FUNCTIONS:
+        body = public_body(dialect, name, exp.column(_JINJA_ARG), dialect.dbt_binding)
+        for marker in ("{{", "{%", "{#"):
+            if marker in body:
+                raise ValueError(f"generated SQL contains the Jinja marker {marker!r}")
+        body = body.replace(_JINJA_ARG, "({{ value }})")
+        lines.append(f"{{% macro {dialect.dbt_adapter}__{name}(value) -%}}")
+        lines.append(body)
+        lines.append("{%- endmacro %}")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,1 @@
+{{ dbt_doi.udf_body('doi_key', 's') }}
