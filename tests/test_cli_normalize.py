@@ -1,0 +1,208 @@
+"""``airflow-doi normalize`` end to end, in a subprocess, on CSV and Parquet files."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_doi import to_url, validate
+from tests.conftest import ROOT
+
+ADDED = ["doi", "doi_key", "doi_valid", "doi_reason", "doi_url"]
+CELLS = [
+    "https://doi.org/10.1000/ABC",
+    "doi: 10.1000/x",
+    "",
+    "junk, with a comma",
+    'quote " inside',
+    "line\nbreak",
+    "https://doi.org/10.1002/%28SICI%29",
+    "10.1000/a/b",
+    "  10.1000/182\t",
+    "10.1000/ß",
+]
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_doi", *map(str, args)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def expected(cell: str | None) -> dict[str, str]:
+    """The added columns as CSV text, from the scalar API."""
+    result = validate(cell)
+    return {
+        "doi": result.doi or "",
+        "doi_key": result.key or "",
+        "doi_valid": "true" if result.valid else "false",
+        "doi_reason": result.reason or "",
+        "doi_url": to_url(cell) if result.doi else "",
+    }
+
+
+@pytest.fixture()
+def sample_rows() -> list[dict[str, str]]:
+    rows = []
+    for i in range(53):  # not a multiple of the chunk size used below
+        rows.append({"id": f"{i:05d}", "ref": CELLS[i % len(CELLS)], "note": f"n{i},x"})
+    return rows
+
+
+@pytest.mark.parametrize("chunk", ["7", "100000"])
+def test_csv_keeps_rows_and_columns_and_adds_the_doi_columns(
+    tmp_path: Path, sample_rows: list[dict[str, str]], chunk: str
+) -> None:
+    source, target = tmp_path / "in.csv", tmp_path / "out" / "result.csv"
+    write_csv(source, sample_rows)
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", chunk)
+    assert run.returncode == 0, run.stderr
+    out = read_csv(target)
+    assert list(out[0]) == ["id", "ref", "note", *ADDED]
+    assert len(out) == len(sample_rows)
+    for row, original in zip(out, sample_rows, strict=True):
+        assert {k: row[k] for k in original} == original  # ids like 00012 stay text
+        assert {k: row[k] for k in ADDED} == expected(original["ref"])
+    valid = sum(validate(r["ref"]).valid for r in sample_rows)
+    assert f"53 rows: {valid} valid, {53 - valid} not (" in run.stderr
+    assert "empty=" in run.stderr and "bad_directory=" in run.stderr
+
+
+def test_parquet_in_and_out_keeps_types(tmp_path: Path) -> None:
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    table = pa.table({
+        "n": pa.array(range(25), pa.int64()),
+        "ref": pa.array([CELLS[i % len(CELLS)] if i % 6 else None for i in range(25)]),
+    })
+    pq.write_table(table, source, row_group_size=4)
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", "3")
+    assert run.returncode == 0, run.stderr
+    out = pq.read_table(target)
+    assert out.column_names == ["n", "ref", *ADDED]
+    assert out.column("n").to_pylist() == list(range(25))
+    assert out.schema.field("doi_valid").type == pa.bool_()
+    for cell, doi, reason in zip(
+        table.column("ref").to_pylist(), out.column("doi").to_pylist(),
+        out.column("doi_reason").to_pylist(), strict=True,
+    ):
+        assert (doi, reason) == (validate(cell).doi, validate(cell).reason)
+
+
+def test_csv_to_parquet_by_flag(tmp_path: Path, sample_rows: list[dict[str, str]]) -> None:
+    source, target = tmp_path / "in.csv", tmp_path / "out.data"
+    write_csv(source, sample_rows)
+    run = cli("normalize", source, "--column", "ref", "-o", target, "--format", "parquet")
+    assert run.returncode == 0, run.stderr
+    out = pq.read_table(target)
+    assert out.num_rows == 53 and out.column("id").to_pylist()[:2] == ["00000", "00001"]
+
+
+def test_bad_utf8_cell_is_reported_not_fatal(tmp_path: Path) -> None:
+    source, target = tmp_path / "bad.csv", tmp_path / "out.csv"
+    source.write_bytes(
+        b"id,ref,other\n1,10.1000/\xff\xfe,ok\n2,10.1000/fine,caf\xe9\n3,\x80,x\n"
+        b"4,https://doi.org/10.1000/\xff,y\n"
+    )
+    run = cli("normalize", source, "--column", "ref", "--output", target)
+    assert run.returncode == 0, run.stderr
+    out = read_csv(target)
+    assert [r["id"] for r in out] == ["1", "2", "3", "4"]
+    assert [r["doi_reason"] for r in out] == ["bad_encoding", "", "bad_encoding", "bad_encoding"]
+    assert [r["doi_valid"] for r in out] == ["false", "true", "false", "false"]
+    assert out[3]["doi"] == out[3]["doi_key"] == out[3]["doi_url"] == ""
+    assert out[0]["ref"] == "10.1000/\ufffd\ufffd"  # bad bytes kept visible as U+FFFD
+    assert out[1]["other"] == "caf\ufffd"
+
+
+def test_malformed_rows_are_counted_and_reported(tmp_path: Path) -> None:
+    source, target = tmp_path / "ragged.csv", tmp_path / "out.csv"
+    source.write_text("id,ref\n1,10.1000/1\n2\n3,10.1000/3,extra\n4,10.1000/4\n")
+    run = cli("normalize", source, "--column", "ref", "--output", target)
+    assert run.returncode == 0, run.stderr
+    assert [r["id"] for r in read_csv(target)] == ["1", "4"]
+    assert "2 CSV rows had the wrong number of fields" in run.stderr
+
+
+def test_header_only_file_gives_header_only_output(tmp_path: Path) -> None:
+    source, target = tmp_path / "empty.csv", tmp_path / "out.csv"
+    source.write_text("id,ref\n")
+    run = cli("normalize", source, "--column", "ref", "--output", target)
+    assert run.returncode == 0, run.stderr
+    assert target.read_text().splitlines() == [
+        '"id","ref","doi","doi_key","doi_valid","doi_reason","doi_url"'
+    ]
+    assert "0 rows" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b"id,ref\n1,10.1000/1\n", ["--column", "missing"], "no column 'missing'"),
+        (b"", ["--column", "ref"], "empty file"),
+        (b"id,doi\n1,10.1000/1\n", ["--column", "doi"], "--prefix"),
+    ],
+)
+def test_input_errors_exit_2_with_a_clear_message(
+    tmp_path: Path, content: bytes, args: list[str], message: str
+) -> None:
+    source, target = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_bytes(content)
+    run = cli("normalize", source, *args, "--output", target)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not target.exists()
+
+
+def test_missing_input_file(tmp_path: Path) -> None:
+    run = cli("normalize", tmp_path / "nope.csv", "--column", "doi", "-o", tmp_path / "o.csv")
+    assert run.returncode == 2 and "no such file" in run.stderr
+
+
+def test_prefix_avoids_a_clash(tmp_path: Path) -> None:
+    source, target = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text("id,doi\n1,DOI:10.1000/x\n")
+    run = cli("normalize", source, "--column", "doi", "--prefix", "clean_", "-o", target)
+    assert run.returncode == 0, run.stderr
+    row = read_csv(target)[0]
+    assert row["doi"] == "DOI:10.1000/x" and row["clean_doi"] == "10.1000/x"
+    assert row["clean_doi_key"] == "10.1000/X"
+
+
+def test_decode_option_is_passed_through(tmp_path: Path) -> None:
+    source, target = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text("ref\n10.1000/456%23789\n")
+    run = cli("normalize", source, "--column", "ref", "-o", target, "--decode", "always")
+    assert run.returncode == 0, run.stderr
+    assert read_csv(target)[0]["doi"] == "10.1000/456#789"
+
+
+def test_demo_normalizes_the_sample(tmp_path: Path) -> None:
+    run = cli("demo", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    out = read_csv(tmp_path / "messy_dois.normalized.csv")
+    with (ROOT / "examples/data/messy_dois.csv").open(newline="", encoding="utf-8") as handle:
+        sample = list(csv.DictReader(handle))
+    assert len(out) == len(sample) >= 200
+    assert all(r["doi_reason"] or r["doi_valid"] == "true" for r in out)
+    assert [r["doi_key"] for r in out] == [expected(r["doi_raw"])["doi_key"] for r in sample]
+    assert "messy_dois.normalized.csv" in run.stdout and "valid" in run.stdout
