@@ -4,8 +4,8 @@ Each row is decided by exactly one tier, cheapest first:
 
 1. **fast**: one anchored RE2 match recognises the common case (optional wrapper, ``10.``, a
    registrant, ``/``, an unreserved suffix, no ``%``, ``?``, ``#`` or illegal character). No
-   decode mode changes such a row and no query is cut, so its DOI is the trimmed text from the
-   first ``10.`` on, cut with a byte slice per wrapper length instead of a regex replace.
+   decode mode changes such a row and no query is cut, so its DOI is the text from the first
+   ``10.`` on, cut with one byte-wise left trim of the wrapper's characters.
 2. **percent and URN**: URL, info and URN forms (every form under ``decode="always"``) whose
    escapes are all ASCII (``%2F``, ``%28``). They are unwrapped, decoded with plain substring
    replacement (one pass per distinct escape in the slice) and accepted only if the result
@@ -110,9 +110,13 @@ def _illegal_class() -> str:
     )
 
 
-_WRAPPERS = (*URL_HOSTS, *SCHEMELESS_HOSTS, "http", DOI_SCHEME, INFO_PREFIX)
-if any(DIRECTORY in w or w[0] == DIRECTORY[0] for w in _WRAPPERS):
-    raise RuntimeError("a wrapper starts like or contains '10.': _cut_wrappers needs a regex")
+_WRAPPERS = (*URL_HOSTS, *SCHEMELESS_HOSTS, "https://", DOI_SCHEME, " ", INFO_PREFIX, URN_PREFIX)
+#: Every character a wrapper can be spelled with, in both cases. Rows are only cut after a
+#: regex proved them to be "wrapper, then 10.", so trimming these from the left removes exactly
+#: the wrapper (a DOI starts with "1", which no wrapper contains).
+_WRAPPER_CHARS: Final[str] = "".join(sorted({c for w in _WRAPPERS for c in w + ascii_upper(w)}))
+if DIRECTORY[0] in _WRAPPER_CHARS:
+    raise RuntimeError("a wrapper contains the first character of '10.': ltrim would cut a DOI")
 
 _ILLEGAL: Final[str] = _illegal_class()
 _URL_WRAPPER: Final[str] = (
@@ -296,20 +300,6 @@ def _scatter(parts: list[tuple[np.ndarray[Any, Any], pa.Array]]) -> pa.Array:
     return pc.take(pa.concat_arrays([v for _, v in parts], memory_pool=POOL), order)
 
 
-def _place(base: pa.Array, parts: list[tuple[np.ndarray[Any, Any], pa.Array]]) -> pa.Array:
-    """``base`` with the rows named in ``parts`` replaced: one concatenation and one take."""
-    parts = [(rows, values) for rows, values in parts if len(rows)]
-    if not parts:
-        return base
-    index = np.arange(len(base), dtype=np.int64)
-    offset = len(base)
-    for rows, _values in parts:
-        index[rows] = np.arange(offset, offset + len(rows))
-        offset += len(rows)
-    everything = pa.concat_arrays([base, *(v for _, v in parts)], memory_pool=POOL)
-    return pc.take(everything, index)
-
-
 def _analyse_slice(
     values: pa.Array, decode: Decode, overrides: Mapping[int, object]
 ) -> tuple[pa.Array, np.ndarray[Any, np.dtype[np.int8]]]:
@@ -323,7 +313,13 @@ def _analyse_slice(
         rest[list(overrides)] = True
     rest_rows = np.flatnonzero(rest)
 
-    doi_parts = _cut_wrappers(values, np.flatnonzero(fast))
+    # A fast row is a wrapper made only of _WRAPPER_CHARS, then "10.": one byte-wise left trim
+    # removes exactly the wrapper, and leaves bare DOIs alone.
+    doi = pc.if_else(
+        pa.array(fast),
+        _cut_wrapper(values),
+        pa.scalar(None, _STRING),
+    )
     codes = np.where(present, -1, _EMPTY).astype(np.int8)
     if len(rest_rows):
         untrimmed = pc.take(values, rest_rows)
@@ -335,57 +331,15 @@ def _analyse_slice(
             {int(np.searchsorted(rest_rows, i)): v for i, v in overrides.items()},
             decode,
         )
-        doi_parts.append((rest_rows, rest_doi))
+        doi = pc.replace_with_mask(doi, pa.array(rest), rest_doi)
         rest_codes = pc.index_in(rest_reason, value_set=_REASON_VALUES)
         codes[rest_rows] = pc.fill_null(rest_codes, -1).to_numpy(zero_copy_only=False)
-    return _place(values, doi_parts), codes
+    return doi, codes
 
 
-def _first_bytes(texts: pa.Array) -> np.ndarray[Any, np.dtype[np.uint8]]:
-    """The first byte of every string (0 for empty and null ones), read from the buffers."""
-    _, offsets_buffer, data_buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[texts.offset:][: len(texts) + 1]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer else np.zeros(0, np.uint8)
-    first = np.zeros(len(texts), dtype=np.uint8)
-    present = offsets[1:] > offsets[:-1]
-    first[present] = data[offsets[:-1][present]]
-    return first
-
-
-def _cut_wrappers(
-    texts: pa.Array, fast_rows: np.ndarray[Any, Any]
-) -> list[tuple[np.ndarray[Any, Any], pa.Array]]:
-    """The DOIs of the fast-tier rows that carry a wrapper, as ``[(rows, DOIs)]``.
-
-    A fast row is bare if it starts with "1" (no wrapper starts with a digit); the others are
-    cut by :func:`_from_directory`.
-    """
-    rows = fast_rows[_first_bytes(texts)[fast_rows] != ord(DIRECTORY[0])]
-    if not len(rows):
-        return []
-    order, dois = _from_directory(pc.take(texts, rows))
-    return [(rows[order], dois)]
-
-
-def _from_directory(texts: pa.Array) -> tuple[np.ndarray[Any, Any], pa.Array]:
-    """Each text from its first ``10.`` on, for texts that are a wrapper then ``10.``.
-
-    No wrapper contains ``10.`` (checked at import), so this removes exactly the wrapper, like
-    an anchored regex replace but several times cheaper. Wrappers are ASCII, so the position
-    is also a byte offset. Returns a permutation of the rows and the cut texts in that order:
-    rows are grouped by where ``10.`` starts (a handful of wrapper lengths), one slice each.
-    """
-    starts = np.asarray(pc.find_substring(texts, DIRECTORY).to_numpy())
-    groups = [(int(s), np.flatnonzero(starts == s)) for s in np.flatnonzero(np.bincount(starts))]
-    order = np.concatenate([members for _, members in groups])
-    grouped = pc.take(texts, order).view(pa.large_binary())
-    longest = int(pc.max(pc.binary_length(grouped)).as_py() or 0)
-    pieces, first = [], 0
-    for start, members in groups:
-        run = grouped.slice(first, len(members))
-        pieces.append(pc.binary_slice(run, start, longest).view(_STRING))
-        first += len(members)
-    return order, pa.concat_arrays(pieces, memory_pool=POOL)
+def _cut_wrapper(texts: pa.Array) -> pa.Array:
+    """The DOI of texts proved to be a wrapper then ``10.``: see :data:`_WRAPPER_CHARS`."""
+    return pc.ascii_ltrim(texts, characters=_WRAPPER_CHARS)
 
 
 def _analyse_rest(
@@ -406,8 +360,7 @@ def _analyse_rest(
     matched = _flags(pc.match_substring_regex(pc.take(texts, candidates), FAST_RE))
     fast = candidates[matched]
     decided[fast] = True
-    bare = fast[_first_bytes(texts)[fast] == ord(DIRECTORY[0])]
-    parts_doi = [(bare, pc.take(texts, bare)), *_cut_wrappers(texts, fast)]
+    parts_doi = [(fast, _cut_wrapper(pc.take(texts, fast)))]
     parts_reason = [(fast, pa.nulls(len(fast), _STRING))]
 
     lowered = pc.ascii_lower(texts)
@@ -419,8 +372,7 @@ def _analyse_rest(
         rows = rows[_flags(pc.match_substring_regex(pc.take(texts, rows), family.match))]
         if not len(rows):
             continue
-        order, doi = _from_directory(pc.take(texts, rows))
-        rows = rows[order]
+        doi = _cut_wrapper(pc.take(texts, rows))
         if family.urn:
             doi = pc.replace_substring(doi, ":", "/", max_replacements=1)
         if family.decoded:
