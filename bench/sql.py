@@ -7,6 +7,10 @@ is the figure). Each ratio is measured in one run: same data, same session, best
 ``--repeat`` timings. ``upper`` is only the speed baseline: it is *not* a correct key.
 
     .venv/bin/python bench/sql.py [--rows 3000000] [--pg-rows 200000] [--pg-dsn DSN]
+                                  [--sql-root DIR]
+
+``--sql-root`` reads ``sql/<dialect>/doi_functions.sql`` under another directory (default: this
+checkout), e.g. a build of an older generator, to compare two versions on the same machine.
 """
 
 from __future__ import annotations
@@ -53,11 +57,11 @@ def best_of(repeat: int, run: Callable[[], object]) -> float:
     return min(timings)
 
 
-def bench_duckdb(rows: int, repeat: int) -> float:
+def bench_duckdb(rows: int, repeat: int, sql_root: Path = ROOT) -> float:
     import duckdb
 
     con = duckdb.connect()
-    con.execute((ROOT / "sql/duckdb/doi_functions.sql").read_text(encoding="utf-8"))
+    con.execute((sql_root / "sql/duckdb/doi_functions.sql").read_text(encoding="utf-8"))
     con.execute(f"CREATE TABLE messy AS SELECT {MESSY_SQL} AS x FROM range({rows}) t(i)")
     upper = best_of(repeat, lambda: con.execute(UPPER_QUERY).fetchall())
     key = best_of(repeat, lambda: con.execute(KEY_QUERY).fetchall())
@@ -69,7 +73,7 @@ def bench_duckdb(rows: int, repeat: int) -> float:
     return ratio
 
 
-def bench_postgres(rows: int, repeat: int, dsn: str) -> float:
+def bench_postgres(rows: int, repeat: int, dsn: str, sql_root: Path = ROOT) -> float:
     import psycopg
 
     schema = f"bench_{uuid.uuid4().hex[:10]}"
@@ -77,7 +81,7 @@ def bench_postgres(rows: int, repeat: int, dsn: str) -> float:
         con.execute(f'CREATE SCHEMA "{schema}"')
         try:
             con.execute(f'SET search_path TO "{schema}"')
-            con.execute((ROOT / "sql/postgres/doi_functions.sql").read_text(encoding="utf-8"))
+            con.execute((sql_root / "sql/postgres/doi_functions.sql").read_text(encoding="utf-8"))
             messy = MESSY_SQL.replace("i % ", "i::bigint % ")
             con.execute(
                 f"CREATE TABLE messy AS SELECT {messy} AS x FROM generate_series(0, {rows - 1:d}) i"
@@ -107,11 +111,12 @@ def main() -> None:
         ),
     )
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--sql-root", type=Path, default=ROOT)
     args = parser.parse_args()
-    ratio = bench_duckdb(args.rows, args.repeat)
+    ratio = bench_duckdb(args.rows, args.repeat, args.sql_root)
     print(f"duckdb target >= 0.33 (goal 0.50): {'met' if ratio >= 1 / 3 else 'NOT met'}")
     if not args.skip_postgres:
-        bench_postgres(args.pg_rows, args.repeat, args.pg_dsn)
+        bench_postgres(args.pg_rows, args.repeat, args.pg_dsn, args.sql_root)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,42 @@ SQL_DIR = ROOT / "sql"
 SELECT_ALL = "doi_normalize({0}), doi_key({0}), doi_is_valid({0}), doi_reason({0}), doi_url({0})"
 
 
+#: Edges of the shortcuts in front of the full parse (``urn:doi:`` without escapes, bare DOIs
+#: with non-ASCII characters, URLs with escapes): each must still agree with Python.
+SHORTCUT_CASES: tuple[str, ...] = (
+    "urn:doi:10.1000:a:b",
+    "URN:DOI:10.1000.5:x/y",
+    "urn:doi:10.1000:./x",
+    "urn:doi:10.1000:a%2Fb",
+    "urn:doi:10.1000/a:b",
+    "https://doi.org/10.1000%2Fx",
+    "https://doi.org/10.1000/%2E/x",
+    "HTTPS://DX.DOI.ORG/10.1000/A%2fb",
+    "https://doi.org/10.1000/%C3%A9%C3%9F",
+    "https://doi.org/10.1000/%FF",
+    "https://doi.org/10.1000/a%00",
+    "https://doi.org/10.1000/a%E2%80%A8",
+    "https://doi.org/10.1000/a%",
+    "https://doi.org/10.1000/a%2",
+    "https://doi.org/10.1000/a%zz",
+    "https://doi.org/10.1000/%",
+    "https://doi.org/10.1000",
+    "https://doi.org/10.1000%2F",
+    "https://doi.org/10.x/%41",
+    "http://hdl.handle.net/10.1000/%41b ",
+    "10.1000/é/x",
+    "10.1000/éß\u3000",
+    "10.1000/a é",
+    "10.1000/ǆ%41",
+    "10.1000/\u00a0x",
+    "10.1000/x\u200b",
+    "10.1000/e\u0301",
+)
+
+
 def cases() -> list[str | None]:
     vectors = [v["input"] for v in syntax_vectors() if v.get("decode", "auto") == "auto"]
-    return [*vectors, *EXTRA_CASES]
+    return [*vectors, *EXTRA_CASES, *SHORTCUT_CASES]
 
 
 def compare(engine: str, answers: list[tuple[str | None, Answer]]) -> None:
@@ -114,6 +147,13 @@ def test_postgres_functions_are_immutable_inlinable_and_null_aware(
         assert set(flags.values()) == {"isfalse"}, flags
         row = con.execute(f"SELECT {SELECT_ALL.format('NULL::text')}").fetchone()
         assert row == (None, None, False, "empty", None)
+        # Inlined: the plan shows the body, not a call. (doi_url's body holds a subquery, the
+        # non-ASCII escaper, so PostgreSQL calls it; the other four must stay subquery-free.)
+        con.execute("CREATE TABLE doi__plan (x text)")
+        for name in ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason"):
+            plan = con.execute(f"EXPLAIN VERBOSE SELECT {name}(x) FROM doi__plan").fetchall()
+            text = "\n".join(line for (line,) in plan)
+            assert f"{name}(" not in text, text
 
 
 def test_sqlite_agrees_with_python() -> None:
@@ -189,7 +229,8 @@ def test_headers_state_install_and_limits() -> None:
 
 def test_no_unicode_upper_on_a_doi() -> None:
     """UPPER appears only in the DuckDB and PostgreSQL ASCII fast paths (values proven
-    printable ASCII; PostgreSQL's under the "C" collation, which maps a-z only)."""
+    printable ASCII; PostgreSQL's under the "C" collation, which maps a-z only) and in DuckDB's
+    key of a parsed DOI whose byte length equals its character length (ASCII)."""
     for name in DIALECTS:
         body = sql_file(name)
         if name in ("duckdb", "postgres"):

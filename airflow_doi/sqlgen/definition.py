@@ -21,6 +21,9 @@ calls, because no two engines agree on them (see :mod:`airflow_doi.sqlgen.dialec
 ``DOI__ASCII_UPPER(s)``
     the key of a value already proven printable ASCII (an engine may use a faster upper-casing
     there); everything else gets ``TRANSLATE`` with the 26 letters.
+``DOI__KEY(n)``
+    the key of a normalized DOI that may hold non-ASCII characters (or NULL): ``TRANSLATE``
+    with the 26 letters, unless an engine has a cheaper exact spelling.
 
 How the parse is laid out, so that no step reads its input more than a few times (engines
 inline SQL functions, and a step read *n* times multiplies the work of every step before it):
@@ -34,9 +37,12 @@ inline SQL functions, and a step read *n* times multiplies the work of every ste
 3. ``reason_of(dt)``, ``normalized_of(dt)``, ``valid_of(dt)`` read only ``dt``.
 
 Fast paths in front skip all of it for printable-ASCII values whose DOI is known without
-decoding (a bare DOI, a literal ``https://doi.org/`` or ``doi:`` prefix, ASCII padding); they
-are sufficient conditions only, so anything they do not recognise takes the full path, and the
-answers are the same either way (the tests compare every engine with Python on both kinds).
+decoding (a bare DOI, a literal ``https://doi.org/`` or ``doi:`` prefix, ASCII padding, a
+``urn:doi:`` without escapes), for bare DOIs with non-ASCII characters, and, for URLs whose
+path starts with a literal ``10.`` and holds well-formed escapes, a cheap ``dt`` (decode the
+path, no unwrapping) that the usual answers then read. They are sufficient conditions only, so
+anything they do not recognise takes the full path, and the answers are the same either way
+(the tests compare every engine with Python on both kinds).
 """
 
 from __future__ import annotations
@@ -160,7 +166,21 @@ SIMPLE_WRAPPED: Final[str] = (
     f"^{_ASCII_SPACE}*(?:{_URL_PREFIX}|{_DOI}{_ASCII_SPACE}*)?"
     f'({_DIRECTORY}{_REGISTRANT}/[!-"$&->@-~]+){_ASCII_SPACE}*$'
 )
-_RESERVED_ASCII = "^[^/]*/./"
+#: A ``urn:doi:`` form in printable ASCII without ``%``, ``?`` or ``#`` whose registrant ends
+#: at a colon: that first colon is the slash, and nothing needs decoding.
+URN_SIMPLE: Final[str] = f'^{_URN}{_DIRECTORY}{_REGISTRANT}:[!-"$&->@-~]+$'
+#: A bare DOI whose suffix holds no illegal and no trimmable character (non-ASCII allowed):
+#: nothing to trim, unwrap or decode, so it is its own normal form.
+BARE_ANY: Final[str] = (
+    f"^{_DIRECTORY}{_REGISTRANT}/[^" + ILLEGAL[1:-1] + "".join(TRIM_CHARS) + "]+$"
+)
+#: A URL (no padding) whose path starts with a literal ``10.`` and is printable ASCII without
+#: ``?`` or ``#`` (so there is nothing to cut): its ``dt`` is ``K`` + the decoded path when the
+#: escapes pass :data:`UTF8_ESCAPES`, else ``E``, without the unwrapping chain.
+URL_WITH_ESCAPES: Final[str] = f"^{_URL_PREFIX}{_DIRECTORY}[!-\"$-&'->@-~]*$"
+#: Suffix reserved by Z39.84 (one character, then ``/``); ``.`` is one character in every
+#: engine, so this holds for non-ASCII DOIs too.
+_RESERVED = "^[^/]*/./"
 
 #: Characters ``doi_url`` escapes, ``%`` first so that no escape is escaped twice.
 URL_ESCAPED: Final[str] = "%" + "".join(c for c in MANDATORY + RECOMMENDED if c != "%")
@@ -223,6 +243,11 @@ def ascii_upper(value: exp.Expression) -> exp.Expression:
     return exp.Translate(this=value, from_=lit(LOWER), to=lit(UPPER))
 
 
+def key_of(value: exp.Expression) -> exp.Expression:
+    """The key of a normalized DOI that may hold non-ASCII characters (``DOI__KEY``)."""
+    return exp.Anonymous(this="DOI__KEY", expressions=[value])
+
+
 def unwrap(s: exp.Expression) -> exp.Expression:
     """Trim, then remove the presentation wrapper; see the module docstring for the tags."""
     trimmed = re_replace(s, f"^{_TRIM}+|{_TRIM}+$", "")
@@ -257,6 +282,20 @@ def decode(u: exp.Expression) -> exp.Expression:
         ],
     )
     return exp.Coalesce(this=already, expressions=[decoded])
+
+
+def url_dt(s: exp.Expression) -> exp.Expression:
+    """``dt`` of a value matching :data:`URL_WITH_ESCAPES`: the path from its first ``10.``
+    (no wrapper contains one) decoded, or ``E`` when the escapes are not well-formed UTF-8.
+
+    The decoder only ever sees checked escapes (NULL otherwise), even in an engine that folds
+    constants before it looks at the CASE around them. A step of its own so that the public
+    bodies hold no subquery (PostgreSQL does not inline a function whose body has one).
+    """
+    path = exp.Substring(this=s.copy(), start=exp.StrPosition(this=s.copy(), substr=lit(DIRECTORY)))
+    checked = exp.Case(ifs=[exp.If(this=re_match(s.copy(), f"^{UTF8_ESCAPES}$"), true=path)])
+    decoded = exp.Anonymous(this="DOI__PCT_DECODE", expressions=[checked])
+    return exp.Coalesce(this=_concat(lit("K"), decoded), expressions=[lit("E")])
 
 
 _LEGAL = "[^" + ILLEGAL[1:]
@@ -323,36 +362,50 @@ class Parts(Protocol):
 
     A strategy decides how ``dt`` is shared: helper function calls, plain inlining, or a
     scalar subquery (see :mod:`airflow_doi.sqlgen.render`); the public bodies do not care.
+    Given ``dt``, a method answers for that decoded string instead of the full parse's.
     """
 
-    def normalized(self) -> exp.Expression: ...
+    def normalized(self, dt: exp.Expression | None = None) -> exp.Expression: ...
 
-    def valid(self) -> exp.Expression: ...
+    def valid(self, dt: exp.Expression | None = None) -> exp.Expression: ...
 
-    def reason(self) -> exp.Expression: ...
+    def reason(self, dt: exp.Expression | None = None) -> exp.Expression: ...
+
+    def url_dt(self) -> exp.Expression: ...
 
 
 Builder = Callable[[exp.Expression, Parts], exp.Expression]
 
 
-def _bare(s: exp.Expression) -> exp.Expression:
+def _starts_10(s: exp.Expression, pattern: str) -> exp.Expression:
     # The literal "10." test first: it is ~10x cheaper than the regular expression, and lets
     # every wrapped value skip it.
     head = exp.Substring(this=s.copy(), start=exp.Literal.number(1), length=exp.Literal.number(3))
-    return _and(exp.EQ(this=head, expression=lit(DIRECTORY)), re_match(s.copy(), FAST_PATH))
+    return _and(exp.EQ(this=head, expression=lit(DIRECTORY)), re_match(s.copy(), pattern))
+
+
+Answer = Callable[[exp.Expression], exp.Expression]
 
 
 def _fast_branches(
     s: exp.Expression,
-    answer: Callable[[exp.Expression], exp.Expression],
+    answer: Answer,
     hopeless: exp.Expression | None = None,
+    *,
+    answer_any: Answer | None = None,
+    from_dt: Answer,
+    url_dt: exp.Expression,
 ) -> list[exp.If]:
-    """CASE branches for the printable-ASCII shapes: ``answer(doi)`` where the DOI is known.
+    """CASE branches for the shapes whose DOI (or ``dt``) is known without the full parse.
 
-    Cheapest first: the bare DOI, then literal prefixes, then (after ``hopeless``, when given)
-    one regular expression for padded and odd-case spellings.
+    ``answer(doi)`` for a printable-ASCII DOI, ``answer_any(doi)`` for a DOI that may hold
+    non-ASCII characters (default: ``answer``), ``from_dt(url_dt)`` for a URL with escapes
+    (``url_dt`` is :func:`url_dt` of ``s`` as the binding strategy shares it).
+    Cheapest and commonest first: the bare DOI, then literal prefixes, then (after
+    ``hopeless``, when given) one regular expression for padded and odd-case spellings, a
+    ``urn:doi:`` without escapes, a bare DOI with non-ASCII characters, and a URL with escapes.
     """
-    branches = [exp.If(this=_bare(s), true=answer(s.copy()))]
+    branches = [exp.If(this=_starts_10(s, FAST_PATH), true=answer(s.copy()))]
     for prefix, pattern in FAST_PREFIXES:
         rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
         head = exp.Substring(
@@ -374,6 +427,15 @@ def _fast_branches(
             true=answer(re_extract(s.copy(), SIMPLE_WRAPPED)),
         )
     )
+    urn_rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(URN_PREFIX) + 1))
+    branches.append(
+        exp.If(
+            this=re_match(s.copy(), URN_SIMPLE),
+            true=answer(re_replace(urn_rest, "^([^:]*):", "\\1/")),
+        )
+    )
+    branches.append(exp.If(this=_starts_10(s, BARE_ANY), true=(answer_any or answer)(s.copy())))
+    branches.append(exp.If(this=re_match(s.copy(), URL_WITH_ESCAPES), true=from_dt(url_dt)))
     return branches
 
 
@@ -394,26 +456,45 @@ def _ascii_upper_of_ascii(value: exp.Expression) -> exp.Expression:
 
 
 def _reserved(value: exp.Expression) -> exp.Expression:
-    return re_match(value, _RESERVED_ASCII)
+    return re_match(value, _RESERVED)
 
 
 def doi_normalize(s: exp.Expression, parts: Parts) -> exp.Expression:
     return exp.Case(
-        ifs=_fast_branches(s, lambda doi: doi, hopeless=exp.null()),
+        ifs=_fast_branches(
+            s,
+            lambda doi: doi,
+            hopeless=exp.null(),
+            from_dt=parts.normalized,
+            url_dt=parts.url_dt(),
+        ),
         default=parts.normalized(),
     )
 
 
 def doi_key(s: exp.Expression, parts: Parts) -> exp.Expression:
     return exp.Case(
-        ifs=_fast_branches(s, _ascii_upper_of_ascii, hopeless=exp.null()),
-        default=ascii_upper(parts.normalized()),
+        ifs=_fast_branches(
+            s,
+            _ascii_upper_of_ascii,
+            hopeless=exp.null(),
+            answer_any=key_of,
+            from_dt=lambda dt: key_of(parts.normalized(dt)),
+            url_dt=parts.url_dt(),
+        ),
+        default=key_of(parts.normalized()),
     )
 
 
 def doi_is_valid(s: exp.Expression, parts: Parts) -> exp.Expression:
     return exp.Case(
-        ifs=_fast_branches(s, lambda doi: _not(_reserved(doi)), hopeless=exp.false()),
+        ifs=_fast_branches(
+            s,
+            lambda doi: _not(_reserved(doi)),
+            hopeless=exp.false(),
+            from_dt=parts.valid,
+            url_dt=parts.url_dt(),
+        ),
         default=parts.valid(),
     )
 
@@ -422,7 +503,10 @@ def doi_reason(s: exp.Expression, parts: Parts) -> exp.Expression:
     def reserved_or_null(doi: exp.Expression) -> exp.Expression:
         return exp.Case(ifs=[exp.If(this=_reserved(doi), true=lit("reserved_suffix"))])
 
-    return exp.Case(ifs=_fast_branches(s, reserved_or_null), default=parts.reason())
+    return exp.Case(
+        ifs=_fast_branches(s, reserved_or_null, from_dt=parts.reason, url_dt=parts.url_dt()),
+        default=parts.reason(),
+    )
 
 
 def doi_url(s: exp.Expression, parts: Parts) -> exp.Expression:
@@ -440,6 +524,7 @@ BUILDERS: Final[dict[str, Builder]] = {
 STEPS: Final[dict[str, Callable[[exp.Expression], exp.Expression]]] = {
     "doi__unwrap": unwrap,
     "doi__decode": decode,
+    "doi__url_dt": url_dt,
     "doi__normalized": normalized_of,
     "doi__valid": valid_of,
     "doi__reason": reason_of,

@@ -38,17 +38,22 @@ class CallParts:
 
     s: exp.Expression
 
-    def _dt(self) -> exp.Expression:
+    def _dt(self, dt: exp.Expression | None) -> exp.Expression:
+        if dt is not None:
+            return dt
         return call("doi__decode", call("doi__unwrap", self.s.copy()))
 
-    def normalized(self) -> exp.Expression:
-        return call("doi__normalized", self._dt())
+    def normalized(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return call("doi__normalized", self._dt(dt))
 
-    def valid(self) -> exp.Expression:
-        return call("doi__valid", self._dt())
+    def valid(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return call("doi__valid", self._dt(dt))
 
-    def reason(self) -> exp.Expression:
-        return call("doi__reason", self._dt())
+    def reason(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return call("doi__reason", self._dt(dt))
+
+    def url_dt(self) -> exp.Expression:
+        return call("doi__url_dt", self.s.copy())
 
 
 @dataclass
@@ -57,17 +62,22 @@ class InlineParts:
 
     s: exp.Expression
 
-    def _dt(self) -> exp.Expression:
+    def _dt(self, dt: exp.Expression | None) -> exp.Expression:
+        if dt is not None:
+            return dt
         return definition.decode(definition.unwrap(self.s.copy()))
 
-    def normalized(self) -> exp.Expression:
-        return definition.normalized_of(self._dt())
+    def normalized(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return definition.normalized_of(self._dt(dt))
 
-    def valid(self) -> exp.Expression:
-        return definition.valid_of(self._dt())
+    def valid(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return definition.valid_of(self._dt(dt))
 
-    def reason(self) -> exp.Expression:
-        return definition.reason_of(self._dt())
+    def reason(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return definition.reason_of(self._dt(dt))
+
+    def url_dt(self) -> exp.Expression:
+        return definition.url_dt(self.s.copy())
 
 
 @dataclass
@@ -76,22 +86,28 @@ class SubqueryParts:
 
     s: exp.Expression
 
-    def _let(self, answer: exp.Expression) -> exp.Expression:
-        inner = exp.select(exp.alias_(definition.unwrap(self.s.copy()), _U))
-        middle = exp.select(exp.alias_(definition.decode(exp.column(_U)), _DT)).from_(
-            inner.subquery("doi__unwrapped")
-        )
+    def _let(self, answer: exp.Expression, dt: exp.Expression | None) -> exp.Expression:
+        if dt is None:
+            inner = exp.select(exp.alias_(definition.unwrap(self.s.copy()), _U))
+            middle = exp.select(exp.alias_(definition.decode(exp.column(_U)), _DT)).from_(
+                inner.subquery("doi__unwrapped")
+            )
+        else:
+            middle = exp.select(exp.alias_(dt, _DT))
         outer = exp.select(answer).from_(middle.subquery("doi__decoded"))
         return exp.Subquery(this=outer)
 
-    def normalized(self) -> exp.Expression:
-        return self._let(definition.normalized_of(exp.column(_DT)))
+    def normalized(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return self._let(definition.normalized_of(exp.column(_DT)), dt)
 
-    def valid(self) -> exp.Expression:
-        return self._let(definition.valid_of(exp.column(_DT)))
+    def valid(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return self._let(definition.valid_of(exp.column(_DT)), dt)
 
-    def reason(self) -> exp.Expression:
-        return self._let(definition.reason_of(exp.column(_DT)))
+    def reason(self, dt: exp.Expression | None = None) -> exp.Expression:
+        return self._let(definition.reason_of(exp.column(_DT)), dt)
+
+    def url_dt(self) -> exp.Expression:
+        return definition.url_dt(self.s.copy())
 
 
 PARTS: dict[str, Callable[[exp.Expression], definition.Parts]] = {
@@ -127,6 +143,7 @@ def step_body(dialect: Dialect, name: str, param: str) -> str:
 STEP_PARAMS = {
     "doi__unwrap": "s",
     "doi__decode": "u",
+    "doi__url_dt": "s",
     "doi__normalized": "dt",
     "doi__valid": "dt",
     "doi__reason": "dt",

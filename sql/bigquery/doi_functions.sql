@@ -73,6 +73,37 @@ CREATE TEMP FUNCTION doi__decode(u STRING) RETURNS STRING AS (
   )
 );
 
+CREATE TEMP FUNCTION doi__url_dt(s STRING) RETURNS STRING AS (
+  COALESCE(
+    'K' || (
+      SELECT
+        STRING_AGG(
+          
+            IF(
+              STARTS_WITH(doi__run, '%'),
+              SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+              doi__run
+            ),
+            ''
+          
+          ORDER BY
+            doi__at
+        )
+      FROM UNNEST(REGEXP_EXTRACT_ALL(
+        CASE
+          WHEN REGEXP_CONTAINS(
+            s,
+            '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+          )
+          THEN SUBSTRING(s, INSTR(s, '10.'))
+        END,
+        '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+      )) AS doi__run WITH OFFSET AS doi__at
+    ),
+    'E'
+  )
+);
+
 CREATE TEMP FUNCTION doi__normalized(dt STRING) RETURNS STRING AS (
   REGEXP_EXTRACT(
     dt,
@@ -145,6 +176,19 @@ CREATE TEMP FUNCTION doi_normalize(s STRING) RETURNS STRING AS (
       s,
       '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
     )
+    WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_CONTAINS(
+      s,
+      '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+    )
+    THEN s
+    WHEN REGEXP_CONTAINS(
+      s,
+      '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+    )
+    THEN doi__normalized(doi__url_dt(s))
     ELSE doi__normalized(doi__decode(doi__unwrap(s)))
   END
 );
@@ -183,6 +227,27 @@ CREATE TEMP FUNCTION doi_key(s STRING) RETURNS STRING AS (
         s,
         '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
       ),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+    THEN TRANSLATE(
+      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/'),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_CONTAINS(
+      s,
+      '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+    )
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN REGEXP_CONTAINS(
+      s,
+      '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+    )
+    THEN TRANSLATE(
+      doi__normalized(doi__url_dt(s)),
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
@@ -230,6 +295,19 @@ CREATE TEMP FUNCTION doi_is_valid(s STRING) RETURNS BOOL AS (
       ),
       '^[^/]*/./'
     )
+    WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+    THEN NOT REGEXP_CONTAINS(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/'), '^[^/]*/./')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_CONTAINS(
+      s,
+      '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+    )
+    THEN NOT REGEXP_CONTAINS(s, '^[^/]*/./')
+    WHEN REGEXP_CONTAINS(
+      s,
+      '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+    )
+    THEN doi__valid(doi__url_dt(s))
     ELSE doi__valid(doi__decode(doi__unwrap(s)))
   END
 );
@@ -271,6 +349,22 @@ CREATE TEMP FUNCTION doi_reason(s STRING) RETURNS STRING AS (
       )
       THEN 'reserved_suffix'
     END
+    WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+    THEN CASE
+      WHEN REGEXP_CONTAINS(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/'), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_CONTAINS(
+      s,
+      '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+    )
+    THEN CASE WHEN REGEXP_CONTAINS(s, '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN REGEXP_CONTAINS(
+      s,
+      '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+    )
+    THEN doi__reason(doi__url_dt(s))
     ELSE doi__reason(doi__decode(doi__unwrap(s)))
   END
 );
@@ -340,6 +434,19 @@ CREATE TEMP FUNCTION doi_url(s STRING) RETURNS STRING AS (
                                             s,
                                             '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
                                           )
+                                          WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+                                          THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
+                                          WHEN SUBSTRING(s, 1, 3) = '10.'
+                                          AND REGEXP_CONTAINS(
+                                            s,
+                                            '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+                                          )
+                                          THEN s
+                                          WHEN REGEXP_CONTAINS(
+                                            s,
+                                            '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+                                          )
+                                          THEN doi__normalized(doi__url_dt(s))
                                           ELSE doi__normalized(doi__decode(doi__unwrap(s)))
                                         END,
                                         '%',

@@ -59,6 +59,20 @@ CREATE OR REPLACE MACRO doi__decode(u) AS
     END
   );
 
+CREATE OR REPLACE MACRO doi__url_dt(s) AS
+  COALESCE(
+    'K' || URL_DECODE(
+      CASE
+        WHEN REGEXP_FULL_MATCH(
+          s,
+          '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+        )
+        THEN SUBSTRING(s, STRPOS(s, '10.'))
+      END
+    ),
+    'E'
+  );
+
 CREATE OR REPLACE MACRO doi__normalized(dt) AS
   REGEXP_EXTRACT_ALL(
     dt,
@@ -130,6 +144,19 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
       '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
       1
     )[1]
+    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN s
+    WHEN REGEXP_FULL_MATCH(
+      s,
+      '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+    )
+    THEN DOI__NORMALIZED(DOI__URL_DT(s))
     ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -169,11 +196,41 @@ CREATE OR REPLACE MACRO doi_key(s) AS
         1
       )[1]
     )
-    ELSE TRANSLATE(
-      DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s))),
-      'abcdefghijklmnopqrstuvwxyz',
-      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'))
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
     )
+    THEN LIST_TRANSFORM(
+      [s],
+      LAMBDA doi__n : CASE
+        WHEN STRLEN(doi__n) = LENGTH(doi__n)
+        THEN UPPER(doi__n)
+        ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+      END
+    )[1]
+    WHEN REGEXP_FULL_MATCH(
+      s,
+      '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+    )
+    THEN LIST_TRANSFORM(
+      [DOI__NORMALIZED(DOI__URL_DT(s))],
+      LAMBDA doi__n : CASE
+        WHEN STRLEN(doi__n) = LENGTH(doi__n)
+        THEN UPPER(doi__n)
+        ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+      END
+    )[1]
+    ELSE LIST_TRANSFORM(
+      [DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))],
+      LAMBDA doi__n : CASE
+        WHEN STRLEN(doi__n) = LENGTH(doi__n)
+        THEN UPPER(doi__n)
+        ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+      END
+    )[1]
   END;
 
 CREATE OR REPLACE MACRO doi_is_valid(s) AS
@@ -213,6 +270,19 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
       )[1],
       '^[^/]*/./'
     )
+    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN NOT REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN NOT REGEXP_MATCHES(s, '^[^/]*/./')
+    WHEN REGEXP_FULL_MATCH(
+      s,
+      '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+    )
+    THEN DOI__VALID(DOI__URL_DT(s))
     ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -254,6 +324,22 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       )
       THEN 'reserved_suffix'
     END
+    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN CASE
+      WHEN REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN CASE WHEN REGEXP_MATCHES(s, '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN REGEXP_FULL_MATCH(
+      s,
+      '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+    )
+    THEN DOI__REASON(DOI__URL_DT(s))
     ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -311,6 +397,19 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
                                               1
                                             )[1]
+                                            WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
+                                            WHEN SUBSTRING(s, 1, 3) = '10.'
+                                            AND REGEXP_FULL_MATCH(
+                                              s,
+                                              '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+                                            )
+                                            THEN s
+                                            WHEN REGEXP_FULL_MATCH(
+                                              s,
+                                              '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+                                            )
+                                            THEN DOI__NORMALIZED(DOI__URL_DT(s))
                                             ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
                                           END,
                                           '%',

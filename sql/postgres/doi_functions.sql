@@ -79,6 +79,36 @@ RETURN
     END
   );
 
+CREATE OR REPLACE FUNCTION doi__url_dt(s text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN
+  COALESCE(
+    'K' || (
+      SELECT
+        STRING_AGG(
+          
+            CASE
+              WHEN LEFT(doi__run.m[1], 1) = '%'
+              THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+              ELSE doi__run.m[1]
+            END,
+            ''
+          
+          ORDER BY
+            doi__run.i
+        )
+      FROM REGEXP_MATCHES(
+        CASE
+          WHEN s ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+          THEN SUBSTRING(s FROM POSITION('10.' IN s))
+        END,
+        '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+        'g'
+      ) WITH ORDINALITY AS doi__run(m, i)
+    ),
+    'E'
+  );
+
 CREATE OR REPLACE FUNCTION doi__normalized(dt text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN
@@ -140,6 +170,13 @@ RETURN
     THEN NULL
     WHEN s ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
     THEN SUBSTRING(s FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+    WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+    THEN REGEXP_REPLACE(SUBSTRING(s FROM 9), '^([^:]*):', '\1/', 'g')
+    WHEN SUBSTRING(s FROM 1 FOR 3) = '10.'
+    AND s ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+    THEN s
+    WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+    THEN DOI__NORMALIZED(DOI__URL_DT(s))
     ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -172,6 +209,17 @@ RETURN
     WHEN s ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
     THEN UPPER(
       SUBSTRING(s FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') COLLATE "C"
+    )
+    WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s FROM 9), '^([^:]*):', '\1/', 'g') COLLATE "C")
+    WHEN SUBSTRING(s FROM 1 FOR 3) = '10.'
+    AND s ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+    THEN TRANSLATE(
+      DOI__NORMALIZED(DOI__URL_DT(s)),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
     ELSE TRANSLATE(
       DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s))),
@@ -208,6 +256,13 @@ RETURN
     THEN FALSE
     WHEN s ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
     THEN NOT SUBSTRING(s FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
+    WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+    THEN NOT REGEXP_REPLACE(SUBSTRING(s FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
+    WHEN SUBSTRING(s FROM 1 FOR 3) = '10.'
+    AND s ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+    THEN NOT s ~ '^[^/]*/./'
+    WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+    THEN DOI__VALID(DOI__URL_DT(s))
     ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -240,6 +295,16 @@ RETURN
       WHEN SUBSTRING(s FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
       THEN 'reserved_suffix'
     END
+    WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+    THEN CASE
+      WHEN REGEXP_REPLACE(SUBSTRING(s FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s FROM 1 FOR 3) = '10.'
+    AND s ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+    THEN CASE WHEN s ~ '^[^/]*/./' THEN 'reserved_suffix' END
+    WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+    THEN DOI__REASON(DOI__URL_DT(s))
     ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -308,6 +373,13 @@ RETURN
                                           THEN NULL
                                           WHEN s ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
                                           THEN SUBSTRING(s FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+                                          WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                          THEN REGEXP_REPLACE(SUBSTRING(s FROM 9), '^([^:]*):', '\1/', 'g')
+                                          WHEN SUBSTRING(s FROM 1 FOR 3) = '10.'
+                                          AND s ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+                                          THEN s
+                                          WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+                                          THEN DOI__NORMALIZED(DOI__URL_DT(s))
                                           ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
                                         END,
                                         '%',

@@ -111,6 +111,42 @@ $$
   )
 $$;
 
+CREATE OR REPLACE FUNCTION doi__url_dt(s VARCHAR)
+RETURNS VARCHAR
+LANGUAGE SQL
+RETURNS NULL ON NULL INPUT
+IMMUTABLE
+AS
+$$
+  COALESCE(
+    'K' || ARRAY_TO_STRING(
+      TRANSFORM(
+        REGEXP_SUBSTR_ALL(
+          CASE
+            WHEN REGEXP_INSTR(
+              s,
+              '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+              1,
+              1,
+              0,
+              'c'
+            ) > 0
+            THEN SUBSTRING(s, CHARINDEX('10.', s))
+          END,
+          '(%[0-9A-Fa-f]{2})+|[^%]+'
+        ),
+        r -> IFF(
+          LEFT(CAST(r AS VARCHAR), 1) = '%',
+          HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+          CAST(r AS VARCHAR)
+        )
+      ),
+      ''
+    ),
+    'E'
+  )
+$$;
+
 CREATE OR REPLACE FUNCTION doi__normalized(dt VARCHAR)
 RETURNS VARCHAR
 LANGUAGE SQL
@@ -230,6 +266,31 @@ $$
       'ce',
       4
     )
+    WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏
+  -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r 
+               
+
+    　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN s
+    WHEN REGEXP_INSTR(
+      s,
+      '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN DOI__NORMALIZED(DOI__URL_DT(s))
     ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
   END
 $$;
@@ -282,6 +343,39 @@ $$
         'ce',
         4
       ),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN TRANSLATE(
+      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏
+  -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r 
+               
+
+    　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN REGEXP_INSTR(
+      s,
+      '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN TRANSLATE(
+      DOI__NORMALIZED(DOI__URL_DT(s)),
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
@@ -346,6 +440,31 @@ $$
       0,
       'c'
     ) > 0
+    WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN NOT REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏
+  -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r 
+               
+
+    　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN NOT REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0
+    WHEN REGEXP_INSTR(
+      s,
+      '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN DOI__VALID(DOI__URL_DT(s))
     ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
   END
 $$;
@@ -422,6 +541,34 @@ $$
       ) > 0
       THEN 'reserved_suffix'
     END
+    WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏
+  -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r 
+               
+
+    　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN CASE WHEN REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0 THEN 'reserved_suffix' END
+    WHEN REGEXP_INSTR(
+      s,
+      '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN DOI__REASON(DOI__URL_DT(s))
     ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
   END
 $$;
@@ -493,6 +640,31 @@ $$
                                               'ce',
                                               4
                                             )
+                                            WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                            WHEN SUBSTRING(s, 1, 3) = '10.'
+                                            AND REGEXP_INSTR(
+                                              s,
+                                              '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏
+  -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r 
+               
+
+    　​﻿]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN s
+                                            WHEN REGEXP_INSTR(
+                                              s,
+                                              '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN DOI__NORMALIZED(DOI__URL_DT(s))
                                             ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
                                           END,
                                           '%',

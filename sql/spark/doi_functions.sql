@@ -65,6 +65,26 @@ RETURN
     END
   );
 
+CREATE OR REPLACE TEMPORARY FUNCTION doi__url_dt(s STRING)
+RETURNS STRING
+RETURN
+  COALESCE(
+    CONCAT(
+      'K',
+      URL_DECODE(
+        REPLACE(
+          CASE
+            WHEN s RLIKE '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*\\z'
+            THEN SUBSTRING(s, LOCATE('10.', s))
+          END,
+          '+',
+          '%2B'
+        )
+      )
+    ),
+    'E'
+  );
+
 CREATE OR REPLACE TEMPORARY FUNCTION doi__normalized(dt STRING)
 RETURNS STRING
 RETURN
@@ -138,6 +158,13 @@ RETURN
       ),
       ''
     )
+    WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN s
+    WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+    THEN DOI__NORMALIZED(DOI__URL_DT(s))
     ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -176,6 +203,21 @@ RETURN
         ),
         ''
       ),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN TRANSLATE(
+      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+    THEN TRANSLATE(
+      DOI__NORMALIZED(DOI__URL_DT(s)),
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
@@ -220,6 +262,13 @@ RETURN
       ),
       ''
     ) RLIKE '^[^/]*/./'
+    WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN NOT REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN NOT s RLIKE '^[^/]*/./'
+    WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+    THEN DOI__VALID(DOI__URL_DT(s))
     ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -258,6 +307,16 @@ RETURN
       ) RLIKE '^[^/]*/./'
       THEN 'reserved_suffix'
     END
+    WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN CASE
+      WHEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN CASE WHEN s RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
+    WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+    THEN DOI__REASON(DOI__URL_DT(s))
     ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
   END;
 
@@ -317,6 +376,13 @@ RETURN
                                                 ),
                                                 ''
                                               )
+                                              WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                              THEN s
+                                              WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+                                              THEN DOI__NORMALIZED(DOI__URL_DT(s))
                                               ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
                                             END,
                                             '%',

@@ -25,6 +25,7 @@ PLACEHOLDERS = frozenset(
         "DOI__PCT_DECODE",
         "DOI__ESCAPE_NON_ASCII",
         "DOI__ASCII_UPPER",
+        "DOI__KEY",
     }
 )
 
@@ -93,6 +94,10 @@ class Dialect:
         """Upper-case a value known to be printable ASCII (default: the exact TRANSLATE)."""
         return definition.ascii_upper(value)
 
+    def key(self, value: exp.Expression) -> exp.Expression:
+        """The key of a normalized DOI that may be non-ASCII (default: the exact TRANSLATE)."""
+        return definition.ascii_upper(value)
+
     # --- the two engine-specific string primitives ---------------------------------------
 
     def pct_decode(self, value: exp.Expression) -> exp.Expression:
@@ -128,6 +133,8 @@ class Dialect:
                 return self.re_extract(args[0], args[1].name)
             if node.name == "DOI__ASCII_UPPER":
                 return self.ascii_upper_of_ascii(args[0])
+            if node.name == "DOI__KEY":
+                return self.key(args[0])
             if node.name == "DOI__RE_REPLACE":
                 return self.re_replace(args[0], args[1].name, args[2].name)
             if node.name == "DOI__PCT_DECODE":

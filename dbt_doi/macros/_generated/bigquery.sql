@@ -33,6 +33,59 @@ CASE
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
   )
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  )
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN ({{ value }})
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+  )
+  THEN (
+    SELECT
+      REGEXP_EXTRACT(
+        doi__dt,
+        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
+      )
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  IF(
+                    STARTS_WITH(doi__run, '%'),
+                    SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                    doi__run
+                  ),
+                  ''
+                
+                ORDER BY
+                  doi__at
+              )
+            FROM UNNEST(REGEXP_EXTRACT_ALL(
+              CASE
+                WHEN REGEXP_CONTAINS(
+                  ({{ value }}),
+                  '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                )
+                THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+              END,
+              '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+            )) AS doi__run WITH OFFSET AS doi__at
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
+  )
   ELSE (
     SELECT
       REGEXP_EXTRACT(
@@ -165,6 +218,67 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  )
+  THEN TRANSLATE(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+  )
+  THEN TRANSLATE(
+    (
+      SELECT
+        REGEXP_EXTRACT(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
+        )
+      FROM (
+        SELECT
+          COALESCE(
+            'K' || (
+              SELECT
+                STRING_AGG(
+                  
+                    IF(
+                      STARTS_WITH(doi__run, '%'),
+                      SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                      doi__run
+                    ),
+                    ''
+                  
+                  ORDER BY
+                    doi__at
+                )
+              FROM UNNEST(REGEXP_EXTRACT_ALL(
+                CASE
+                  WHEN REGEXP_CONTAINS(
+                    ({{ value }}),
+                    '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                  )
+                  THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+                END,
+                '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+              )) AS doi__run WITH OFFSET AS doi__at
+            ),
+            'E'
+          ) AS doi__dt
+      ) AS doi__decoded
+    ),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
   ELSE TRANSLATE(
     (
       SELECT
@@ -275,6 +389,65 @@ CASE
       '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
     ),
     '^[^/]*/./'
+  )
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  )
+  THEN NOT REGEXP_CONTAINS(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+    '^[^/]*/./'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN NOT REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+  )
+  THEN (
+    SELECT
+      COALESCE(
+        REGEXP_CONTAINS(
+          doi__dt,
+          '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?$'
+        ),
+        FALSE
+      )
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  IF(
+                    STARTS_WITH(doi__run, '%'),
+                    SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                    doi__run
+                  ),
+                  ''
+                
+                ORDER BY
+                  doi__at
+              )
+            FROM UNNEST(REGEXP_EXTRACT_ALL(
+              CASE
+                WHEN REGEXP_CONTAINS(
+                  ({{ value }}),
+                  '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                )
+                THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+              END,
+              '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+            )) AS doi__run WITH OFFSET AS doi__at
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
   )
   ELSE (
     SELECT
@@ -408,6 +581,83 @@ CASE
     )
     THEN 'reserved_suffix'
   END
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  )
+  THEN CASE
+    WHEN REGEXP_CONTAINS(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+      '^[^/]*/./'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN CASE
+    WHEN REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN REGEXP_CONTAINS(
+    ({{ value }}),
+    '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+  )
+  THEN (
+    SELECT
+      CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN REGEXP_CONTAINS(
+          doi__dt,
+          '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+        )
+        THEN 'bad_character'
+        WHEN NOT REGEXP_CONTAINS(doi__dt, '^K10[.]')
+        THEN 'bad_directory'
+        WHEN NOT REGEXP_CONTAINS(doi__dt || '/', '^K10[.][0-9]+(?:[.][0-9]+)*/')
+        THEN 'bad_registrant'
+        WHEN NOT REGEXP_CONTAINS(doi__dt, '(?s)^K[^/]*/.')
+        THEN 'missing_suffix'
+        WHEN REGEXP_CONTAINS(doi__dt, '(?s)^K[^/]*/./')
+        THEN 'reserved_suffix'
+      END
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  IF(
+                    STARTS_WITH(doi__run, '%'),
+                    SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                    doi__run
+                  ),
+                  ''
+                
+                ORDER BY
+                  doi__at
+              )
+            FROM UNNEST(REGEXP_EXTRACT_ALL(
+              CASE
+                WHEN REGEXP_CONTAINS(
+                  ({{ value }}),
+                  '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                )
+                THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+              END,
+              '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+            )) AS doi__run WITH OFFSET AS doi__at
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
+  )
   ELSE (
     SELECT
       CASE
@@ -558,6 +808,59 @@ END
                                         THEN REGEXP_EXTRACT(
                                           ({{ value }}),
                                           '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
+                                        )
+                                        WHEN REGEXP_CONTAINS(
+                                          ({{ value }}),
+                                          '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                        )
+                                        THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
+                                        WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                        AND REGEXP_CONTAINS(
+                                          ({{ value }}),
+                                          '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+                                        )
+                                        THEN ({{ value }})
+                                        WHEN REGEXP_CONTAINS(
+                                          ({{ value }}),
+                                          '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+                                        )
+                                        THEN (
+                                          SELECT
+                                            REGEXP_EXTRACT(
+                                              doi__dt,
+                                              '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
+                                            )
+                                          FROM (
+                                            SELECT
+                                              COALESCE(
+                                                'K' || (
+                                                  SELECT
+                                                    STRING_AGG(
+                                                      
+                                                        IF(
+                                                          STARTS_WITH(doi__run, '%'),
+                                                          SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                                                          doi__run
+                                                        ),
+                                                        ''
+                                                      
+                                                      ORDER BY
+                                                        doi__at
+                                                    )
+                                                  FROM UNNEST(REGEXP_EXTRACT_ALL(
+                                                    CASE
+                                                      WHEN REGEXP_CONTAINS(
+                                                        ({{ value }}),
+                                                        '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                      )
+                                                      THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+                                                    END,
+                                                    '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+                                                  )) AS doi__run WITH OFFSET AS doi__at
+                                                ),
+                                                'E'
+                                              ) AS doi__dt
+                                          ) AS doi__decoded
                                         )
                                         ELSE (
                                           SELECT

@@ -34,6 +34,37 @@ CASE
     '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
     1
   )[1]
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+  )
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN ({{ value }})
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+  )
+  THEN REGEXP_EXTRACT_ALL(
+    COALESCE(
+      'K' || URL_DECODE(
+        CASE
+          WHEN REGEXP_FULL_MATCH(
+            ({{ value }}),
+            '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+          )
+          THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+        END
+      ),
+      'E'
+    ),
+    '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+    1
+  )[1]
   ELSE REGEXP_EXTRACT_ALL(
     COALESCE(
       REGEXP_EXTRACT_ALL(
@@ -238,51 +269,58 @@ CASE
       1
     )[1]
   )
-  ELSE TRANSLATE(
-    REGEXP_EXTRACT_ALL(
-      COALESCE(
-        REGEXP_EXTRACT_ALL(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                        '',
-                        'g'
-                      ),
-                      '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\1',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\1/',
-                    'g'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  'g'
-                ),
-                '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                '2',
-                'g'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              'g'
-            ),
-            '(?s)^(?:[02]|1([^%]*)$)',
-            'K\1',
-            'g'
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+  )
+  THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'))
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN LIST_TRANSFORM(
+    [({{ value }})],
+    LAMBDA doi__n : CASE
+      WHEN STRLEN(doi__n) = LENGTH(doi__n)
+      THEN UPPER(doi__n)
+      ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    END
+  )[1]
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+  )
+  THEN LIST_TRANSFORM(
+    [
+      REGEXP_EXTRACT_ALL(
+        COALESCE(
+          'K' || URL_DECODE(
+            CASE
+              WHEN REGEXP_FULL_MATCH(
+                ({{ value }}),
+                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+              )
+              THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+            END
           ),
-          '(?s)^(K.*)$',
-          1
-        )[1],
-        CASE
-          WHEN REGEXP_FULL_MATCH(
+          'E'
+        ),
+        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+        1
+      )[1]
+    ],
+    LAMBDA doi__n : CASE
+      WHEN STRLEN(doi__n) = LENGTH(doi__n)
+      THEN UPPER(doi__n)
+      ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    END
+  )[1]
+  ELSE LIST_TRANSFORM(
+    [
+      REGEXP_EXTRACT_ALL(
+        COALESCE(
+          REGEXP_EXTRACT_ALL(
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
@@ -319,10 +357,11 @@ CASE
               'K\1',
               'g'
             ),
-            '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-          )
-          THEN 'K' || URL_DECODE(
-            SUBSTRING(
+            '(?s)^(K.*)$',
+            1
+          )[1],
+          CASE
+            WHEN REGEXP_FULL_MATCH(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
                   REGEXP_REPLACE(
@@ -359,54 +398,98 @@ CASE
                 'K\1',
                 'g'
               ),
-              2
+              '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
             )
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
+            THEN 'K' || URL_DECODE(
+              SUBSTRING(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                              '',
+                              'g'
+                            ),
+                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\1',
+                            'g'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\1/',
+                          'g'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        'g'
+                      ),
+                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+                      '2',
+                      'g'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    'g'
+                  ),
+                  '(?s)^(?:[02]|1([^%]*)$)',
+                  'K\1',
+                  'g'
+                ),
+                2
+              )
+            )
+            WHEN NOT REGEXP_REPLACE(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                        '',
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                          '',
+                          'g'
+                        ),
+                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\1',
                         'g'
                       ),
-                      '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\1',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\1/',
                       'g'
                     ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\1/',
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
                     'g'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
+                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+                  '2',
                   'g'
                 ),
-                '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                '2',
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
                 'g'
               ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
+              '(?s)^(?:[02]|1([^%]*)$)',
+              'K\1',
               'g'
-            ),
-            '(?s)^(?:[02]|1([^%]*)$)',
-            'K\1',
-            'g'
-          ) IS NULL
-          THEN 'E'
-        END
-      ),
-      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-      1
-    )[1],
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
+            ) IS NULL
+            THEN 'E'
+          END
+        ),
+        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+        1
+      )[1]
+    ],
+    LAMBDA doi__n : CASE
+      WHEN STRLEN(doi__n) = LENGTH(doi__n)
+      THEN UPPER(doi__n)
+      ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    END
+  )[1]
 END
 {%- endmacro %}
 
@@ -446,6 +529,42 @@ CASE
       1
     )[1],
     '^[^/]*/./'
+  )
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+  )
+  THEN NOT REGEXP_MATCHES(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
+    '^[^/]*/./'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN NOT REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+  )
+  THEN COALESCE(
+    REGEXP_FULL_MATCH(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ),
+      'K10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}](?:[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}/][^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]*)?'
+    ),
+    FALSE
   )
   ELSE COALESCE(
     REGEXP_FULL_MATCH(
@@ -673,6 +792,150 @@ CASE
         1
       )[1],
       '^[^/]*/./'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
+      '^[^/]*/./'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+  )
+  THEN CASE
+    WHEN COALESCE(
+      'K' || URL_DECODE(
+        CASE
+          WHEN REGEXP_FULL_MATCH(
+            ({{ value }}),
+            '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+          )
+          THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+        END
+      ),
+      'E'
+    ) IS NULL
+    OR COALESCE(
+      'K' || URL_DECODE(
+        CASE
+          WHEN REGEXP_FULL_MATCH(
+            ({{ value }}),
+            '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+          )
+          THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+        END
+      ),
+      'E'
+    ) = 'K'
+    THEN 'empty'
+    WHEN COALESCE(
+      'K' || URL_DECODE(
+        CASE
+          WHEN REGEXP_FULL_MATCH(
+            ({{ value }}),
+            '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+          )
+          THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+        END
+      ),
+      'E'
+    ) = 'E'
+    THEN 'bad_encoding'
+    WHEN REGEXP_MATCHES(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ),
+      '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
+    )
+    THEN 'bad_character'
+    WHEN NOT REGEXP_MATCHES(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ),
+      '^K10[.]'
+    )
+    THEN 'bad_directory'
+    WHEN NOT REGEXP_MATCHES(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ) || '/',
+      '^K10[.][0-9]+(?:[.][0-9]+)*/'
+    )
+    THEN 'bad_registrant'
+    WHEN NOT REGEXP_MATCHES(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ),
+      '(?s)^K[^/]*/.'
+    )
+    THEN 'missing_suffix'
+    WHEN REGEXP_MATCHES(
+      COALESCE(
+        'K' || URL_DECODE(
+          CASE
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            )
+            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+          END
+        ),
+        'E'
+      ),
+      '(?s)^K[^/]*/./'
     )
     THEN 'reserved_suffix'
   END
@@ -2043,6 +2306,37 @@ END
                                           THEN REGEXP_EXTRACT_ALL(
                                             ({{ value }}),
                                             '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
+                                            1
+                                          )[1]
+                                          WHEN REGEXP_FULL_MATCH(
+                                            ({{ value }}),
+                                            '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+                                          )
+                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
+                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                          AND REGEXP_FULL_MATCH(
+                                            ({{ value }}),
+                                            '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+                                          )
+                                          THEN ({{ value }})
+                                          WHEN REGEXP_FULL_MATCH(
+                                            ({{ value }}),
+                                            '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+                                          )
+                                          THEN REGEXP_EXTRACT_ALL(
+                                            COALESCE(
+                                              'K' || URL_DECODE(
+                                                CASE
+                                                  WHEN REGEXP_FULL_MATCH(
+                                                    ({{ value }}),
+                                                    '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                                                  )
+                                                  THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                                                END
+                                              ),
+                                              'E'
+                                            ),
+                                            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
                                             1
                                           )[1]
                                           ELSE REGEXP_EXTRACT_ALL(

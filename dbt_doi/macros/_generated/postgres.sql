@@ -28,6 +28,45 @@ CASE
   THEN NULL
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
   THEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g')
+  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
+  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN ({{ value }})
+  WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+  THEN (
+    SELECT
+      SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  CASE
+                    WHEN LEFT(doi__run.m[1], 1) = '%'
+                    THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                    ELSE doi__run.m[1]
+                  END,
+                  ''
+                
+                ORDER BY
+                  doi__run.i
+              )
+            FROM REGEXP_MATCHES(
+              CASE
+                WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+              END,
+              '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+              'g'
+            ) WITH ORDINALITY AS doi__run(m, i)
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
+  )
   ELSE (
     SELECT
       SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
@@ -129,6 +168,51 @@ CASE
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
   THEN UPPER(
     SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') COLLATE "C"
+  )
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN UPPER(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') COLLATE "C"
+  )
+  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
+  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+  WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+  THEN TRANSLATE(
+    (
+      SELECT
+        SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
+      FROM (
+        SELECT
+          COALESCE(
+            'K' || (
+              SELECT
+                STRING_AGG(
+                  
+                    CASE
+                      WHEN LEFT(doi__run.m[1], 1) = '%'
+                      THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                      ELSE doi__run.m[1]
+                    END,
+                    ''
+                  
+                  ORDER BY
+                    doi__run.i
+                )
+              FROM REGEXP_MATCHES(
+                CASE
+                  WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                  THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+                END,
+                '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+                'g'
+              ) WITH ORDINALITY AS doi__run(m, i)
+            ),
+            'E'
+          ) AS doi__dt
+      ) AS doi__decoded
+    ),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
   ELSE TRANSLATE(
     (
@@ -234,6 +318,48 @@ CASE
   THEN FALSE
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
   THEN NOT SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN NOT REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
+  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
+  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN NOT ({{ value }}) ~ '^[^/]*/./'
+  WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+  THEN (
+    SELECT
+      COALESCE(
+        doi__dt ~ '^K10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF](?:[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF/][^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]*)?$',
+        FALSE
+      )
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  CASE
+                    WHEN LEFT(doi__run.m[1], 1) = '%'
+                    THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                    ELSE doi__run.m[1]
+                  END,
+                  ''
+                
+                ORDER BY
+                  doi__run.i
+              )
+            FROM REGEXP_MATCHES(
+              CASE
+                WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+              END,
+              '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+              'g'
+            ) WITH ORDINALITY AS doi__run(m, i)
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
+  )
   ELSE (
     SELECT
       COALESCE(
@@ -355,6 +481,63 @@ CASE
     WHEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN CASE
+    WHEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
+  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN CASE WHEN ({{ value }}) ~ '^[^/]*/./' THEN 'reserved_suffix' END
+  WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+  THEN (
+    SELECT
+      CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN doi__dt ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]'
+        THEN 'bad_character'
+        WHEN NOT doi__dt ~ '^K10[.]'
+        THEN 'bad_directory'
+        WHEN NOT doi__dt || '/' ~ '^K10[.][0-9]+(?:[.][0-9]+)*/'
+        THEN 'bad_registrant'
+        WHEN NOT doi__dt ~ '(?s)^K[^/]*/.'
+        THEN 'missing_suffix'
+        WHEN doi__dt ~ '(?s)^K[^/]*/./'
+        THEN 'reserved_suffix'
+      END
+    FROM (
+      SELECT
+        COALESCE(
+          'K' || (
+            SELECT
+              STRING_AGG(
+                
+                  CASE
+                    WHEN LEFT(doi__run.m[1], 1) = '%'
+                    THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                    ELSE doi__run.m[1]
+                  END,
+                  ''
+                
+                ORDER BY
+                  doi__run.i
+              )
+            FROM REGEXP_MATCHES(
+              CASE
+                WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+              END,
+              '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+              'g'
+            ) WITH ORDINALITY AS doi__run(m, i)
+          ),
+          'E'
+        ) AS doi__dt
+    ) AS doi__decoded
+  )
   ELSE (
     SELECT
       CASE
@@ -507,6 +690,45 @@ END
                                         THEN NULL
                                         WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
                                         THEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+                                        WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                        THEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g')
+                                        WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
+                                        AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+                                        THEN ({{ value }})
+                                        WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+                                        THEN (
+                                          SELECT
+                                            SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
+                                          FROM (
+                                            SELECT
+                                              COALESCE(
+                                                'K' || (
+                                                  SELECT
+                                                    STRING_AGG(
+                                                      
+                                                        CASE
+                                                          WHEN LEFT(doi__run.m[1], 1) = '%'
+                                                          THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                                                          ELSE doi__run.m[1]
+                                                        END,
+                                                        ''
+                                                      
+                                                      ORDER BY
+                                                        doi__run.i
+                                                    )
+                                                  FROM REGEXP_MATCHES(
+                                                    CASE
+                                                      WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                      THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+                                                    END,
+                                                    '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+                                                    'g'
+                                                  ) WITH ORDINALITY AS doi__run(m, i)
+                                                ),
+                                                'E'
+                                              ) AS doi__dt
+                                          ) AS doi__decoded
+                                        )
                                         ELSE (
                                           SELECT
                                             SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')

@@ -70,6 +70,67 @@ CASE
     'ce',
     4
   )
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN ({{ value }})
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN REGEXP_SUBSTR(
+    COALESCE(
+      'K' || ARRAY_TO_STRING(
+        TRANSFORM(
+          REGEXP_SUBSTR_ALL(
+            CASE
+              WHEN REGEXP_INSTR(
+                ({{ value }}),
+                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+            END,
+            '(%[0-9A-Fa-f]{2})+|[^%]+'
+          ),
+          r -> IFF(
+            LEFT(CAST(r AS VARCHAR), 1) = '%',
+            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+            CAST(r AS VARCHAR)
+          )
+        ),
+        ''
+      ),
+      'E'
+    ),
+    '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
+    1,
+    1,
+    'ce',
+    1
+  )
   ELSE REGEXP_SUBSTR(
     COALESCE(
       REGEXP_SUBSTR(
@@ -413,6 +474,75 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN TRANSLATE(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN TRANSLATE(
+    REGEXP_SUBSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
+      1,
+      1,
+      'ce',
+      1
+    ),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
   ELSE TRANSLATE(
     REGEXP_SUBSTR(
       COALESCE(
@@ -739,6 +869,77 @@ CASE
     0,
     'c'
   ) > 0
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN NOT REGEXP_INSTR(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+    '^[^/]*/./',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN NOT REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN COALESCE(
+    REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '^K10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]([^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿/][^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]*)?$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0,
+    FALSE
+  )
   ELSE COALESCE(
     REGEXP_INSTR(
       COALESCE(
@@ -1082,6 +1283,306 @@ CASE
       1,
       0,
       'c'
+    ) > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+      '^[^/]*/./',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN REGEXP_INSTR(
+    ({{ value }}),
+    '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN CASE
+    WHEN COALESCE(
+      'K' || ARRAY_TO_STRING(
+        TRANSFORM(
+          REGEXP_SUBSTR_ALL(
+            CASE
+              WHEN REGEXP_INSTR(
+                ({{ value }}),
+                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+            END,
+            '(%[0-9A-Fa-f]{2})+|[^%]+'
+          ),
+          r -> IFF(
+            LEFT(CAST(r AS VARCHAR), 1) = '%',
+            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+            CAST(r AS VARCHAR)
+          )
+        ),
+        ''
+      ),
+      'E'
+    ) IS NULL
+    OR COALESCE(
+      'K' || ARRAY_TO_STRING(
+        TRANSFORM(
+          REGEXP_SUBSTR_ALL(
+            CASE
+              WHEN REGEXP_INSTR(
+                ({{ value }}),
+                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+            END,
+            '(%[0-9A-Fa-f]{2})+|[^%]+'
+          ),
+          r -> IFF(
+            LEFT(CAST(r AS VARCHAR), 1) = '%',
+            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+            CAST(r AS VARCHAR)
+          )
+        ),
+        ''
+      ),
+      'E'
+    ) = 'K'
+    THEN 'empty'
+    WHEN COALESCE(
+      'K' || ARRAY_TO_STRING(
+        TRANSFORM(
+          REGEXP_SUBSTR_ALL(
+            CASE
+              WHEN REGEXP_INSTR(
+                ({{ value }}),
+                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+            END,
+            '(%[0-9A-Fa-f]{2})+|[^%]+'
+          ),
+          r -> IFF(
+            LEFT(CAST(r AS VARCHAR), 1) = '%',
+            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+            CAST(r AS VARCHAR)
+          )
+        ),
+        ''
+      ),
+      'E'
+    ) = 'E'
+    THEN 'bad_encoding'
+    WHEN REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '[\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'bad_character'
+    WHEN NOT REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '^K10[.]',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'bad_directory'
+    WHEN NOT REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ) || '/',
+      '^K10[.][0-9]+([.][0-9]+)*/',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'bad_registrant'
+    WHEN NOT REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '^K[^/]*/.',
+      1,
+      1,
+      0,
+      'cs'
+    ) > 0
+    THEN 'missing_suffix'
+    WHEN REGEXP_INSTR(
+      COALESCE(
+        'K' || ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
+              CASE
+                WHEN REGEXP_INSTR(
+                  ({{ value }}),
+                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                  1,
+                  1,
+                  0,
+                  'c'
+                ) > 0
+                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+              END,
+              '(%[0-9A-Fa-f]{2})+|[^%]+'
+            ),
+            r -> IFF(
+              LEFT(CAST(r AS VARCHAR), 1) = '%',
+              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+              CAST(r AS VARCHAR)
+            )
+          ),
+          ''
+        ),
+        'E'
+      ),
+      '^K[^/]*/./',
+      1,
+      1,
+      0,
+      'cs'
     ) > 0
     THEN 'reserved_suffix'
   END
@@ -3101,6 +3602,67 @@ END
                                             1,
                                             'ce',
                                             4
+                                          )
+                                          WHEN REGEXP_INSTR(
+                                            ({{ value }}),
+                                            '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+                                            1,
+                                            1,
+                                            0,
+                                            'c'
+                                          ) > 0
+                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                          AND REGEXP_INSTR(
+                                            ({{ value }}),
+                                            '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                            1,
+                                            1,
+                                            0,
+                                            'c'
+                                          ) > 0
+                                          THEN ({{ value }})
+                                          WHEN REGEXP_INSTR(
+                                            ({{ value }}),
+                                            '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+                                            1,
+                                            1,
+                                            0,
+                                            'c'
+                                          ) > 0
+                                          THEN REGEXP_SUBSTR(
+                                            COALESCE(
+                                              'K' || ARRAY_TO_STRING(
+                                                TRANSFORM(
+                                                  REGEXP_SUBSTR_ALL(
+                                                    CASE
+                                                      WHEN REGEXP_INSTR(
+                                                        ({{ value }}),
+                                                        '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                        1,
+                                                        1,
+                                                        0,
+                                                        'c'
+                                                      ) > 0
+                                                      THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                                                    END,
+                                                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                                                  ),
+                                                  r -> IFF(
+                                                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                                                    HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
+                                                    CAST(r AS VARCHAR)
+                                                  )
+                                                ),
+                                                ''
+                                              ),
+                                              'E'
+                                            ),
+                                            '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
+                                            1,
+                                            1,
+                                            'ce',
+                                            1
                                           )
                                           ELSE REGEXP_SUBSTR(
                                             COALESCE(
