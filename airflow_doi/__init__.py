@@ -41,6 +41,12 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {}
+_LAZY |= dict.fromkeys(("resolve", "aresolve", "ResolverConfig", "ResolutionResult"),
+                       "airflow_doi.resolve")
+_LAZY |= {"DoiProxyHook": "airflow_doi.hooks.doi_proxy", "DuckDbHook": "airflow_doi.hooks.duckdb",
+          "DoiNormalizeOperator": "airflow_doi.operators.normalize",
+          "DoiValidateOperator": "airflow_doi.operators.validate",
+          "DoiResolveOperator": "airflow_doi.operators.resolve"}
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

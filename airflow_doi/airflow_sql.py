@@ -1,0 +1,248 @@
+"""Portable SQL for the Airflow operators: identifiers, paging and upserts over a DB-API.
+
+The operators must work on any connection whose hook is a ``DbApiHook`` (SQLite, PostgreSQL,
+DuckDB, Snowflake, ...). The few statements they need are written here once, per dialect
+where dialects differ, under two rules:
+
+* every value travels as a bound parameter (the hook's own placeholder, ``?`` or ``%s``);
+  catalogue cells such as ``x'); DROP TABLE works; --`` are data, never SQL;
+* identifiers (table and column names come from DAG params) are validated against a plain
+  ``[A-Za-z_][A-Za-z0-9_]*`` pattern per dotted part and then double-quoted, so the name a
+  user types is the name used, and nothing else can be smuggled in.
+
+Large tables are read in pages with keyset pagination (``WHERE key > ? ORDER BY key LIMIT ?``)
+rather than one long cursor, so a page can be written back on the same connection and memory
+stays bounded by the page size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "Dialect",
+    "add_missing_columns",
+    "column_names",
+    "dialect_named",
+    "insert_values",
+    "keyset_pages",
+    "quote_identifier",
+    "sibling_table",
+    "upsert_rows",
+]
+
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Upper bound on pages read by one keyset scan: a guard against a non-advancing key.
+MAX_PAGES = 10_000_000
+
+
+def quote_identifier(name: str) -> str:
+    """``schema.table`` -> ``"schema"."table"``, after checking every part is a plain name.
+
+    Raises ``ValueError`` for anything else (quotes, spaces, semicolons, empty parts), so a
+    DAG param cannot carry SQL into a statement.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"an SQL identifier must be a string, not {type(name).__name__}")
+    parts = name.split(".")
+    if len(parts) > 3 or not all(_IDENTIFIER_RE.fullmatch(part) for part in parts):
+        raise ValueError(
+            f"not a plain SQL identifier: {name!r} (letters, digits and _ per dotted part)"
+        )
+    return ".".join(f'"{part}"' for part in parts)
+
+
+def sibling_table(table: str, name: str) -> str:
+    """A table called ``name`` in the same schema as ``table`` (``s.catalogue`` -> ``s.name``)."""
+    quote_identifier(table)
+    quote_identifier(name)
+    schema, _, _ = table.rpartition(".")
+    return f"{schema}.{name}" if schema else name
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the SQL engines the operators write to."""
+
+    name: str
+    placeholder: str = "?"
+    text_type: str = "VARCHAR"
+    boolean_type: str = "BOOLEAN"
+    integer_type: str = "INTEGER"
+    timestamp_type: str = "TIMESTAMP WITH TIME ZONE"
+    #: ``INSERT ... ON CONFLICT (key) DO UPDATE`` (SQLite 3.24+, PostgreSQL 9.5+, DuckDB).
+    on_conflict: bool = True
+    #: ``UPDATE t SET ... FROM other WHERE ...`` (SQLite 3.33+, PostgreSQL, DuckDB, Snowflake).
+    update_from: bool = True
+    #: Timestamps bound as ISO-8601 text (SQLite has no timestamp type).
+    timestamps_as_text: bool = False
+    #: Bound parameters per statement (SQLite builds before 3.32 allow 999).
+    max_params: int = 10_000
+    #: Bind a whole column as one array parameter and ``unnest`` it (PostgreSQL, DuckDB).
+    array_unnest: bool = False
+
+    def p(self, count: int = 1) -> str:
+        """``count`` placeholders joined by commas."""
+        return ", ".join([self.placeholder] * count)
+
+    def timestamp(self, value: datetime | None) -> datetime | str | None:
+        """A timezone-aware datetime as this dialect binds it."""
+        if value is None or not self.timestamps_as_text:
+            return value
+        return value.isoformat(timespec="microseconds")
+
+
+_DIALECTS: dict[str, Dialect] = {
+    "sqlite": Dialect(
+        "sqlite", text_type="TEXT", timestamp_type="TEXT", timestamps_as_text=True, max_params=999
+    ),
+    "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True),
+    "duckdb": Dialect("duckdb", array_unnest=True),
+    "snowflake": Dialect("snowflake", on_conflict=False, timestamp_type="TIMESTAMP_TZ"),
+}
+
+
+def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
+    """The dialect for a connection type (``postgres``/``postgresql``, ``sqlite``, ...).
+
+    Unknown engines get ANSI SQL without ``ON CONFLICT`` and without ``UPDATE ... FROM``
+    (delete-then-insert and correlated sub-queries instead), which every engine accepts.
+    """
+    key = {"postgresql": "postgres", "redshift": "postgres"}.get(name, name)
+    dialect = _DIALECTS.get(key) or Dialect(key, on_conflict=False, update_from=False)
+    if placeholder and placeholder != dialect.placeholder:
+        dialect = Dialect(**{**dialect.__dict__, "placeholder": placeholder})
+    return dialect
+
+
+def column_names(cursor: Any, table: str) -> list[str]:
+    """The columns of ``table`` in order (``SELECT * ... WHERE 1 = 0`` reads only metadata)."""
+    cursor.execute(f"SELECT * FROM {quote_identifier(table)} WHERE 1 = 0")
+    names = [str(column[0]) for column in cursor.description]
+    cursor.fetchall()
+    return names
+
+
+def add_missing_columns(cursor: Any, table: str, columns: dict[str, str]) -> list[str]:
+    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added."""
+    existing = {name.lower() for name in column_names(cursor, table)}
+    added = []
+    for name, sql_type in columns.items():
+        if name.lower() not in existing:
+            column = quote_identifier(name)
+            cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {column} {sql_type}")
+            added.append(name)
+    return added
+
+
+def keyset_pages(
+    cursor: Any,
+    dialect: Dialect,
+    *,
+    select: str,
+    key: str,
+    where: str = "",
+    params: Sequence[Any] = (),
+    group_by: bool = False,
+    page_size: int,
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Yield pages of ``SELECT {select} ... ORDER BY {key}`` of at most ``page_size`` rows.
+
+    ``select`` must start with the key expression (the first column of each row is the key
+    the next page starts after); ``where`` may hold placeholders bound from ``params``.
+    The query text is built from trusted fragments only: callers pass quoted identifiers.
+    """
+    if page_size < 1:
+        raise ValueError("page_size must be at least 1")
+    conditions = f"({where})" if where else "1 = 1"
+    grouping = f" GROUP BY {key}" if group_by else ""
+    first = f"SELECT {select} WHERE {conditions}{grouping} ORDER BY {key} LIMIT {dialect.p()}"
+    after = (
+        f"SELECT {select} WHERE {conditions} AND {key} > {dialect.p()}{grouping} "
+        f"ORDER BY {key} LIMIT {dialect.p()}"
+    )
+    last: Any = None
+    for _ in range(MAX_PAGES):
+        if last is None:
+            cursor.execute(first, (*params, page_size))
+        else:
+            cursor.execute(after, (*params, last, page_size))
+        rows = [tuple(row) for row in cursor.fetchall()]
+        if not rows:
+            return
+        yield rows
+        if len(rows) < page_size:
+            return
+        last = rows[-1][0]
+
+
+def insert_values(
+    cursor: Any,
+    dialect: Dialect,
+    head: str,
+    rows: Sequence[Sequence[Any]],
+    tail: str = "",
+    *,
+    types: Sequence[str] | None = None,
+) -> None:
+    """Insert ``rows`` with ``{head} <rows> {tail}`` in as few statements as the dialect allows.
+
+    Not ``executemany``: DuckDB runs that one statement per row (~3 ms each) and psycopg2 one
+    round trip per row. Where the engine has arrays (``types`` given, one SQL type per
+    column), each column is bound as a single array parameter and unnested
+    (``SELECT unnest(?::T[]), ...``); elsewhere multi-row ``VALUES`` lists. Every cell is a
+    bound parameter either way.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    if dialect.array_unnest and types is not None:
+        if len(types) != width:
+            raise ValueError("one SQL type per column is needed")
+        arrays = ", ".join(f"unnest({dialect.p()}::{sql_type}[])" for sql_type in types)
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        cursor.execute(f"{head} SELECT {arrays}{tail}", columns)
+        return
+    per_statement = max(1, dialect.max_params // max(1, width))
+    row_sql = f"({dialect.p(width)})"
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        values = ", ".join([row_sql] * len(chunk))
+        cursor.execute(f"{head} VALUES {values}{tail}", [cell for row in chunk for cell in row])
+
+
+def upsert_rows(
+    cursor: Any,
+    dialect: Dialect,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    key: str,
+    types: Sequence[str] | None = None,
+) -> None:
+    """Insert ``rows``, replacing any row with the same ``key`` (the first of ``columns``).
+
+    ``ON CONFLICT DO UPDATE`` where the engine has it; elsewhere delete-then-insert, which is
+    atomic as long as the caller commits once per batch.
+    """
+    if not rows:
+        return
+    quoted = [quote_identifier(column) for column in columns]
+    quoted_key = quote_identifier(key)
+    insert = f"INSERT INTO {quote_identifier(table)} ({', '.join(quoted)})"
+    if dialect.on_conflict:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in quoted if c != quoted_key)
+        insert_values(cursor, dialect, insert, rows,
+                      f" ON CONFLICT ({quoted_key}) DO UPDATE SET {updates}", types=types)
+        return
+    position = list(columns).index(key)
+    cursor.executemany(
+        f"DELETE FROM {quote_identifier(table)} WHERE {quoted_key} = {dialect.p()}",
+        [(row[position],) for row in rows],
+    )
+    insert_values(cursor, dialect, insert, rows, types=types)

@@ -1,0 +1,180 @@
+"""``DoiProxyHook``: the doi.org proxy REST API as an Airflow connection.
+
+The upstream HTTP provider retries nothing on 429 and has no request rate; Airflow pools cap
+concurrency, not rate. This hook hands the work to :mod:`airflow_doi.resolve`, which does both,
+and reads its knobs from a ``doi_proxy`` connection:
+
+* ``host``: the proxy base URL (``https://doi.org`` when empty); a bare host name takes its
+  scheme from ``schema`` (default ``https``) and ``port`` if set;
+* extras ``rate`` (requests/s), ``concurrency``, ``timeout`` (s), ``contact`` (mailto for the
+  User-Agent), ``redis_url`` (one limit shared by every worker), and any other
+  :class:`~airflow_doi.resolve.ResolverConfig` field by name.
+
+Point a deployment at a proxy with an environment variable, e.g.
+``AIRFLOW_CONN_DOI_PROXY_DEFAULT='{"conn_type": "doi_proxy", "host": "https://doi.org",
+"extra": {"rate": 3, "contact": "data-team@example.org"}}'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from airflow.sdk import BaseHook
+
+if TYPE_CHECKING:
+    from airflow_doi.resolve import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
+
+__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "resolver_config_from_connection"]
+
+DEFAULT_BASE_URL = "https://doi.org"
+
+_FORM_PREFIX = "extra__doi_proxy__"
+_FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
+           "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl")
+_INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot")
+_STRINGS = ("contact", "redis_url", "redis_namespace")
+
+
+def base_url_from_parts(
+    host: str | None, schema: str | None = None, port: int | None = None
+) -> str:
+    """The proxy base URL of a connection: a full URL in ``host`` wins, else scheme+host+port."""
+    host = (host or "").strip()
+    if not host:
+        return DEFAULT_BASE_URL
+    if "://" in host:
+        return host.rstrip("/")
+    scheme = (schema or "").strip() or "https"
+    if scheme not in ("http", "https"):
+        raise ValueError(f"doi_proxy connection: schema must be http or https, not {scheme!r}")
+    authority = f"{host}:{port}" if port and ":" not in host else host
+    return f"{scheme}://{authority}".rstrip("/")
+
+
+def _coerce_extra(name: str, value: Any) -> Any:
+    try:
+        if name in _FLOATS:
+            return float(value)
+        if name in _INTS:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+    except (TypeError, ValueError):
+        kind = "a number" if name in _FLOATS else "an integer"
+        raise ValueError(
+            f"doi_proxy connection: extra {name!r} must be {kind}, not {value!r}"
+        ) from None
+    if name in _STRINGS:
+        return str(value)
+    return value
+
+
+def resolver_config_from_connection(
+    host: str | None,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    schema: str | None = None,
+    port: int | None = None,
+    **overrides: Any,
+) -> ResolverConfig:
+    """Build a :class:`ResolverConfig` from a connection's fields (pure: no Airflow needed).
+
+    Empty extras (``""`` or ``None``, as the UI form saves untouched fields) keep the default;
+    unknown extras are an error, so a typo (``"rates"``) never silently keeps the polite
+    default. ``overrides`` (operator arguments) win over the connection.
+    """
+    from airflow_doi.resolve import ResolverConfig
+
+    known = {f.name for f in dataclasses.fields(ResolverConfig)} - {"base_url"}
+    settings: dict[str, Any] = {}
+    for name, value in (extra or {}).items():
+        name = name.removeprefix(_FORM_PREFIX)  # how older UIs store form fields
+        if value is None or value == "":
+            continue
+        if name not in known:
+            raise ValueError(
+                f"doi_proxy connection: unknown extra {name!r} (known: {', '.join(sorted(known))})"
+            )
+        settings[name] = _coerce_extra(name, value)
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    base_url = settings.pop("base_url", None) or base_url_from_parts(host, schema, port)
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"doi_proxy connection: host must be an http(s) URL, not {base_url!r}")
+    return ResolverConfig(base_url=base_url, **settings)
+
+
+class DoiProxyHook(BaseHook):
+    """Resolve DOIs through the proxy named by a ``doi_proxy`` connection.
+
+    :param doi_proxy_conn_id: the connection; when the default id is not defined at all, the
+        public proxy ``https://doi.org`` with polite defaults is used.
+    :param overrides: :class:`ResolverConfig` fields that win over the connection.
+    """
+
+    conn_name_attr = "doi_proxy_conn_id"
+    default_conn_name = "doi_proxy_default"
+    conn_type = "doi_proxy"
+    hook_name = "DOI proxy (doi.org REST API)"
+
+    def __init__(self, doi_proxy_conn_id: str = default_conn_name, **overrides: Any) -> None:
+        super().__init__()
+        self.doi_proxy_conn_id = doi_proxy_conn_id
+        self.overrides = overrides
+        self._config: ResolverConfig | None = None
+
+    def get_config(self) -> ResolverConfig:
+        """The resolver configuration of the connection (read once per hook)."""
+        if self._config is None:
+            from airflow.sdk.exceptions import AirflowNotFoundException
+
+            try:
+                connection = self.get_connection(self.doi_proxy_conn_id)
+            except AirflowNotFoundException:
+                if self.doi_proxy_conn_id != self.default_conn_name:
+                    raise
+                self.log.info("No connection %r: using %s", self.doi_proxy_conn_id,
+                              DEFAULT_BASE_URL)
+                self._config = resolver_config_from_connection(None, **self.overrides)
+            else:
+                self._config = resolver_config_from_connection(
+                    connection.host,
+                    connection.extra_dejson,
+                    schema=connection.schema,
+                    port=connection.port,
+                    **self.overrides,
+                )
+        return self._config
+
+    def get_conn(self) -> ResolverConfig:
+        """The hook's "connection" is its resolver configuration: sessions live per batch."""
+        return self.get_config()
+
+    def resolve(
+        self,
+        values: Iterable[object],
+        *,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        stats: ResolverStats | None = None,
+    ) -> list[ResolutionResult]:
+        """One :class:`ResolutionResult` per value, in order; never raises for a row.
+
+        No file cache is used: callers that persist results (the resolve operator's table)
+        are the cache, and a second one would only hide expiry decisions.
+        """
+        from airflow_doi.resolve import resolve
+
+        return resolve(list(values), config=self.get_config(), progress=progress, stats=stats)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Resolve the DOI Handbook's own DOI (``10.1000/182``) through the proxy."""
+        try:
+            (result,) = self.resolve(["10.1000/182"])
+        except Exception as error:
+            return False, str(error)
+        if result.status == "error":
+            return False, f"{self.get_config().base_url}: {result.error}"
+        return True, f"{self.get_config().base_url} answered ({result.status})"

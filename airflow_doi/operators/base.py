@@ -1,0 +1,84 @@
+"""What the catalogue operators share: the SQL connection, its dialect and the table assets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook, BaseOperator
+
+from airflow_doi.airflow_sql import Dialect, dialect_named, quote_identifier
+
+if TYPE_CHECKING:
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+__all__ = ["DoiSqlOperator", "dialect_of", "sql_hook"]
+
+
+def sql_hook(conn_id: str) -> DbApiHook:
+    """The hook of a SQL connection; a clear error when the connection is not one."""
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+    hook = BaseHook.get_connection(conn_id).get_hook()  # type: ignore[no-untyped-call]
+    if not isinstance(hook, DbApiHook):
+        raise TypeError(
+            f"connection {conn_id!r} has hook {type(hook).__name__}, not a DbApiHook: "
+            "the DOI operators need a SQL connection"
+        )
+    return hook
+
+
+def dialect_of(hook: DbApiHook) -> Dialect:
+    """The SQL dialect of a DB-API hook: its connection type, else SQLAlchemy's name for it."""
+    name = getattr(hook, "conn_type", None) or hook.dialect_name
+    return dialect_named(str(name), hook.placeholder)
+
+
+class DoiSqlOperator(BaseOperator):
+    """Base of the operators that work on one table of any ``DbApiHook`` connection.
+
+    :param conn_id: the SQL connection (SQLite, PostgreSQL, DuckDB, Snowflake, ...).
+    :param table: the catalogue table, optionally schema-qualified (``schema.table``).
+    :param batch_size: rows (or distinct values) per page read and per commit; templated
+        (``"{{ params.batch_size }}"``), so it may arrive as a string.
+    """
+
+    template_fields: Sequence[str] = ("conn_id", "table", "batch_size")
+    ui_color = "#e8f4f8"
+
+    def __init__(
+        self, *, conn_id: str, table: str, batch_size: int | str = 10_000, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+        self.table = table
+        self.batch_size = batch_size
+        if isinstance(batch_size, int):
+            _ = self.page_size  # fail at parse time when it is not templated
+
+    @property
+    def page_size(self) -> int:
+        """``batch_size`` as a positive integer (after templating)."""
+        try:
+            size = int(self.batch_size)
+        except (TypeError, ValueError):
+            raise ValueError(f"batch_size must be an integer, not {self.batch_size!r}") from None
+        if size < 1:
+            raise ValueError("batch_size must be at least 1")
+        return size
+
+    def get_db_hook(self) -> DbApiHook:
+        """The connection's own hook, which must speak the DB-API (common-sql ``DbApiHook``)."""
+        return sql_hook(self.conn_id)
+
+    def check_identifiers(self, *names: str) -> None:
+        """Fail before touching the database when a (templated) name is not a plain identifier."""
+        for name in (self.table, *names):
+            quote_identifier(name)
+
+    def emit_assets(self, context: Any, *tables: str) -> None:
+        from airflow_doi.assets import emit_table_assets, table_asset
+
+        emit_table_assets(
+            list(self.outlets or []), context, [table_asset(self.conn_id, t) for t in tables]
+        )

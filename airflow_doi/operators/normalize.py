@@ -1,0 +1,161 @@
+"""``DoiNormalizeOperator``: add the normalized DOI columns to a catalogue table.
+
+For a source column ``doi_column`` it writes ``doi`` (the normalized DOI, case kept),
+``doi_key`` (the comparison key), ``doi_valid`` and ``doi_reason`` (why not, per
+:data:`airflow_doi.syntax.REASONS`); the prefix ``doi`` is configurable.
+
+Work is per *distinct* source value, so a catalogue where every DOI appears ten times costs a
+tenth: a page of distinct values is read (keyset paging), validated in Python by
+:func:`airflow_doi.syntax.validate` (the one implementation of the rules), written to a
+temporary table with bound parameters, and applied with one set-based ``UPDATE ... FROM``.
+Each page is committed on its own, so a re-run after a failure redoes at most one page, and the
+result is the same however often it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import closing
+from typing import Any
+
+from airflow_doi.airflow_sql import (
+    Dialect,
+    add_missing_columns,
+    insert_values,
+    keyset_pages,
+    quote_identifier,
+)
+from airflow_doi.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.operators.progress import Progress
+from airflow_doi.syntax import Validation, validate
+
+__all__ = ["DoiNormalizeOperator", "normalized_columns"]
+
+_STAGE = "doi_normalize_stage"
+
+
+def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
+    """The four output column names for a prefix: DOI, key, valid flag, reason."""
+    return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
+
+
+def _validate_cell(value: object) -> Validation:
+    # A DOI column should be text; a number or a date in it is reported, never a crash.
+    if value is not None and not isinstance(value, (str, bytes, bytearray)):
+        value = str(value)
+    return validate(value)
+
+
+class DoiNormalizeOperator(DoiSqlOperator):
+    """Add/update ``doi``, ``doi_key``, ``doi_valid`` and ``doi_reason`` on ``table``.
+
+    :param doi_column: the column holding the DOIs as found (any presentation form).
+    :param output_prefix: name of the normalized DOI column; the others get suffixes.
+    :param decode: percent-decoding rule of :func:`airflow_doi.syntax.validate`.
+    """
+
+    template_fields: Sequence[str] = (
+        "conn_id", "table", "batch_size", "doi_column", "output_prefix",
+    )
+
+    def __init__(
+        self, *, doi_column: str, output_prefix: str = "doi", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.doi_column = doi_column
+        self.output_prefix = output_prefix
+
+    def execute(self, context: Any) -> dict[str, int]:
+        columns = normalized_columns(self.output_prefix)
+        self.check_identifiers(self.doi_column, *columns)
+        if self.doi_column in columns:
+            raise ValueError(
+                f"doi_column {self.doi_column!r} would be overwritten by the normalized columns "
+                f"{columns}: choose another output_prefix"
+            )
+        hook = self.get_db_hook()
+        dialect = dialect_of(hook)
+        with closing(hook.get_conn()) as conn:
+            cursor = conn.cursor()
+            summary = self._normalize(conn, cursor, dialect, columns)
+        self.log.info(
+            "Normalized %s: %d distinct values (%d valid), %d empty rows",
+            self.table, summary["distinct_values"], summary["valid_values"], summary["null_rows"],
+        )
+        self.emit_assets(context, self.table)
+        return summary
+
+    def _normalize(
+        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str]
+    ) -> dict[str, int]:
+        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        doi, key, valid, reason = (quote_identifier(c) for c in columns)
+        text, boolean = dialect.text_type, dialect.boolean_type
+        added = add_missing_columns(
+            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True))
+        )
+        if added:
+            self.log.info("Added columns %s to %s", ", ".join(added), self.table)
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE {_STAGE} (raw {text} PRIMARY KEY, doi {text}, "
+            f"doi_key {text}, doi_valid {boolean}, doi_reason {text})"
+        )
+        conn.commit()
+
+        cursor.execute(f"SELECT COUNT(DISTINCT {source}) FROM {table} WHERE {source} IS NOT NULL")
+        (total,) = cursor.fetchone()
+        progress = Progress(f"normalize {self.table}", int(total), self.log, unit="values")
+        apply = self._apply_statement(dialect, table, source, (doi, key, valid, reason))
+        valid_values = 0
+        for page in keyset_pages(
+            cursor, dialect, select=f"{source} FROM {table}", key=source,
+            where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
+        ):
+            rows = []
+            for (raw,) in page:
+                result = _validate_cell(raw)
+                valid_values += result.valid
+                rows.append((raw, result.doi, result.key, result.valid, result.reason))
+            insert_values(cursor, dialect, f"INSERT INTO {_STAGE}", rows,
+                          types=(text, text, text, boolean, text))
+            cursor.execute(apply)
+            cursor.execute(f"DELETE FROM {_STAGE}")
+            conn.commit()
+            progress.advance(len(page))
+
+        cursor.execute(
+            f"UPDATE {table} SET {doi} = NULL, {key} = NULL, {valid} = {dialect.p()}, "
+            f"{reason} = {dialect.p()} WHERE {source} IS NULL",
+            (False, "empty"),
+        )
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
+        (null_rows,) = cursor.fetchone()
+        cursor.execute(f"DROP TABLE {_STAGE}")
+        conn.commit()
+        progress.report(force=True)
+        return {
+            "distinct_values": progress.done,
+            "valid_values": valid_values,
+            "null_rows": int(null_rows),
+        }
+
+    @staticmethod
+    def _apply_statement(
+        dialect: Dialect, table: str, source: str, targets: tuple[str, str, str, str]
+    ) -> str:
+        """Copy the staged page onto the catalogue rows whose source value matches."""
+        stage_columns = ("doi", "doi_key", "doi_valid", "doi_reason")
+        if dialect.update_from:
+            assignments = ", ".join(
+                f"{target} = m.{staged}"
+                for target, staged in zip(targets, stage_columns, strict=True)
+            )
+            return (
+                f"UPDATE {table} SET {assignments} FROM {_STAGE} AS m "
+                f"WHERE {table}.{source} = m.raw"
+            )
+        assignments = ", ".join(
+            f"{target} = (SELECT m.{staged} FROM {_STAGE} AS m WHERE m.raw = {table}.{source})"
+            for target, staged in zip(targets, stage_columns, strict=True)
+        )
+        return f"UPDATE {table} SET {assignments} WHERE {source} IN (SELECT raw FROM {_STAGE})"

@@ -1,0 +1,127 @@
+"""``DoiValidateOperator``: a data-quality gate on the DOI column of a table.
+
+It reads the column as it is (it does not need :class:`DoiNormalizeOperator` to have run),
+one page of distinct values with their row counts at a time, checks each with
+:func:`airflow_doi.syntax.validate`, and fails the task (or only warns) when the share of
+invalid rows is above ``max_invalid_share``. The log names the most common reasons with a few
+example values, which is what someone fixing the source needs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import closing
+from typing import Any, Literal
+
+from airflow_doi.airflow_sql import keyset_pages, quote_identifier
+from airflow_doi.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.operators.progress import Progress
+from airflow_doi.syntax import validate
+
+__all__ = ["DoiValidateOperator"]
+
+_EXAMPLES_PER_REASON = 3
+_EXAMPLE_WIDTH = 80
+
+
+def _reason_of(value: object) -> str | None:
+    if value is not None and not isinstance(value, (str, bytes, bytearray)):
+        value = str(value)
+    return validate(value).reason
+
+
+class DoiValidateOperator(DoiSqlOperator):
+    """Fail (or warn) when more than ``max_invalid_share`` of the rows hold no valid DOI.
+
+    :param doi_column: the column to check.
+    :param max_invalid_share: tolerated share of invalid rows, 0..1 (empty cells count as
+        invalid unless ``allow_empty``).
+    :param allow_empty: NULL / blank cells are not counted as invalid.
+    :param on_breach: ``"fail"`` (the task fails without retries) or ``"warn"``.
+    :param top: how many reasons to list in the log.
+    """
+
+    template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "doi_column")
+
+    def __init__(
+        self,
+        *,
+        doi_column: str,
+        max_invalid_share: float = 0.0,
+        allow_empty: bool = False,
+        on_breach: Literal["fail", "warn"] = "fail",
+        top: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not 0.0 <= max_invalid_share <= 1.0:
+            raise ValueError("max_invalid_share must be between 0 and 1")
+        if on_breach not in ("fail", "warn"):
+            raise ValueError("on_breach must be 'fail' or 'warn'")
+        self.doi_column = doi_column
+        self.max_invalid_share = max_invalid_share
+        self.allow_empty = allow_empty
+        self.on_breach = on_breach
+        self.top = top
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        self.check_identifiers(self.doi_column)
+        hook = self.get_db_hook()
+        dialect = dialect_of(hook)
+        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        reasons: Counter[str] = Counter()
+        examples: dict[str, list[str]] = {}
+        with closing(hook.get_conn()) as conn:
+            cursor = conn.cursor()
+            cursor.execute(
+                f"SELECT COUNT(*), COUNT(DISTINCT {source}) FROM {table}"
+            )
+            total_rows, distinct = (int(n) for n in cursor.fetchone())
+            cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
+            (null_rows,) = cursor.fetchone()
+            if null_rows:
+                reasons["empty"] += int(null_rows)
+                examples["empty"] = ["NULL"]
+            progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
+            for page in keyset_pages(
+                cursor, dialect, select=f"{source}, COUNT(*) FROM {table}", key=source,
+                where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
+            ):
+                for value, count in page:
+                    reason = _reason_of(value)
+                    if reason is None:
+                        continue
+                    reasons[reason] += int(count)
+                    shown = examples.setdefault(reason, [])
+                    if len(shown) < _EXAMPLES_PER_REASON:
+                        shown.append(repr(value)[:_EXAMPLE_WIDTH])
+                progress.advance(len(page))
+        if self.allow_empty:
+            reasons.pop("empty", None)
+        invalid = sum(reasons.values())
+        share = invalid / total_rows if total_rows else 0.0
+        summary = {
+            "rows": total_rows,
+            "invalid_rows": invalid,
+            "invalid_share": share,
+            "reasons": dict(reasons.most_common()),
+        }
+        self.log.info(
+            "%s.%s: %d rows, %d invalid (%.2f%%, threshold %.2f%%)",
+            self.table, self.doi_column, total_rows, invalid, 100 * share,
+            100 * self.max_invalid_share,
+        )
+        for reason, count in reasons.most_common(self.top):
+            self.log.info("  %-16s %8d rows, e.g. %s", reason, count, ", ".join(examples[reason]))
+        if share > self.max_invalid_share:
+            message = (
+                f"{100 * share:.2f}% of {self.table}.{self.doi_column} is not a valid DOI "
+                f"(threshold {100 * self.max_invalid_share:.2f}%)"
+            )
+            if self.on_breach == "fail":
+                from airflow.sdk.exceptions import AirflowFailException
+
+                raise AirflowFailException(message)
+            self.log.warning("%s", message)
+        return summary

@@ -1,0 +1,75 @@
+"""doi_resolve_mapped: the resolve step as dynamic task mapping, one mapped task per key range.
+
+For catalogues too large for one task (or to spread resolution over several workers that share
+one rate limit through the ``doi_proxy`` connection's ``redis_url``): ``plan`` splits the due
+keys into ranges of ``batch_size`` keys, and ``resolve`` is mapped over them with
+``expand_kwargs``. Each mapped task stores its keys in ``doi_resolution`` as it goes, so a
+failed map index is retried on its own and asks only for the keys of its range still due.
+
+Params: ``catalogue_conn_id``, ``catalogue_table``, ``doi_column`` (as in
+``doi_enrich_catalogue``, whose sample table this DAG can run on) and ``batch_size``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import Param, dag, task
+
+from airflow_doi.operators.normalize import DoiNormalizeOperator
+from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+@task
+def plan(conn_id: str, table: str, batch_size: int) -> list[dict[str, str | None]]:
+    return plan_resolve_batches(conn_id=conn_id, table=table, batch_size=int(batch_size))
+
+
+# DuckDB files take one writer process at a time: raise this on PostgreSQL, Snowflake, ...
+@task(max_active_tis_per_dag=1)
+def resolve(conn_id: str, table: str, after: str | None, upto: str | None) -> dict:
+    return resolve_key_range(conn_id=conn_id, table=table, after=after, upto=upto)
+
+
+@task
+def summarize(summaries: list[dict]) -> dict:
+    total = {"ranges": 0, "stored_keys": 0, "requests": 0}
+    for summary in summaries:
+        total["ranges"] += 1
+        total["stored_keys"] += summary["stored_keys"]
+        total["requests"] += summary["requests"]
+    print(f"resolved {total['stored_keys']} keys in {total['ranges']} mapped tasks "
+          f"with {total['requests']} requests")
+    return total
+
+
+@dag(
+    dag_id="doi_resolve_mapped",
+    schedule=None,
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    tags=["doi", "example"],
+    params={
+        "catalogue_conn_id": Param("doi_catalogue", type="string"),
+        "catalogue_table": Param(
+            "catalogue", type="string", pattern=rf"^{IDENTIFIER}(\.{IDENTIFIER})?$"
+        ),
+        "doi_column": Param("doi_raw", type="string", pattern=rf"^{IDENTIFIER}$"),
+        "batch_size": Param(1000, type="integer", minimum=1),
+    },
+    doc_md=__doc__,
+)
+def doi_resolve_mapped() -> None:
+    conn_id, table = "{{ params.catalogue_conn_id }}", "{{ params.catalogue_table }}"
+    normalize = DoiNormalizeOperator(
+        task_id="normalize", conn_id=conn_id, table=table, doi_column="{{ params.doi_column }}"
+    )
+    ranges = plan(conn_id, table, "{{ params.batch_size }}")
+    normalize >> ranges
+    summaries = resolve.partial(conn_id=conn_id, table=table).expand_kwargs(ranges)
+    summarize(summaries)
+
+
+doi_resolve_mapped()

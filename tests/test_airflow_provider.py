@@ -1,0 +1,394 @@
+"""The Airflow provider: discovery, the connection form, the hooks and the operators in-process.
+
+The operators run here against real SQLite, DuckDB and PostgreSQL databases and the bundled
+proxy simulator, called directly (``operator.execute``) for speed; ``test_airflow_dag.py``
+runs the whole DAG through ``airflow dags test``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+# Airflow reads its home at import: never let the suite write to ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-doi-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+import duckdb
+
+from airflow_doi.airflow_sql import quote_identifier, sibling_table
+from airflow_doi.resolve.simulator import ProxySimulator, make_records
+
+ROOT = Path(__file__).resolve().parent.parent
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+INJECTION = "x'); DROP TABLE works; --"
+QUOTED_DOI = "10.1000/1'; DELETE FROM catalogue; --"
+VALUES = [
+    "10.1000/ABC",
+    "doi:10.1000/abc",
+    "https://doi.org/10.1000/x%20y",
+    None,
+    "junk",
+    INJECTION,
+    "10.1000/a/b",
+    " 10.5555/Q ",
+    QUOTED_DOI,
+    "10.1000/Straße",
+    "10.1000/missing",
+]
+#: Comparison keys of the valid values above (what the resolver must ask for, once each).
+VALID_KEYS = {
+    "10.1000/ABC", "10.1000/X Y", "10.5555/Q", "10.1000/1'; DELETE FROM CATALOGUE; --",
+    "10.1000/STRAßE", "10.1000/MISSING",
+}
+
+
+def _airflow(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AIRFLOW, *args], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ}, cwd=os.environ["AIRFLOW_HOME"],
+    )
+
+
+# -- discovery ------------------------------------------------------------------------------
+def test_providers_list_shows_the_provider() -> None:
+    result = _airflow("providers", "list", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    providers = {p["package_name"]: p for p in json.loads(result.stdout)}
+    assert "airflow-doi" in providers
+    assert providers["airflow-doi"]["version"] == "0.1.0"
+
+
+def test_connection_types_and_form_fields_are_registered() -> None:
+    hooks = json.loads(_airflow("providers", "hooks", "-o", "json").stdout)
+    by_type = {h["connection_type"]: h for h in hooks}
+    assert by_type["doi_proxy"]["class"] == "airflow_doi.hooks.doi_proxy.DoiProxyHook"
+    assert by_type["duckdb"]["class"] == "airflow_doi.hooks.duckdb.DuckDbHook"
+    widgets = json.loads(_airflow("providers", "widgets", "-o", "json").stdout)
+    fields = {w["connection_parameter_name"]: w["field_type"] for w in widgets}
+    for name, kind in [("rate", "number"), ("concurrency", "integer"), ("timeout", "number"),
+                       ("contact", "string"), ("redis_url", "string")]:
+        assert kind in fields[f"extra__doi_proxy__{name}"]
+
+
+def test_provider_info_matches_the_schema_and_imports_nothing() -> None:
+    import airflow
+    import jsonschema
+
+    schema_path = Path(airflow.__file__).with_name("provider_info.schema.json")
+    from airflow_doi.get_provider_info import get_provider_info
+
+    jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, airflow_doi.get_provider_info as m; m.get_provider_info();"
+         " print(sorted(n for n in sys.modules if n.split('.')[0] in ('airflow', 'aiohttp')))"],
+        capture_output=True, text=True, check=True,
+    )
+    assert probe.stdout.strip() == "[]"
+
+
+# -- the doi_proxy connection ----------------------------------------------------------------
+def test_config_from_connection_fields() -> None:
+    from airflow_doi.hooks.doi_proxy import base_url_from_parts, resolver_config_from_connection
+
+    assert base_url_from_parts(None) == "https://doi.org"
+    assert base_url_from_parts("https://doi.org/") == "https://doi.org"
+    assert base_url_from_parts("127.0.0.1", "http", 8080) == "http://127.0.0.1:8080"
+    config = resolver_config_from_connection(
+        "http://127.0.0.1:9", {"rate": "7.5", "concurrency": "3", "timeout": 2,
+                               "contact": "ops@example.org", "redis_url": "",
+                               "extra__doi_proxy__max_attempts": 2},
+    )
+    assert (config.base_url, config.rate, config.concurrency, config.timeout) == (
+        "http://127.0.0.1:9", 7.5, 3, 2.0)
+    assert config.contact == "ops@example.org" and config.redis_url is None
+    assert config.max_attempts == 2
+    assert "mailto:ops@example.org" in config.user_agent
+    assert resolver_config_from_connection(None, {"rate": 1}, rate=9).rate == 9
+    with pytest.raises(ValueError, match="unknown extra 'rates'"):
+        resolver_config_from_connection(None, {"rates": 3})
+    with pytest.raises(ValueError, match="'concurrency' must be an integer"):
+        resolver_config_from_connection(None, {"concurrency": "many"})
+    with pytest.raises(ValueError, match="http"):
+        resolver_config_from_connection("ftp://doi.org")
+
+
+def test_proxy_hook_reads_the_connection_and_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_doi.hooks.doi_proxy import DoiProxyHook
+
+    with ProxySimulator(make_records(["10.1000/182"])) as sim:
+        monkeypatch.setenv("AIRFLOW_CONN_MY_PROXY", json.dumps(
+            {"conn_type": "doi_proxy", "host": sim.url, "extra": {"rate": 50, "concurrency": 2}}
+        ))
+        hook = DoiProxyHook("my_proxy")
+        assert hook.get_config().base_url == sim.url
+        assert hook.get_config().rate == 50
+        found, missing, junk = hook.resolve(["doi:10.1000/182", "10.1000/nope", "junk"])
+        assert (found.status, missing.status, junk.status) == ("resolved", "not_found", "invalid")
+        assert sim.request_count == 2
+        assert hook.test_connection()[0] is True
+    monkeypatch.delenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", raising=False)
+    assert DoiProxyHook().get_config().base_url == "https://doi.org"  # default id: public proxy
+
+
+# -- SQL helpers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["catalogue", "s.catalogue", "_x1", "db.s.t"])
+def test_plain_identifiers_are_quoted(name: str) -> None:
+    assert quote_identifier(name) == ".".join(f'"{p}"' for p in name.split("."))
+
+
+@pytest.mark.parametrize("name", [
+    "catalogue; DROP TABLE works", 'a"b', "a b", "", ".t", "t.", "1abc", "a.b.c.d", "naïve",
+])
+def test_other_identifiers_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        quote_identifier(name)
+
+
+def test_sibling_table_keeps_the_schema() -> None:
+    assert sibling_table("s.catalogue", "doi_resolution") == "s.doi_resolution"
+    assert sibling_table("catalogue", "doi_resolution") == "doi_resolution"
+
+
+# -- operators on real databases ------------------------------------------------------------
+class Database:
+    """One catalogue database for the operator tests: its connection and a raw client."""
+
+    def __init__(self, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 postgres_dsn: str | None = None, schema: str | None = None) -> None:
+        self.kind = kind
+        self.conn_id = f"cat_{kind}"
+        self.table = f"{schema}.catalogue" if schema else "catalogue"
+        self.results = sibling_table(self.table, "doi_resolution")
+        if kind == "sqlite":
+            self.path = str(tmp_path / "catalogue.sqlite")
+            connection = {"conn_type": "sqlite", "host": self.path}
+        elif kind == "duckdb":
+            self.path = str(tmp_path / "catalogue.duckdb")
+            connection = {"conn_type": "duckdb", "host": self.path}
+        else:
+            assert postgres_dsn is not None
+            self.dsn = postgres_dsn
+            url = urlparse(postgres_dsn)
+            connection = {"conn_type": "postgres", "host": url.hostname, "port": url.port or 5432,
+                          "login": url.username, "password": url.password or "",
+                          "schema": url.path.lstrip("/")}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{self.conn_id.upper()}", json.dumps(connection))
+
+    def connect(self) -> object:
+        if self.kind == "sqlite":
+            return sqlite3.connect(self.path)
+        if self.kind == "duckdb":
+            return duckdb.connect(self.path)
+        import psycopg
+
+        return psycopg.connect(self.dsn)
+
+    def run(self, sql: str, rows: list[tuple[object, ...]] | None = None) -> list[tuple]:
+        conn = self.connect()
+        try:
+            cursor = conn.cursor()  # type: ignore[attr-defined]
+            if self.kind == "postgres":
+                sql = sql.replace("?", "%s")
+            if rows is not None:
+                cursor.executemany(sql, rows)
+                result: list[tuple] = []
+            else:
+                cursor.execute(sql)
+                result = cursor.fetchall() if cursor.description else []
+            conn.commit()  # type: ignore[attr-defined]
+            return [tuple(r) for r in result]
+        finally:
+            conn.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["sqlite", "duckdb", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Database:
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        schema = request.getfixturevalue("postgres_schema")
+        db = Database("postgres", tmp_path, monkeypatch, dsn, schema)
+    else:
+        db = Database(request.param, tmp_path, monkeypatch)
+    db.run(f"CREATE TABLE {quote_identifier(db.table)} (id INTEGER, doi_raw TEXT)")
+    db.run(f"INSERT INTO {quote_identifier(db.table)} VALUES (?, ?)", list(enumerate(VALUES)))
+    works = sibling_table(db.table, "works")
+    db.run(f"CREATE TABLE {quote_identifier(works)} (id INTEGER)")
+    db.run(f"INSERT INTO {quote_identifier(works)} VALUES (?)", [(1,), (2,)])
+    return db
+
+
+@pytest.fixture()
+def simulator(monkeypatch: pytest.MonkeyPatch):
+    known = ["10.1000/ABC", "10.1000/x y", "10.5555/Q", QUOTED_DOI, "10.1000/Straße"]
+    with ProxySimulator(make_records(known)) as sim:  # 10.1000/missing: not found
+        monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
+            {"conn_type": "doi_proxy", "host": sim.url, "extra": {"rate": 200, "concurrency": 4}}
+        ))
+        yield sim
+
+
+def _normalize(db: Database, **kwargs: object) -> dict:
+    from airflow_doi.operators.normalize import DoiNormalizeOperator
+
+    return DoiNormalizeOperator(task_id="normalize", conn_id=db.conn_id, table=db.table,
+                                doi_column="doi_raw", batch_size=3, **kwargs).execute({})
+
+
+def _resolve(db: Database, batch_size: int = 2) -> dict:
+    from airflow_doi.operators.resolve import DoiResolveOperator
+
+    return DoiResolveOperator(task_id="resolve", conn_id=db.conn_id, table=db.table,
+                              batch_size=batch_size).execute({})
+
+
+def test_normalize_writes_the_standard_columns(database: Database) -> None:
+    from airflow_doi import validate
+
+    summary = _normalize(database)
+    assert summary == {"distinct_values": 10, "valid_values": 7, "null_rows": 1}
+    summary_again = _normalize(database)  # idempotent
+    assert summary_again == summary
+    rows = database.run(
+        f"SELECT id, doi_raw, doi, doi_key, doi_valid, doi_reason "
+        f"FROM {quote_identifier(database.table)} ORDER BY id"
+    )
+    assert len(rows) == len(VALUES)
+    for (_, raw, doi, key, valid, reason), value in zip(rows, VALUES, strict=True):
+        expected = validate(value)
+        assert raw == value
+        assert (doi, key, bool(valid), reason) == (
+            expected.doi, expected.key, expected.valid, expected.reason)
+    works = quote_identifier(sibling_table(database.table, "works"))
+    assert database.run(f"SELECT COUNT(*) FROM {works}") == [(2,)]
+
+
+def test_normalize_refuses_to_overwrite_its_source(database: Database) -> None:
+    from airflow_doi.operators.normalize import DoiNormalizeOperator
+
+    with pytest.raises(ValueError, match="overwritten"):
+        DoiNormalizeOperator(task_id="n", conn_id=database.conn_id, table=database.table,
+                             doi_column="doi").execute({})
+    with pytest.raises(ValueError, match="identifier"):
+        DoiNormalizeOperator(task_id="n", conn_id=database.conn_id,
+                             table="catalogue; DROP TABLE works", doi_column="doi_raw").execute({})
+
+
+def test_validate_gate_fails_or_warns(database: Database) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_doi.operators.validate import DoiValidateOperator
+
+    common = {"conn_id": database.conn_id, "table": database.table, "doi_column": "doi_raw",
+              "batch_size": 4}
+    summary = DoiValidateOperator(task_id="v", max_invalid_share=0.5, **common).execute({})
+    assert summary["rows"] == 11 and summary["invalid_rows"] == 4
+    assert summary["reasons"] == {"bad_directory": 2, "empty": 1, "reserved_suffix": 1}
+    with pytest.raises(AirflowFailException, match=r"36\.36% of"):
+        DoiValidateOperator(task_id="v", max_invalid_share=0.1, **common).execute({})
+    warned = DoiValidateOperator(task_id="v", max_invalid_share=0.1, on_breach="warn",
+                                 allow_empty=True, **common).execute({})
+    assert warned["invalid_rows"] == 3
+
+
+def test_resolve_asks_once_per_key_and_resumes(database: Database, simulator) -> None:
+    _normalize(database)
+    first = _resolve(database)
+    assert first["due_keys"] == len(VALID_KEYS) and first["stored_keys"] == len(VALID_KEYS)
+    assert first["batches"] == 3
+    assert set(simulator.requests_by_key) == VALID_KEYS
+    assert set(simulator.requests_by_key.values()) == {1}
+    results = quote_identifier(database.results)
+    rows = dict(database.run(f"SELECT doi_key, status FROM {results}"))
+    assert rows["10.1000/MISSING"] == "not_found"
+    assert rows["10.1000/1'; DELETE FROM CATALOGUE; --"] == "resolved"
+    assert rows["10.1000/X Y"] == "resolved"
+
+    simulator.reset_counts()
+    assert _resolve(database)["due_keys"] == 0  # everything fresh: no request at all
+    assert simulator.request_count == 0
+
+    # An expired row and a lost row are due again; nothing else is.
+    past = datetime.now(timezone.utc) - timedelta(days=1)
+    stamp = past.isoformat() if database.kind == "sqlite" else past
+    conn = database.connect()
+    placeholder = "%s" if database.kind == "postgres" else "?"
+    conn.cursor().execute(  # type: ignore[attr-defined]
+        f"UPDATE {results} SET expires_at = {placeholder} WHERE doi_key = {placeholder}",
+        (stamp, "10.5555/Q"),
+    )
+    conn.commit()  # type: ignore[attr-defined]
+    conn.close()  # type: ignore[attr-defined]
+    database.run(f"DELETE FROM {results} WHERE doi_key = '10.1000/ABC'")
+    again = _resolve(database)
+    assert again["due_keys"] == 2
+    assert set(simulator.requests_by_key) == {"10.5555/Q", "10.1000/ABC"}
+    assert database.run(f"SELECT COUNT(*) FROM {results}") == [(len(VALID_KEYS),)]
+    assert database.run(
+        f"SELECT COUNT(*) FROM {quote_identifier(sibling_table(database.table, 'works'))}"
+    ) == [(2,)]
+    assert database.run(f"SELECT COUNT(*) FROM {quote_identifier(database.table)}") == [(11,)]
+
+
+def test_errors_are_stored_and_retried_next_run(database: Database,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _normalize(database)
+    with ProxySimulator(faults={"always_500": True}) as broken:
+        monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
+            {"conn_type": "doi_proxy", "host": broken.url,
+             "extra": {"rate": 500, "max_attempts": 1, "breaker_threshold": 1000}}))
+        summary = _resolve(database, batch_size=10)
+    assert summary["by_status"] == {"error": len(VALID_KEYS)}
+    results = quote_identifier(database.results)
+    assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'error' "
+                        "AND expires_at IS NULL AND error IS NOT NULL") == [(len(VALID_KEYS),)]
+    with ProxySimulator(auto_records=True) as healthy:
+        monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
+            {"conn_type": "doi_proxy", "host": healthy.url, "extra": {"rate": 500}}))
+        assert _resolve(database, batch_size=10)["due_keys"] == len(VALID_KEYS)
+        assert healthy.request_count == len(VALID_KEYS)
+    assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'resolved'") == [
+        (len(VALID_KEYS),)]
+
+
+def test_mapped_key_ranges_cover_the_due_keys(database: Database, simulator) -> None:
+    from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+
+    _normalize(database)
+    ranges = plan_resolve_batches(conn_id=database.conn_id, table=database.table, batch_size=4)
+    assert len(ranges) == 2 and ranges[0]["after"] is None
+    assert ranges[1]["after"] == ranges[0]["upto"]
+    summaries = [resolve_key_range(conn_id=database.conn_id, table=database.table, **r)
+                 for r in ranges]
+    assert [s["stored_keys"] for s in summaries] == [4, 2]
+    assert simulator.request_count == len(VALID_KEYS)
+    assert resolve_key_range(conn_id=database.conn_id, table=database.table,
+                             **ranges[0])["due_keys"] == 0  # a retried map index asks nothing
+
+
+def test_duckdb_hook_speaks_common_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_doi.hooks.duckdb import DuckDbHook
+
+    path = tmp_path / "hook.duckdb"
+    monkeypatch.setenv("AIRFLOW_CONN_DUCK", json.dumps({"conn_type": "duckdb", "host": str(path)}))
+    monkeypatch.setenv("AIRFLOW_CONN_DUCK_RO", json.dumps(
+        {"conn_type": "duckdb", "host": str(path), "extra": {"read_only": "true"}}))
+    hook = DuckDbHook("duck")
+    assert hook.placeholder == "?" and hook.get_uri() == f"duckdb:///{path}"
+    hook.run("CREATE TABLE t (doi VARCHAR, n INTEGER)")
+    hook.insert_rows("t", [(INJECTION, 1), ("10.1000/1", 2)], target_fields=["doi", "n"])
+    assert hook.get_records("SELECT doi, n FROM t WHERE n > ? ORDER BY n", parameters=[0]) == [
+        (INJECTION, 1), ("10.1000/1", 2)]
+    with pytest.raises(duckdb.Error, match="read-only"):
+        DuckDbHook("duck_ro").run("DELETE FROM t")
