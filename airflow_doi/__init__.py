@@ -29,27 +29,28 @@ __all__ = [
     "REASONS",
     "Doi",
     "InvalidDoiError",
+    "ResolutionResult",
+    "ResolverConfig",
     "Validation",
     "__version__",
+    "aresolve",
     "comparison_key",
     "find_dois",
     "normalize",
     "parse",
+    "resolve",
     "to_url",
     "to_urn",
     "validate",
 ]
 
-_LAZY: dict[str, str] = {}
-_LAZY |= dict.fromkeys(("resolve", "aresolve", "ResolverConfig", "ResolutionResult"),
-                       "airflow_doi.resolve")
-_LAZY |= {"DoiProxyHook": "airflow_doi.hooks.doi_proxy", "DuckDbHook": "airflow_doi.hooks.duckdb",
-          "DoiNormalizeOperator": "airflow_doi.operators.normalize",
-          "DoiValidateOperator": "airflow_doi.operators.validate",
-          "DoiResolveOperator": "airflow_doi.operators.resolve"}
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from airflow_doi.resolver import ResolutionResult, ResolverConfig, aresolve, resolve
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+#: Names exported lazily: they need the ``resolve`` extra (aiohttp, aiolimiter, tenacity, limits).
+_LAZY: dict[str, str] = dict.fromkeys(
+    ("resolve", "aresolve", "ResolverConfig", "ResolutionResult"), "airflow_doi.resolver"
+)
 
 
 def __getattr__(name: str) -> Any:

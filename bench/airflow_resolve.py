@@ -10,7 +10,7 @@ counting does not share the GIL). Reports:
 * peak RSS of this process after the operators (must stay under 1 GiB);
 * the request rate: overall, and the busiest 1-second window from the simulator's arrival
   times, against the configured rate;
-* throughput against a baseline run in the same process: ``airflow_doi.resolve.resolve`` on the
+* throughput against a baseline run in the same process: ``airflow_doi.resolver.resolve`` on the
   distinct DOIs held in memory (no database, no paging), at the same rate.
 
     .venv/bin/python bench/airflow_resolve.py [--rows 100000] [--rate 1000] [--concurrency 16]
@@ -160,7 +160,7 @@ def main() -> int:
               f"{simulator_stats(url)['requests']} requests, {time.perf_counter() - t0:.2f}s")
 
         if not args.skip_baseline:
-            from airflow_doi.resolve import resolve
+            from airflow_doi.resolver import resolve
 
             simulator_stats(url, reset=True)
             dois = [f"10.5555/baseline.{i:07d}" for i in range(distinct)]

@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from airflow_doi.resolve import ResolverConfig, ResolverStats, resolve
-from airflow_doi.resolve.simulator import ProxySimulator, make_records, record_url
+from airflow_doi.resolver import ResolverConfig, ResolverStats, resolve
+from airflow_doi.resolver.simulator import ProxySimulator, make_records, record_url
 
 
 def _dois(count: int) -> list[str]:

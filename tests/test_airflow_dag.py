@@ -24,7 +24,7 @@ import duckdb
 import pytest
 
 from airflow_doi import validate
-from airflow_doi.resolve.simulator import ProxySimulator
+from airflow_doi.resolver.simulator import ProxySimulator
 
 pytestmark = [pytest.mark.xdist_group("airflow_dags"), pytest.mark.slow]
 

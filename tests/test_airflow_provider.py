@@ -26,7 +26,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 import duckdb
 
 from airflow_doi.airflow_sql import quote_identifier, sibling_table
-from airflow_doi.resolve.simulator import ProxySimulator, make_records
+from airflow_doi.resolver.simulator import ProxySimulator, make_records
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_doi.resolve import ResolverConfig, ResolverStats, aresolve, resolve, which_ra
-from airflow_doi.resolve.simulator import ProxySimulator, make_records, record_url
+from airflow_doi.resolver import ResolverConfig, ResolverStats, aresolve, resolve, which_ra
+from airflow_doi.resolver.simulator import ProxySimulator, make_records, record_url
 from airflow_doi.syntax import ascii_upper
 
 HANDLES = Path(__file__).parent / "data" / "handles.json"

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_doi.resolve import COLUMNS
-from airflow_doi.resolve.simulator import ProxySimulator, record_url
+from airflow_doi.resolver import COLUMNS
+from airflow_doi.resolver.simulator import ProxySimulator, record_url
 
 PYTHON = sys.executable
 CLI = [PYTHON, "-m", "airflow_doi"]
@@ -182,7 +182,7 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
 WORKER = textwrap.dedent(
     """
     import sys
-    from airflow_doi.resolve import resolve
+    from airflow_doi.resolver import resolve
     base, redis_url, namespace, prefix, count, rate = sys.argv[1:]
     dois = [f"{prefix}.{i}" for i in range(int(count))]
     results = resolve(dois, base_url=base, rate=float(rate), concurrency=4,

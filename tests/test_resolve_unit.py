@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_doi.resolve import STATUSES, ResolutionResult, ResolverConfig
-from airflow_doi.resolve.breaker import CircuitBreaker, CircuitOpenError
-from airflow_doi.resolve.cache import CachedAnswer, ResolverCache
-from airflow_doi.resolve.client import (
+from airflow_doi.resolver import STATUSES, ResolutionResult, ResolverConfig
+from airflow_doi.resolver.breaker import CircuitBreaker, CircuitOpenError
+from airflow_doi.resolver.cache import CachedAnswer, ResolverCache
+from airflow_doi.resolver.client import (
     ProxyClient,
     ProxyError,
     RetryableError,
@@ -20,7 +20,7 @@ from airflow_doi.resolve.client import (
     parse_retry_after,
     which_ra_batches,
 )
-from airflow_doi.resolve.limits import window_for
+from airflow_doi.resolver.limits import window_for
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "10.1000/ABC"

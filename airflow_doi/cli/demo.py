@@ -101,7 +101,7 @@ def airflow_pipeline(context: DemoContext) -> None:
         if os.environ.get(PROXY_CONN_ENV):
             print(f"airflow: resolving through {PROXY_CONN_ENV}")
         else:
-            from airflow_doi.resolve.simulator import ProxySimulator
+            from airflow_doi.resolver.simulator import ProxySimulator
 
             simulator = stack.enter_context(ProxySimulator(auto_records=True))
             env[PROXY_CONN_ENV] = json.dumps({

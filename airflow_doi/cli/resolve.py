@@ -82,7 +82,7 @@ def _read_column(path: Path, column: str) -> list[object]:
 def _write(path: Path, rows: list[dict[str, object]]) -> None:
     import pyarrow as pa
 
-    from airflow_doi.resolve import COLUMNS
+    from airflow_doi.resolver import COLUMNS
 
     ints = {"response_code", "http_status", "attempts"}
     arrays = {}
@@ -103,7 +103,7 @@ def _write(path: Path, rows: list[dict[str, object]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from airflow_doi.resolve import ProgressEvent, ResolverConfig, ResolverStats, resolve
+    from airflow_doi.resolver import ProgressEvent, ResolverConfig, ResolverStats, resolve
 
     try:
         config = ResolverConfig(

@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from airflow_doi.resolve.simulator import Faults, ProxySimulator
+    from airflow_doi.resolver.simulator import Faults, ProxySimulator
 
     faults = Faults(
         error_every=args.error_every,

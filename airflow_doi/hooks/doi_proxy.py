@@ -1,14 +1,14 @@
 """``DoiProxyHook``: the doi.org proxy REST API as an Airflow connection.
 
 The upstream HTTP provider retries nothing on 429 and has no request rate; Airflow pools cap
-concurrency, not rate. This hook hands the work to :mod:`airflow_doi.resolve`, which does both,
+concurrency, not rate. This hook hands the work to :mod:`airflow_doi.resolver`, which does both,
 and reads its knobs from a ``doi_proxy`` connection:
 
 * ``host``: the proxy base URL (``https://doi.org`` when empty); a bare host name takes its
   scheme from ``schema`` (default ``https``) and ``port`` if set;
 * extras ``rate`` (requests/s), ``concurrency``, ``timeout`` (s), ``contact`` (mailto for the
   User-Agent), ``redis_url`` (one limit shared by every worker), and any other
-  :class:`~airflow_doi.resolve.ResolverConfig` field by name.
+  :class:`~airflow_doi.resolver.ResolverConfig` field by name.
 
 Point a deployment at a proxy with an environment variable, e.g.
 ``AIRFLOW_CONN_DOI_PROXY_DEFAULT='{"conn_type": "doi_proxy", "host": "https://doi.org",
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from airflow.sdk import BaseHook
 
 if TYPE_CHECKING:
-    from airflow_doi.resolve import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
+    from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
 
 __all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "resolver_config_from_connection"]
 
@@ -86,7 +86,7 @@ def resolver_config_from_connection(
     unknown extras are an error, so a typo (``"rates"``) never silently keeps the polite
     default. ``overrides`` (operator arguments) win over the connection.
     """
-    from airflow_doi.resolve import ResolverConfig
+    from airflow_doi.resolver import ResolverConfig
 
     known = {f.name for f in dataclasses.fields(ResolverConfig)} - {"base_url"}
     settings: dict[str, Any] = {}
@@ -165,7 +165,7 @@ class DoiProxyHook(BaseHook):
         No file cache is used: callers that persist results (the resolve operator's table)
         are the cache, and a second one would only hide expiry decisions.
         """
-        from airflow_doi.resolve import resolve
+        from airflow_doi.resolver import resolve
 
         return resolve(list(values), config=self.get_config(), progress=progress, stats=stats)
 

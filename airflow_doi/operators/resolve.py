@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
     from airflow_doi.hooks.doi_proxy import DoiProxyHook
-    from airflow_doi.resolve import ProgressEvent, ResolutionResult
+    from airflow_doi.resolver import ProgressEvent, ResolutionResult
 
 __all__ = [
     "RESOLUTION_COLUMNS",
@@ -187,7 +187,7 @@ def resolve_due_keys(
 
     The engine behind the operator and the mapped tasks; usable from plain Python too.
     """
-    from airflow_doi.resolve import ResolverStats
+    from airflow_doi.resolver import ResolverStats
 
     results_table = results_table or sibling_table(table, RESOLUTION_TABLE)
     for name in (table, results_table, key_column, doi_column, valid_column):
@@ -317,7 +317,7 @@ class DoiResolveOperator(DoiSqlOperator):
     :param doi_proxy_conn_id: the ``doi_proxy`` connection (rate, concurrency, ...).
     :param results_table: defaults to ``doi_resolution`` in the catalogue's schema.
     :param key_column, doi_column, valid_column: the columns written by the normalize step.
-    :param resolver_options: :class:`~airflow_doi.resolve.ResolverConfig` fields that win over
+    :param resolver_options: :class:`~airflow_doi.resolver.ResolverConfig` fields that win over
         the connection (e.g. ``{"rate": 10}``).
     :param batch_size: keys per request batch and per commit (the most a kill can lose).
     """

@@ -29,7 +29,7 @@ import aiohttp
 import yarl
 
 from airflow_doi.presentation import encode_path, encode_which_ra
-from airflow_doi.resolve.config import ResolverConfig
+from airflow_doi.resolver.config import ResolverConfig
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [

@@ -23,7 +23,7 @@ def _version() -> str:
 
 @dataclass(frozen=True)
 class ResolverConfig:
-    """Knobs of :func:`airflow_doi.resolve.aresolve`; every field has a polite default."""
+    """Knobs of :func:`airflow_doi.resolver.aresolve`; every field has a polite default."""
 
     #: The only host ever contacted; redirects are never followed.
     base_url: str = "https://doi.org"

@@ -22,11 +22,11 @@ from tenacity import (
     wait_random,
 )
 
-from airflow_doi.resolve.breaker import CircuitBreaker, CircuitOpenError
-from airflow_doi.resolve.client import ProxyError, RetryableError
-from airflow_doi.resolve.config import ResolverConfig
-from airflow_doi.resolve.limits import RateLimiter
-from airflow_doi.resolve.result import ResolverStats
+from airflow_doi.resolver.breaker import CircuitBreaker, CircuitOpenError
+from airflow_doi.resolver.client import ProxyError, RetryableError
+from airflow_doi.resolver.config import ResolverConfig
+from airflow_doi.resolver.limits import RateLimiter
+from airflow_doi.resolver.result import ResolverStats
 
 __all__ = ["GaveUpError", "RetryPolicy"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiolimiter import AsyncLimiter
 
-from airflow_doi.resolve.config import ResolverConfig
+from airflow_doi.resolver.config import ResolverConfig
 
 __all__ = ["RateLimiter", "SharedLimit", "window_for"]
 

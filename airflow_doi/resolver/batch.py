@@ -21,12 +21,12 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.resolve.config import ResolverConfig
-from airflow_doi.resolve.result import ProgressEvent, ResolutionResult, ResolverStats
+from airflow_doi.resolver.config import ResolverConfig
+from airflow_doi.resolver.result import ProgressEvent, ResolutionResult, ResolverStats
 from airflow_doi.syntax import validate
 
 if TYPE_CHECKING:
-    from airflow_doi.resolve.cache import CachedAnswer
+    from airflow_doi.resolver.cache import CachedAnswer
 
 __all__ = ["aresolve", "awhich_ra", "resolve", "which_ra"]
 
@@ -76,9 +76,9 @@ class _Batch:
         progress: Progress | None,
         stats: ResolverStats,
     ) -> None:
-        from airflow_doi.resolve.breaker import CircuitBreaker
-        from airflow_doi.resolve.limits import RateLimiter
-        from airflow_doi.resolve.retry import RetryPolicy
+        from airflow_doi.resolver.breaker import CircuitBreaker
+        from airflow_doi.resolver.limits import RateLimiter
+        from airflow_doi.resolver.retry import RetryPolicy
 
         self.config = config
         self.cache = cache
@@ -107,9 +107,9 @@ class _Batch:
         self.progress(ProgressEvent(self.done, self.total, rate, self.stats.retries, eta))
 
     async def resolve_key(self, client: Any, doi: str, key: str) -> ResolutionResult:
-        from airflow_doi.resolve.cache import CachedAnswer
-        from airflow_doi.resolve.client import ProxyError
-        from airflow_doi.resolve.retry import GaveUpError
+        from airflow_doi.resolver.cache import CachedAnswer
+        from airflow_doi.resolver.client import ProxyError
+        from airflow_doi.resolver.retry import GaveUpError
 
         try:
             answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
@@ -168,7 +168,7 @@ class _Batch:
         return result
 
     async def run(self, todo: dict[str, str]) -> dict[str, ResolutionResult]:
-        from airflow_doi.resolve.client import ProxyClient
+        from airflow_doi.resolver.client import ProxyClient
 
         results: dict[str, ResolutionResult] = {}
         # Tasks are created lazily: at most ``pending_per_slot`` keys per request slot wait
@@ -237,7 +237,7 @@ async def aresolve(
 
     store = None
     if cache is not None:
-        from airflow_doi.resolve.cache import ResolverCache
+        from airflow_doi.resolver.cache import ResolverCache
 
         store = ResolverCache(cache, config.query)
     try:
@@ -311,8 +311,8 @@ async def awhich_ra(
     Valid DOIs are sent in batches (commas inside a DOI go as ``%2C``), each batch under the
     same rate limit, breaker and retry budget as handle requests; invalid values never leave.
     """
-    from airflow_doi.resolve.client import ProxyClient, ProxyError, which_ra_batches
-    from airflow_doi.resolve.retry import GaveUpError
+    from airflow_doi.resolver.client import ProxyClient, ProxyError, which_ra_batches
+    from airflow_doi.resolver.retry import GaveUpError
 
     config = _config(config, overrides)
     rows = list(values)
