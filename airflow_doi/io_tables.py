@@ -25,10 +25,12 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 __all__ = [
+    "MALFORMED_FLAG",
     "Format",
     "TableInputError",
     "TableReader",
     "detect_format",
+    "open_csv_lenient",
     "open_table",
     "text_column",
     "writing",
@@ -71,6 +73,9 @@ class TableReader:
     all_text: bool = False
     malformed: list[str] = field(default_factory=list)
     malformed_count: int = 0
+    #: Lenient CSV only: each batch carries a last boolean column, true for a row whose
+    #: number of fields did not match the header (padded with nulls or cut to fit).
+    flags_malformed: bool = False
 
 
 def open_table(path: Path, fmt: Format, *, chunk_rows: int) -> TableReader:
@@ -135,6 +140,59 @@ def _open_csv(path: Path, chunk_rows: int) -> TableReader:
     reader.batches = _csv_batches(stream, chunk_rows)
     reader.all_text = True
     return reader
+
+
+#: Name of the flag column that :func:`open_csv_lenient` appends to each batch.
+MALFORMED_FLAG = "__airflow_doi_malformed__"
+
+
+def open_csv_lenient(path: Path, chunk_rows: int) -> TableReader:
+    """CSV through Python's csv module, keeping rows whose field count is wrong.
+
+    The fast reader cannot align such a row with the header, so it can only skip it; this one
+    pads a short row with nulls and cuts a long one to the header's width, and flags the row
+    (:data:`MALFORMED_FLAG`) so the caller reports it instead of losing it. Slower, so it is
+    only used for files where the fast reader met a malformed row.
+    """
+    import csv
+
+    handle = path.open("r", encoding="utf-8", errors="surrogateescape", newline="")
+    rows = csv.reader(handle)
+    try:
+        names = next(rows)
+    except StopIteration:
+        handle.close()
+        raise TableInputError(f"{path}: empty file (no header row)") from None
+    width = len(names)
+    schema = pa.schema([(name, pa.large_string()) for name in names])
+
+    def cell(value: str) -> bytes:
+        return value.encode("utf-8", "surrogateescape")
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        with handle:
+            columns: list[list[bytes | None]] = [[] for _ in range(width)]
+            flags: list[bool] = []
+            for row in rows:
+                flags.append(len(row) != width)
+                for index in range(width):
+                    columns[index].append(cell(row[index]) if index < len(row) else None)
+                if len(flags) == chunk_rows:
+                    yield _lenient_batch(names, columns, flags)
+                    columns, flags = [[] for _ in range(width)], []
+            if flags:
+                yield _lenient_batch(names, columns, flags)
+
+    return TableReader(names, batches(), schema, all_text=True, flags_malformed=True)
+
+
+def _lenient_batch(
+    names: list[str], columns: list[list[bytes | None]], flags: list[bool]
+) -> pa.RecordBatch:
+    arrays = [pa.array(values, pa.binary()) for values in columns]
+    return pa.RecordBatch.from_arrays(
+        [*arrays, pa.array(flags, pa.bool_())], [*names, MALFORMED_FLAG]
+    )
 
 
 def _csv_batches(stream: Any, chunk_rows: int) -> Iterator[pa.RecordBatch]:

@@ -133,13 +133,25 @@ def test_bad_utf8_cell_is_reported_not_fatal(tmp_path: Path) -> None:
     assert out[1]["other"] == "caf\ufffd"
 
 
-def test_malformed_rows_are_counted_and_reported(tmp_path: Path) -> None:
+def test_malformed_rows_are_kept_and_flagged_never_lost(tmp_path: Path) -> None:
     source, target = tmp_path / "ragged.csv", tmp_path / "out.csv"
-    source.write_text("id,ref\n1,10.1000/1\n2\n3,10.1000/3,extra\n4,10.1000/4\n")
-    run = cli("normalize", source, "--column", "ref", "--output", target)
+    source.write_bytes(
+        b'id,ref,note\n1,10.1000/1,a\n2\n3,10.1000/3,b,extra\n4,"10.1000/4",\xff\n'
+        b'5,"10.1000/x\ny",c\n'
+    )
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", "2")
     assert run.returncode == 0, run.stderr
-    assert [r["id"] for r in read_csv(target)] == ["1", "4"]
+    out = read_csv(target)
+    assert [r["id"] for r in out] == ["1", "2", "3", "4", "5"]  # every input row, in order
+    assert [r["doi_reason"] for r in out] == [
+        "", "malformed_row", "malformed_row", "", "bad_character"
+    ]
+    assert [r["doi_valid"] for r in out] == ["true", "false", "false", "true", "false"]
+    assert out[2]["ref"] == "10.1000/3" and out[2]["doi"] == ""  # cut to the header's width
+    assert out[1]["ref"] == ""  # padded
+    assert out[3]["note"] == "\ufffd"  # bad bytes still kept visible in the lenient pass
     assert "2 CSV rows had the wrong number of fields" in run.stderr
+    assert "malformed_row=2" in run.stderr
 
 
 def test_header_only_file_gives_header_only_output(tmp_path: Path) -> None:

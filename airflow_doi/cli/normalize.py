@@ -29,7 +29,8 @@ and doi_url. If the input already has one of these names, pass --prefix.
 
 The file is streamed in chunks, so memory stays flat whatever its size. A CSV cell that is not
 UTF-8 is written back with U+FFFD for the bad bytes and, in the DOI column, reported as
-bad_encoding. CSV rows with the wrong number of fields are skipped and counted on stderr.
+bad_encoding. A CSV row with the wrong number of fields is kept too (padded with empty cells
+or cut to the header's width) with doi_valid=false and doi_reason=malformed_row.
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, empty
 file, an added column already exists)."""
@@ -81,6 +82,11 @@ def _positive(text: str) -> int:
     return value
 
 
+#: doi_reason of a CSV row that could not be aligned with the header (a CLI-level reason,
+#: beside the standard's reasons).
+MALFORMED_REASON = "malformed_row"
+
+
 @dataclass
 class Summary:
     """Counts for the one-line report on stderr."""
@@ -118,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if skipped:
         print(
             f"airflow-doi normalize: warning: {skipped:,} CSV rows had the wrong number of "
-            f"fields and were skipped, e.g. {examples[:3]!r}",
+            f"fields (kept as doi_reason={MALFORMED_REASON}), e.g. {examples[:3]!r}",
             file=sys.stderr,
         )
     return 0
@@ -138,17 +144,16 @@ def normalize_file(
 ) -> tuple[Summary, int, list[str]]:
     """Stream ``source`` to ``target`` with the DOI columns added.
 
-    Returns the summary, the number of malformed CSV rows skipped and a few of them.
+    Returns the summary, the number of malformed CSV rows (kept, flagged ``malformed_row``)
+    and a few of them.
     """
     import pyarrow as pa
 
-    from airflow_doi._arrow import analyse
     from airflow_doi.io_tables import (
         TableInputError,
         detect_format,
+        open_csv_lenient,
         open_table,
-        text_column,
-        writing,
     )
     from airflow_doi.presentation import DEFAULT_BASE_URL
 
@@ -172,20 +177,65 @@ def normalize_file(
         schema = schema.append(pa.field(name, kind))
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL
-    summary = Summary()
+    try:
+        summary = _stream(reader, target, out_format, schema, column, decode, base)
+    except _MalformedRows:
+        # The fast reader met a row whose field count is wrong: it could only drop it, so the
+        # file is read again with the lenient reader, which keeps and flags every such row.
+        lenient = open_csv_lenient(source, chunk_rows)
+        summary = _stream(lenient, target, out_format, schema, column, decode, base)
+    return summary, reader.malformed_count, reader.malformed
 
+
+class _MalformedRows(Exception):
+    """The fast CSV reader skipped a row: start again with the lenient reader."""
+
+
+def _stream(
+    reader: Any, target: Path, out_format: Any, schema: Any, column: str, decode: str, base: str
+) -> Summary:
+    """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from airflow_doi._arrow import analyse
+    from airflow_doi.io_tables import MALFORMED_FLAG, text_column, writing
+
+    summary = Summary()
+    text = pa.large_string()
     with writing(target, out_format, schema) as writer:
         for batch in reader.batches:
+            if reader.malformed_count:
+                raise _MalformedRows
+            flags = None
+            if reader.flags_malformed:
+                flags = batch.column(MALFORMED_FLAG)
+                batch = batch.drop_columns([MALFORMED_FLAG])
             dois, overrides = text_column(batch.column(column))
             columns: list[Any] = [
                 text_column(values)[0] if reader.all_text else values
                 for values in batch.columns
             ]
             result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
-            valid = result.valid
-            columns += [result.doi, result.key(), valid, result.reason, result.url(base)]
+            added = [result.doi, result.key(), pa.array(result.valid), result.reason,
+                     result.url(base)]
+            if flags is not None and pc.any(flags).as_py():
+                # A row that could not be aligned with the header is never a valid DOI row.
+                null = pa.scalar(None, text)
+                added = [
+                    pc.if_else(flags, null, added[0]),
+                    pc.if_else(flags, null, added[1]),
+                    pc.if_else(flags, False, added[2]),
+                    pc.if_else(flags, pa.scalar(MALFORMED_REASON, text), added[3]),
+                    pc.if_else(flags, null, added[4]),
+                ]
+            columns += added
             writer.write_table(pa.Table.from_arrays(columns, schema=schema))
             summary.rows += batch.num_rows
+            valid = added[2].to_numpy(zero_copy_only=False)
             summary.valid += int(valid.sum())
-            summary.reasons.update(result.reason_counts())
-    return summary, reader.malformed_count, reader.malformed
+            reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
+            summary.reasons.update({item["values"]: item["counts"] for item in reasons})
+        if reader.malformed_count:  # a malformed row in the very last block
+            raise _MalformedRows
+    return summary
