@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_doi.resolver import ResolverConfig, ResolverStats, aresolve, resolve, which_ra
+from airflow_doi.resolver.client import MAX_BODY_BYTES, MAX_TTL_SECONDS
 from airflow_doi.resolver.simulator import ProxySimulator, make_records, record_url
 from airflow_doi.syntax import ascii_upper
 
@@ -105,12 +106,15 @@ def test_statuses_order_dedupe_and_invalid_never_sent(proxy):
         "bad_directory",
         "empty",
         "reserved_suffix",
-        "bad_type: int",
+        "bad_directory",  # 42 is judged as "42", as pandas, the CLI and SQL judge it
     ]
     assert results[0].url == "https://first.example/"  # lowest index wins
     assert results[2].doi == "10.1000/TWO-URLS" and results[2].key == "10.1000/TWO-URLS"
     assert results[6].response_code == 200 and results[7].http_status == 404
-    assert results[10].expires_at is not None and results[10].expires_at.year == 2099
+    # An absolute ttl of 2099-01-01 is honoured only up to the ten-year cap.
+    assert results[10].expires_at is not None and results[10].resolved_at is not None
+    lifetime = results[10].expires_at - results[10].resolved_at
+    assert lifetime.total_seconds() == MAX_TTL_SECONDS
     assert results[0].expires_at is not None and results[0].resolved_at is not None
     assert (results[0].expires_at - results[0].resolved_at).total_seconds() == 600
     # One request per distinct valid key; invalid values never left the process.
@@ -328,3 +332,82 @@ def test_requests_name_the_tool_and_the_contact():
         resolve(["10.5555/ua"], config=FAST, base_url=sim.url, contact="ops@example.org")
         [agent] = list(sim.user_agents)
     assert agent.startswith("airflow-doi/") and agent.endswith("mailto:ops@example.org)")
+
+
+def test_absurd_ttls_and_negative_ttl_are_capped_and_the_batch_survives(tmp_path):
+    """Each of these raised OverflowError once, and took every other row down with it."""
+    absurd = {
+        "10.5555/ttl-1e12": 10**12,
+        "10.5555/ttl-huge-int": 10**400,
+        "10.5555/ttl-inf": float("inf"),  # served as the JSON extension ``Infinity``
+        "10.5555/ttl-year-9999": "9999-12-31T23:59:59-12:00",
+    }
+    records = make_records(["10.5555/fine"], ttl=600)
+    for doi, ttl in absurd.items():
+        records.update(make_records([doi], ttl=ttl))  # type: ignore[arg-type]
+    values = [*absurd, "10.5555/fine", "10.5555/gone"]
+    cache = tmp_path / "answers.sqlite"
+    with ProxySimulator(records) as sim:
+        results = resolve(values, config=FAST, base_url=sim.url, cache=cache, negative_ttl=1e12)
+        again = resolve(values, config=FAST, base_url=sim.url, cache=cache)
+        assert sim.request_count == len(values)  # the capped answers were cached and reused
+    assert [r.status for r in results] == ["resolved"] * 5 + ["not_found"]
+    lifetimes = [(r.expires_at - r.resolved_at).total_seconds() for r in results]  # type: ignore[operator]
+    assert lifetimes == [MAX_TTL_SECONDS] * 4 + [600, MAX_TTL_SECONDS]
+    assert [r.cached for r in again] == [True] * len(values)
+    assert [r.expires_at for r in again] == [r.expires_at for r in results]
+
+
+def test_an_oversized_body_is_a_final_error_for_its_row_only():
+    huge = "https://records.example/" + "x" * (MAX_BODY_BYTES + 1)
+    records = make_records(["10.5555/small"])
+    records["10.5555/huge"] = [{"index": 1, "type": "URL", "data": {"value": huge}, "ttl": 60}]
+    with ProxySimulator(records) as sim:
+        big, small = resolve(["10.5555/huge", "10.5555/small"], config=FAST, base_url=sim.url)
+        assert sim.request_count == 2  # not retried: the proxy would send the same again
+    assert (big.status, big.attempts, big.http_status) == ("error", 1, 200)
+    assert big.error is not None and f"exceeds the {MAX_BODY_BYTES}-byte limit" in big.error
+    assert small.url == record_url("10.5555/small")
+
+
+class _EndlessBody(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.0, no Content-Length: the body ends when the server closes the connection."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        chunk = b" " * 65536
+        try:
+            for _ in range(MAX_BODY_BYTES // len(chunk) * 4):  # 16 MiB, bounded
+                self.wfile.write(chunk)
+        except OSError:
+            pass  # the client hung up once it had read past the limit
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_body_without_length_is_cut_at_the_limit():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EndlessBody)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        [result] = resolve(
+            ["10.1000/x"], config=FAST, base_url=f"http://127.0.0.1:{server.server_port}"
+        )
+    finally:
+        server.shutdown()
+    assert (result.status, result.attempts, result.http_status) == ("error", 1, 200)
+    assert result.error == f"response body exceeds the {MAX_BODY_BYTES}-byte limit"
+
+
+def test_credentials_in_base_url_stay_out_of_row_errors():
+    closed = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirector)
+    port = closed.server_port
+    closed.server_close()  # nothing listens there any more
+    [result] = resolve(
+        ["10.1000/x"], config=FAST, base_url=f"http://user:s3cret@127.0.0.1:{port}", max_attempts=1
+    )
+    assert result.status == "error" and result.error and "connection error" in result.error
+    assert "s3cret" not in result.error

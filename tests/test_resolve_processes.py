@@ -176,7 +176,8 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
         text=True,
         timeout=60,
     )
-    assert bad_rate.returncode == 2 and "rate must be positive" in bad_rate.stderr
+    assert bad_rate.returncode == 2
+    assert "rate must be a finite number above 0, not 0.0" in bad_rate.stderr
 
 
 WORKER = textwrap.dedent(
@@ -233,13 +234,14 @@ def test_two_processes_sharing_the_redis_limit_stay_under_the_rate(redis_url):
     # than `rate` (2-3 on a loaded 2-core machine): that jitter is the slack, not a breach.
     # Each process alone is allowed `rate`, so without the shared window the pair would
     # run at twice the rate (40 here); the busiest second shows the shared limit bound them.
-    slack = 1 + rate // 10
-
     def busiest(width: float) -> int:
         return max(sum(1 for u in times[i:] if u - t < width) for i, t in enumerate(times))
 
-    assert rate * 0.75 <= busiest(1.0) <= rate + slack, busiest(1.0)
-    assert busiest(3.0) <= 3 * rate + slack, busiest(3.0)
+    # Arrival jitter on a loaded 2-core machine (CI runs two test workers) can push a few
+    # requests into the same 1 s window: 30% slack still separates shared (<= 26) from
+    # unshared (~40).
+    assert rate * 0.75 <= busiest(1.0) <= rate * 1.3, busiest(1.0)
+    assert busiest(3.0) <= 3 * rate * 1.1, busiest(3.0)
 
 
 def test_cli_draws_a_progress_bar_on_a_terminal_only(tmp_path):

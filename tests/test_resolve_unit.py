@@ -8,10 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_doi.resolver import STATUSES, ResolutionResult, ResolverConfig
+from airflow_doi.resolver import STATUSES, ResolutionResult, ResolverConfig, ResolverStats
+from airflow_doi.resolver.batch import _Batch, _check
 from airflow_doi.resolver.breaker import CircuitBreaker, CircuitOpenError
 from airflow_doi.resolver.cache import CachedAnswer, ResolverCache
 from airflow_doi.resolver.client import (
+    MAX_TTL_SECONDS,
     ProxyClient,
     ProxyError,
     RetryableError,
@@ -20,6 +22,7 @@ from airflow_doi.resolver.client import (
     parse_retry_after,
     which_ra_batches,
 )
+from airflow_doi.resolver.config import redact_url
 from airflow_doi.resolver.limits import window_for
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -70,6 +73,47 @@ def test_absolute_iso_ttl_is_an_expiry_time():
     values = [_url(1, "https://x/", "2030-05-01T00:00:00Z"), _url(2, "https://y/", 10**9)]
     assert expiry(values, NOW, 5) == datetime(2030, 5, 1, tzinfo=timezone.utc)
     assert expiry([], NOW, 5) == NOW + timedelta(seconds=5)
+
+
+CAP = NOW + timedelta(seconds=MAX_TTL_SECONDS)
+
+
+@pytest.mark.parametrize(
+    "ttl",
+    [
+        10**12,  # 31,700 years: timedelta fits, now + timedelta does not
+        10**400,  # no float can hold it
+        1e300,
+        float("inf"),
+        "1e12",
+        "inf",
+        "9999-12-31T23:59:59-12:00",  # past datetime.max once in UTC
+        "9999-12-31T23:59:59.999999",
+    ],
+)
+def test_absurd_ttls_are_capped_never_raised(ttl):
+    assert expiry([_url(1, "https://x/", ttl)], NOW, 60) == CAP
+    # The cap is just a ceiling: a saner value next to the absurd one still wins.
+    assert expiry([_url(1, "https://x/", ttl), _url(2, "https://y/", 60)], NOW, 5) == NOW + (
+        timedelta(seconds=60)
+    )
+
+
+@pytest.mark.parametrize("ttl", ["-inf", -(10**400), "0001-01-01T00:00:00+14:00", -5])
+def test_ttls_in_the_past_mean_already_stale(ttl):
+    assert expiry([_url(1, "https://x/", ttl)], NOW, 60) == NOW
+
+
+@pytest.mark.parametrize("ttl", [float("nan"), "nan", "soon", None, [1], True])
+def test_unusable_ttls_fall_back_to_the_default(ttl):
+    assert expiry([_url(1, "https://x/", ttl)], NOW, 60) == NOW + timedelta(seconds=60)
+
+
+@pytest.mark.parametrize("negative_ttl", [1e12, 1e300, float("inf")])
+def test_a_huge_negative_ttl_is_capped(negative_ttl):
+    assert interpret(404, _body(100), {}, KEY, NOW, negative_ttl).expires_at == CAP
+    assert interpret(200, _body(200), {}, KEY, NOW, negative_ttl).expires_at == CAP
+    assert expiry([], NOW, negative_ttl) == CAP
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
@@ -148,6 +192,109 @@ def test_config_defaults_are_polite_and_validated():
         ResolverConfig(base_url="ftp://doi.org")
     with pytest.raises(ValueError, match="rate"):
         ResolverConfig(rate=0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("pending_per_slot", 0),  # Semaphore(0): the batch would wait for ever
+        ("timeout", 0),  # aiohttp reads 0 as "no timeout"
+        ("timeout", -1.0),
+        ("timeout", float("inf")),
+        ("rate", float("nan")),
+        ("rate", float("inf")),
+        ("rate", -3),
+        ("backoff_base", -0.5),
+        ("backoff_base", float("nan")),
+        ("backoff_max", -1),
+        ("negative_ttl", -1),
+        ("negative_ttl", float("nan")),
+        ("concurrency", 0),
+        ("concurrency", 2.5),
+        ("max_attempts", 0),
+        ("burst", 0),
+        ("burst", True),
+        ("breaker_give_up", -1),
+        ("rate", "3"),
+    ],
+)
+def test_config_refuses_values_that_hang_or_break_naming_field_and_value(field, value):
+    with pytest.raises(ValueError) as caught:
+        ResolverConfig(**{field: value})
+    assert field in str(caught.value) and repr(value) in str(caught.value)
+
+
+def test_config_keeps_the_sane_edges():
+    config = ResolverConfig(
+        backoff_base=0, backoff_max=0, negative_ttl=0, pending_per_slot=1, breaker_give_up=1e9
+    )
+    assert config.negative_ttl == 0 and config.pending_per_slot == 1
+    assert ResolverConfig(negative_ttl=float("inf")).negative_ttl == float("inf")  # = the cap
+
+
+@pytest.mark.parametrize(
+    ("url", "safe"),
+    [
+        ("https://user:pw@proxy.example:8443/doi/", "https://proxy.example:8443/doi/"),
+        ("http://token@127.0.0.1:9", "http://127.0.0.1:9"),
+        ("http://a@b:c@host/", "http://host/"),
+        ("https://doi.org", "https://doi.org"),
+    ],
+)
+def test_redact_url_strips_userinfo(url, safe):
+    assert redact_url(url) == safe
+
+
+def test_credentials_in_base_url_never_reach_messages_or_redis_keys():
+    config = ResolverConfig(
+        base_url="https://user:s3cret@proxy.example/", redis_url="redis://:s3cret@127.0.0.1:1/0"
+    )
+    assert config.safe_base_url == "https://proxy.example/"
+    assert config.limit_namespace == "airflow-doi:proxy.example"
+    assert "s3cret" not in repr(config) and "proxy.example" in repr(config)
+    with pytest.raises(ValueError, match="ftp://host") as caught:
+        ResolverConfig(base_url="ftp://user:s3cret@host/")
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(ProxyError) as redirected:
+        interpret(302, b"", {"Location": "https://user:s3cret@evil.example/"}, KEY, NOW, 1)
+    assert redirected.value.reason == "HTTP 302 redirect to https://evil.example/ not followed"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (10, (None, None, "bad_directory")),  # judged as "10", like the other faces
+        (10.5, (None, None, "missing_suffix")),  # "10.5": a directory, no suffix
+        (True, (None, None, "bad_directory")),
+        (float("nan"), (None, None, "empty")),
+        (b"10.1000/abc", ("10.1000/abc", "10.1000/ABC", None)),
+        (b"\xff", (None, None, "bad_encoding")),
+        (["10.1000/abc"], (None, None, "bad_type: list")),
+        ({"doi": "10.1000/abc"}, (None, None, "bad_type: dict")),
+    ],
+)
+def test_non_text_values_are_judged_like_every_other_face(value, expected):
+    assert _check(value) == expected
+
+
+class _BrokenClient:
+    """A client whose answer trips an unforeseen bug while being read."""
+
+    async def get_handle(self, doi: str, key: str) -> object:
+        raise OverflowError("date value out of range")
+
+
+def test_an_unforeseen_failure_reading_an_answer_costs_one_row_not_the_batch():
+    async def scenario() -> ResolutionResult:
+        batch = _Batch(ResolverConfig(rate=1000), None, None, ResolverStats())
+        try:
+            return await batch.resolve_key(_BrokenClient(), "10.1000/abc", KEY)
+        finally:
+            await batch.limiter.aclose()
+
+    result = asyncio.run(scenario())
+    assert (result.status, result.key) == ("error", KEY)
+    assert result.error == "unexpected OverflowError: date value out of range"
 
 
 def test_result_row_has_the_documented_columns():

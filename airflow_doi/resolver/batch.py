@@ -14,6 +14,7 @@ The steps, each with one job:
 from __future__ import annotations
 
 import asyncio
+import numbers
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -38,11 +39,20 @@ def _config(config: ResolverConfig | None, overrides: dict[str, Any]) -> Resolve
 
 
 def _check(value: object) -> tuple[str | None, str | None, str | None]:
-    """``(doi, key, reason)``; a value of a type no DOI can have is ``bad_type``, not a crash."""
+    """``(doi, key, reason)`` of one input value; never raises.
+
+    Text, bytes and missing values are judged exactly as :func:`airflow_doi.syntax.validate`
+    judges them. Numbers and booleans are judged as ``str(value)`` (``10`` is
+    ``bad_directory``), as the pandas accessor, the CLI, the SQLite UDFs and the Airflow
+    operators do, so one column gets the same reasons on every face. Any other type (a list,
+    a dict...) cannot be a DOI and is ``invalid`` with reason ``bad_type: <type name>``.
+    """
     try:
         check = validate(value)
     except TypeError:
-        return None, None, f"bad_type: {type(value).__name__}"
+        if not isinstance(value, numbers.Number):  # bool is an int, so it is a Number too
+            return None, None, f"bad_type: {type(value).__name__}"
+        check = validate(str(value))
     return check.doi, check.key, check.reason
 
 
@@ -134,6 +144,16 @@ class _Batch:
                 attempts=error.attempts,
                 error=error.reason,
             )
+        except Exception as error:
+            # A proxy answer that trips a bug in interpreting it must cost its own row, never
+            # the batch: every other key's result is still returned.
+            result = ResolutionResult(
+                input=None,
+                doi=doi,
+                key=key,
+                status="error",
+                error=f"unexpected {type(error).__name__}: {error}",
+            )
         else:
             result = ResolutionResult(
                 input=None,
@@ -221,7 +241,8 @@ async def aresolve(
 
     ``overrides`` are :class:`ResolverConfig` fields by name (``base_url=``, ``rate=``...).
     Never raises for a per-row problem: invalid values come back ``invalid`` (reason in
-    ``error``) and DOIs that kept failing come back ``error`` with the last reason.
+    ``error``) and DOIs that kept failing come back ``error`` with the last reason, as does
+    an answer the proxy sends over 4 MiB (final, not retried).
     Pass a :class:`ResolverStats` as ``stats`` to read the batch's counters afterwards.
     """
     config = _config(config, overrides)
@@ -334,6 +355,10 @@ async def awhich_ra(
                 except (GaveUpError, ProxyError) as error:
                     for member in group:
                         answers[_key(member)] = (None, error.reason)
+                    continue
+                except Exception as error:  # one unreadable answer costs its group, not all
+                    for member in group:
+                        answers[_key(member)] = (None, f"unexpected {type(error).__name__}")
                     continue
                 for entry in listed:
                     echoed, ra = entry.get("DOI"), entry.get("RA")

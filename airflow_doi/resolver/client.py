@@ -23,20 +23,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import yarl
 
 from airflow_doi.presentation import encode_path, encode_which_ra
-from airflow_doi.resolver.config import ResolverConfig
+from airflow_doi.resolver.config import ResolverConfig, redact_url
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_TTL_SECONDS",
     "Answer",
     "ProxyClient",
     "ProxyError",
     "RetryableError",
+    "expires_after",
     "expiry",
     "interpret",
     "parse_retry_after",
@@ -45,6 +48,12 @@ __all__ = [
 #: Longest Which RA? request path we build; DOIs beyond it go in the next request.
 WHICH_RA_MAX_PATH = 1800
 WHICH_RA_MAX_DOIS = 50
+#: Longest time any answer is trusted (10 years): a ttl of 1e12 seconds, an ISO date in the
+#: year 9999 or a huge ``negative_ttl`` is capped here instead of overflowing ``datetime``.
+MAX_TTL_SECONDS: Final = 10 * 365 * 86400
+#: Largest response body read (decompressed). A handle record is a few KiB; anything bigger
+#: is a broken or hostile answer that would otherwise be buffered whole in memory.
+MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 
 
 class RetryableError(Exception):
@@ -115,29 +124,44 @@ def _parse_iso(text: str) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+def expires_after(now: datetime, seconds: float) -> datetime:
+    """``now + seconds``, clamped to ``[now, now + MAX_TTL_SECONDS]``; never raises.
+
+    The proxy's ttl and the configured ``negative_ttl`` are untrusted numbers: infinity, 1e300
+    or a date past year 9999 must become an expiry at the cap, not an ``OverflowError`` that
+    takes the whole batch down.
+    """
+    if seconds != seconds:  # NaN says nothing: treat it as "already stale"
+        seconds = 0.0
+    seconds = min(max(0.0, seconds), float(MAX_TTL_SECONDS))
+    try:
+        return now + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):  # ``now`` itself is within 10 years of year 9999
+        return datetime.max.replace(tzinfo=now.tzinfo)
+
+
 def expiry(values: Sequence[Mapping[str, Any]], now: datetime, default: float) -> datetime:
     """When the answer stops being fresh: the earliest expiry among the values.
 
     A value's ``ttl`` is seconds relative to ``now`` or, rarely, an absolute ISO 8601 time.
-    Without any usable ttl the ``default`` (the negative-cache ttl) applies.
+    Without any usable ttl the ``default`` (the negative-cache ttl) applies. Every candidate
+    is capped at :data:`MAX_TTL_SECONDS` from ``now`` (see :func:`expires_after`).
     """
-    candidates: list[datetime] = []
+    delays: list[float] = []
     for value in values:
         ttl = value.get("ttl")
-        if isinstance(ttl, bool):
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float, str)):
             continue
-        if isinstance(ttl, (int, float)) and math.isfinite(ttl):
-            candidates.append(now + timedelta(seconds=max(0.0, float(ttl))))
-        elif isinstance(ttl, str):
-            absolute = _parse_iso(ttl)
-            if absolute is not None:
-                candidates.append(absolute)
-            else:
-                try:
-                    candidates.append(now + timedelta(seconds=max(0.0, float(ttl))))
-                except ValueError:
-                    continue
-    return min(candidates) if candidates else now + timedelta(seconds=default)
+        absolute = _parse_iso(ttl) if isinstance(ttl, str) else None
+        try:
+            seconds = (absolute - now).total_seconds() if absolute else float(ttl)
+        except OverflowError:  # an int beyond any float: as long as it gets
+            seconds = math.inf if isinstance(ttl, int) and ttl > 0 else 0.0
+        except ValueError:  # text that is neither a number nor a date
+            continue
+        if not math.isnan(seconds):
+            delays.append(seconds)
+    return expires_after(now, min(delays) if delays else default)
 
 
 def _url_value(values: Sequence[Mapping[str, Any]]) -> str | None:
@@ -175,7 +199,7 @@ def interpret(
             f"HTTP {http_status} (throttled)", http_status=http_status, retry_after=retry_after
         )
     if 300 <= http_status < 400:
-        location = headers.get("Location", "?")
+        location = redact_url(headers.get("Location", "?"))
         raise ProxyError(
             f"HTTP {http_status} redirect to {location} not followed", http_status=http_status
         )
@@ -206,9 +230,8 @@ def interpret(
         tuple(v for v in raw_values if isinstance(v, dict)) if isinstance(raw_values, list) else ()
     )
     if http_status == 404 and code == 100:
-        return Answer(
-            "not_found", http_status, code, None, (), now, now + timedelta(seconds=negative_ttl)
-        )
+        expires = expires_after(now, negative_ttl)
+        return Answer("not_found", http_status, code, None, (), now, expires)
     if http_status == 200 and code in (1, 200):
         url = _url_value(values) if code == 1 else None
         status = "resolved" if url is not None else "no_values"
@@ -258,7 +281,7 @@ class ProxyClient:
     async def _get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
         try:
             async with self.session.get(url, allow_redirects=False) as response:
-                body = await response.read()
+                body = await _read_capped(response, MAX_BODY_BYTES)
                 return response.status, body, response.headers
         except asyncio.TimeoutError:
             raise RetryableError(f"timeout after {self.config.timeout:g}s") from None
@@ -288,6 +311,31 @@ class ProxyClient:
         if status != 200 or not isinstance(document, list):
             raise ProxyError(f"unexpected Which RA? answer (HTTP {status})", http_status=status)
         return [d for d in document if isinstance(d, dict)]
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or :class:`ProxyError` as soon as it exceeds ``limit`` bytes.
+
+    Final, not retryable: the proxy answers a handle with the same record each time, so a
+    retry would only download the oversized body ``max_attempts`` times. The connection is
+    dropped rather than drained (aiohttp closes it when the unread response is released).
+    """
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise ProxyError(
+            f"response body of {declared} bytes exceeds the {limit}-byte limit",
+            http_status=response.status,
+        )
+    body = bytearray()
+    while True:
+        chunk = await response.content.read(limit + 1 - len(body))
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limit:
+            raise ProxyError(
+                f"response body exceeds the {limit}-byte limit", http_status=response.status
+            )
 
 
 def which_ra_batches(dois: Sequence[str]) -> list[list[str]]:

@@ -8,11 +8,49 @@ with 403 and 429. Benchmarks and tests raise them explicitly against the local s
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["ResolverConfig"]
+__all__ = ["ResolverConfig", "redact_url"]
+
+#: Fields that count things: integers of at least 1 (0 would hang a semaphore for ever).
+_COUNTS: Final = ("burst", "concurrency", "max_attempts", "breaker_threshold", "pending_per_slot")
+#: Seconds that must be a real, finite, positive number (aiohttp reads a 0 timeout as none).
+_POSITIVE: Final = ("rate", "timeout")
+#: Seconds that may be 0 but must stay finite (they are slept on directly).
+_FINITE: Final = ("backoff_base", "backoff_max", "breaker_cooldown")
+#: Seconds that may be 0 or infinite (a cap or a ttl; infinity means "no limit"/"the cap").
+_NON_NEGATIVE: Final = (
+    "retry_after_max",
+    "breaker_cooldown_max",
+    "breaker_give_up",
+    "negative_ttl",
+)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its userinfo (``https://user:pw@host`` -> ``https://host``).
+
+    Credentials may ride in a base URL (a corporate proxy in front of doi.org); they must
+    never reach a log line, an error message or a Redis key.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. a broken IPv6 literal: show nothing rather than a secret
+        return "<unparseable URL>"
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    return float(value)
 
 
 def _version() -> str:
@@ -55,7 +93,8 @@ class ResolverConfig:
     breaker_cooldown_max: float = 60.0
     #: After the proxy has kept failing this long, every unfinished DOI ends as ``error``.
     breaker_give_up: float = 120.0
-    #: How long a ``not_found`` (or value-less) answer is trusted by the cache, in seconds.
+    #: How long a ``not_found`` (or value-less) answer is trusted by the cache, in seconds
+    #: (capped at ten years, like every ttl the proxy sends).
     negative_ttl: float = 3600.0
     #: Keys allowed to wait on backoff at once, per request slot (bounds memory and tasks).
     pending_per_slot: int = 8
@@ -66,18 +105,46 @@ class ResolverConfig:
     auth: bool = False
 
     def __post_init__(self) -> None:
+        # Values also arrive from Airflow connection extras, so every message names the field
+        # and the offending value: a bad setting must fail here, not hang a batch later.
+        if not isinstance(self.base_url, str):
+            raise ValueError(f"base_url must be an http(s) URL, not {self.base_url!r}")
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base_url must be an http(s) URL, not {self.base_url!r}")
+            raise ValueError(f"base_url must be an http(s) URL, not {self.safe_base_url!r}")
         if parts.query or parts.fragment:
             raise ValueError("base_url must not carry a query or a fragment")
-        if not self.rate > 0:
-            raise ValueError("rate must be positive")
-        for name in ("burst", "concurrency", "max_attempts", "breaker_threshold"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be an integer of at least 1, not {value!r}")
+        for name in _POSITIVE:
+            value = _number(name, getattr(self, name))
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
+        for name in _FINITE:
+            value = _number(name, getattr(self, name))
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number of at least 0, not {value!r}")
+        for name in _NON_NEGATIVE:
+            value = _number(name, getattr(self, name))
+            if not value >= 0:  # also refuses NaN
+                raise ValueError(f"{name} must be a number of at least 0, not {value!r}")
         if isinstance(self.types, str) or isinstance(self.indexes, (str, int)):
             raise TypeError("types and indexes are tuples")
+
+    def __repr__(self) -> str:
+        # The dataclass repr would print credentials of base_url/redis_url into task logs.
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        shown["base_url"] = self.safe_base_url
+        if self.redis_url is not None:
+            shown["redis_url"] = redact_url(self.redis_url)
+        return f"ResolverConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+    @property
+    def safe_base_url(self) -> str:
+        """``base_url`` without credentials: the form for logs and error messages."""
+        return redact_url(self.base_url)
 
     @property
     def user_agent(self) -> str:
@@ -92,7 +159,7 @@ class ResolverConfig:
     @property
     def limit_namespace(self) -> str:
         """Where the shared limit lives in Redis: one bucket per proxy host by default."""
-        return self.redis_namespace or f"airflow-doi:{urlsplit(self.base_url).netloc}"
+        return self.redis_namespace or f"airflow-doi:{urlsplit(self.safe_base_url).netloc}"
 
     @property
     def query(self) -> str:

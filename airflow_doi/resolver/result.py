@@ -37,7 +37,8 @@ class ResolutionResult:
     ``attempts`` counts the requests that produced the answer (0 for an invalid value); a
     cache hit keeps the count of the run that resolved it and sets ``cached``.
     ``resolved_at``/``expires_at`` are timezone-aware UTC; ``expires_at`` is when the cache
-    stops trusting the answer (the smallest value ``ttl``, or the negative-cache ttl).
+    stops trusting the answer (the smallest value ``ttl``, or the negative-cache ttl), never
+    more than ten years after ``resolved_at`` (an absurd ttl is capped, not an error).
     """
 
     input: object
