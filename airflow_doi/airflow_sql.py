@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Upper bound on pages read by one keyset scan: a guard against a non-advancing key.
+#: Upper bound on pages read by one keyset scan; reaching it is an error, never a silent stop.
 MAX_PAGES = 10_000_000
 
 
@@ -84,6 +84,13 @@ class Dialect:
     max_params: int = 10_000
     #: Bind a whole column as one array parameter and ``unnest`` it (PostgreSQL, DuckDB).
     array_unnest: bool = False
+    #: Postfix that makes a text comparison byte-wise (`` COLLATE BINARY``), so a column declared
+    #: with a case-insensitive collation never merges ``10.1000/abc`` with ``10.1000/ABC``.
+    #: Empty where the default already compares bytes (DuckDB) or the syntax is unknown.
+    binary_collation: str = ""
+    #: Quoted identifiers are case-sensitive (``"DOI"`` is not ``"doi"``): PostgreSQL,
+    #: Snowflake, standard SQL. SQLite, DuckDB and Redshift match them case-insensitively.
+    case_sensitive_identifiers: bool = True
 
     def p(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
@@ -98,11 +105,20 @@ class Dialect:
 
 _DIALECTS: dict[str, Dialect] = {
     "sqlite": Dialect(
-        "sqlite", text_type="TEXT", timestamp_type="TEXT", timestamps_as_text=True, max_params=999
+        "sqlite", text_type="TEXT", timestamp_type="TEXT", timestamps_as_text=True, max_params=999,
+        binary_collation=" COLLATE BINARY", case_sensitive_identifiers=False,
     ),
-    "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True),
-    "duckdb": Dialect("duckdb", array_unnest=True),
+    "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
+                        binary_collation=' COLLATE "C"'),
+    "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False),
     "snowflake": Dialect("snowflake", on_conflict=False, timestamp_type="TIMESTAMP_TZ"),
+    # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
+    # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
+    # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.
+    "redshift": Dialect(
+        "redshift", placeholder="%s", text_type="VARCHAR(65535)", on_conflict=False,
+        array_unnest=False, case_sensitive_identifiers=False,
+    ),
 }
 
 
@@ -112,7 +128,7 @@ def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
     Unknown engines get ANSI SQL without ``ON CONFLICT`` and without ``UPDATE ... FROM``
     (delete-then-insert and correlated sub-queries instead), which every engine accepts.
     """
-    key = {"postgresql": "postgres", "redshift": "postgres"}.get(name, name)
+    key = {"postgresql": "postgres"}.get(name, name)
     dialect = _DIALECTS.get(key) or Dialect(key, on_conflict=False, update_from=False)
     if placeholder and placeholder != dialect.placeholder:
         dialect = Dialect(**{**dialect.__dict__, "placeholder": placeholder})
@@ -127,12 +143,22 @@ def column_names(cursor: Any, table: str) -> list[str]:
     return names
 
 
-def add_missing_columns(cursor: Any, table: str, columns: dict[str, str]) -> list[str]:
-    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added."""
-    existing = {name.lower() for name in column_names(cursor, table)}
+def add_missing_columns(
+    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
+) -> list[str]:
+    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added.
+
+    Names are compared the way the engine matches quoted identifiers
+    (:attr:`Dialect.case_sensitive_identifiers`): on PostgreSQL an existing ``"DOI"`` is
+    another column than ``"doi"``, which must be added; on SQLite it is the same column.
+    """
+    def fold(name: str) -> str:
+        return name if case_sensitive else name.lower()
+
+    existing = {fold(name) for name in column_names(cursor, table)}
     added = []
     for name, sql_type in columns.items():
-        if name.lower() not in existing:
+        if fold(name) not in existing:
             column = quote_identifier(name)
             cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {column} {sql_type}")
             added.append(name)
@@ -155,6 +181,11 @@ def keyset_pages(
     ``select`` must start with the key expression (the first column of each row is the key
     the next page starts after); ``where`` may hold placeholders bound from ``params``.
     The query text is built from trusted fragments only: callers pass quoted identifiers.
+
+    Raises ``RuntimeError`` rather than drop or repeat rows when the key of a page's last row
+    does not advance (NULL, or equal to the previous page's: a key that is not unique per
+    row, or an ``ORDER BY`` and a ``>`` that disagree) or when :data:`MAX_PAGES` pages were
+    read.
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
@@ -166,8 +197,8 @@ def keyset_pages(
         f"ORDER BY {key} LIMIT {dialect.p()}"
     )
     last: Any = None
-    for _ in range(MAX_PAGES):
-        if last is None:
+    for page in range(MAX_PAGES):
+        if page == 0:
             cursor.execute(first, (*params, page_size))
         else:
             cursor.execute(after, (*params, last, page_size))
@@ -177,7 +208,21 @@ def keyset_pages(
         yield rows
         if len(rows) < page_size:
             return
-        last = rows[-1][0]
+        key_value = rows[-1][0]
+        # Equality only: Python's order of strings is not the database's collation order.
+        if key_value is None or (page > 0 and key_value == last):
+            raise RuntimeError(
+                f"keyset paging on {key} did not advance (last key {last!r}, then "
+                f"{key_value!r}): the key must be non-NULL and ordered consistently with '>'"
+            )
+        last = key_value
+    cursor.execute(after, (*params, last, 1))  # the limit was reached: is anything left?
+    if not cursor.fetchall():
+        return
+    raise RuntimeError(
+        f"keyset paging on {key} stopped after MAX_PAGES={MAX_PAGES} pages of {page_size} rows "
+        "with rows left: raise the page size"
+    )
 
 
 def insert_values(

@@ -392,3 +392,155 @@ def test_duckdb_hook_speaks_common_sql(tmp_path: Path, monkeypatch: pytest.Monke
         (INJECTION, 1), ("10.1000/1", 2)]
     with pytest.raises(duckdb.Error, match="read-only"):
         DuckDbHook("duck_ro").run("DELETE FROM t")
+
+
+# -- review fixes: dialects, paging guards, mapping cap, decode, collation, identifiers --------
+class _RecordingCursor:
+    """A DB-API cursor that records statements and answers ``fetchall`` from a script."""
+
+    def __init__(self, pages: list[list[tuple[object, ...]]] | None = None) -> None:
+        self.statements: list[tuple[str, object]] = []
+        self.pages = pages or []
+
+    def execute(self, sql: str, params: object = ()) -> None:
+        self.statements.append((sql, params))
+
+    def executemany(self, sql: str, rows: object) -> None:
+        self.statements.append((sql, list(rows)))  # type: ignore[call-overload]
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self.pages.pop(0) if self.pages else []
+
+
+def test_redshift_upserts_by_delete_then_multi_row_insert() -> None:
+    from airflow_doi.airflow_sql import dialect_named, upsert_rows
+
+    dialect = dialect_named("redshift", "%s")
+    assert dialect.name == "redshift"
+    assert not dialect.on_conflict and not dialect.array_unnest
+    assert dialect_named("postgresql").name == "postgres"
+    cursor = _RecordingCursor()
+    rows = [("10.1000/A", "a"), ("10.1000/B", "b")]
+    upsert_rows(cursor, dialect, "s.results", ["doi_key", "doi"], rows, key="doi_key",
+                types=(dialect.text_type, dialect.text_type))
+    (delete, delete_rows), (insert, insert_params) = cursor.statements
+    assert delete == 'DELETE FROM "s"."results" WHERE "doi_key" = %s'
+    assert delete_rows == [("10.1000/A",), ("10.1000/B",)]
+    assert insert == 'INSERT INTO "s"."results" ("doi_key", "doi") VALUES (%s, %s), (%s, %s)'
+    assert insert_params == ["10.1000/A", "a", "10.1000/B", "b"]
+    assert not any("unnest" in sql or "ON CONFLICT" in sql for sql, _ in cursor.statements)
+
+
+def test_keyset_pages_refuses_to_loop_or_to_drop_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_doi import airflow_sql
+    from airflow_doi.airflow_sql import dialect_named, keyset_pages
+
+    dialect = dialect_named("sqlite")
+    stuck = _RecordingCursor([[("a",), ("b",)], [("a",), ("b",)], [("a",), ("b",)]])
+    pages = keyset_pages(stuck, dialect, select="k FROM t", key="k", page_size=2)
+    with pytest.raises(RuntimeError, match="did not advance"):
+        list(pages)
+    null_key = _RecordingCursor([[("a",), (None,)]])
+    with pytest.raises(RuntimeError, match="did not advance"):
+        list(keyset_pages(null_key, dialect, select="k FROM t", key="k", page_size=2))
+    monkeypatch.setattr(airflow_sql, "MAX_PAGES", 2)
+    more = _RecordingCursor([[("a",)], [("b",)], [("c",)]])
+    seen: list[list[tuple[object, ...]]] = []
+    with pytest.raises(RuntimeError, match="MAX_PAGES=2"):
+        seen.extend(keyset_pages(more, dialect, select="k FROM t", key="k", page_size=1))
+    assert seen == [[("a",)], [("b",)]]
+    done = _RecordingCursor([[("a",)], [("b",)]])  # exactly MAX_PAGES full pages: no error
+    assert len(list(keyset_pages(done, dialect, select="k FROM t", key="k", page_size=1))) == 2
+
+
+def test_redact_url_drops_userinfo() -> None:
+    from airflow_doi.hooks.doi_proxy import redact_url, resolver_config_from_connection
+
+    assert redact_url("http://user:s3cret@127.0.0.1:8080/p?q=1") == "http://127.0.0.1:8080/p?q=1"
+    assert redact_url("https://doi.org") == "https://doi.org"
+    with pytest.raises(ValueError, match="host must be") as error:
+        resolver_config_from_connection("ftp://user:s3cret@doi.org")
+    assert "s3cret" not in str(error.value)
+
+
+def test_mapped_ranges_are_capped_and_take_the_column_names(
+    database: Database, simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+
+    _normalize(database, output_prefix="ident")
+    columns = {"key_column": "ident_key", "valid_column": "ident_valid"}
+    results = sibling_table(database.table, "ident_resolution")
+    common = {"conn_id": database.conn_id, "table": database.table, "results_table": results}
+    ranges = plan_resolve_batches(**common, **columns, batch_size=1, max_ranges=2)
+    assert len(ranges) == 2 and ranges[1]["after"] == ranges[0]["upto"]
+    summaries = [resolve_key_range(**common, **columns, doi_column="ident", batch_size=2, **r)
+                 for r in ranges]
+    assert [s["stored_keys"] for s in summaries] == [3, 3]
+    assert [s["batches"] for s in summaries] == [2, 2]
+    assert set(simulator.requests_by_key) == VALID_KEYS
+    assert simulator.request_count == len(VALID_KEYS)
+    monkeypatch.setenv("AIRFLOW__CORE__MAX_MAP_LENGTH", "1")
+    database.run(f"DELETE FROM {quote_identifier(results)}")
+    (whole,) = plan_resolve_batches(**common, **columns, batch_size=1)
+    assert whole["after"] is None
+
+
+def test_normalize_decode_is_a_checked_templated_parameter(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_doi import validate
+    from airflow_doi.operators.normalize import DoiNormalizeOperator
+
+    assert "decode" in DoiNormalizeOperator.template_fields
+    with pytest.raises(ValueError, match="decode must be one of auto, always, never"):
+        DoiNormalizeOperator(task_id="n", conn_id="c", table="t", doi_column="d", decode="yes")
+    templated = DoiNormalizeOperator(task_id="n", conn_id="c", table="t", doi_column="d",
+                                     decode="{{ params.decode }}")
+    with pytest.raises(ValueError, match="decode must be"):
+        templated.execute({})  # left untemplated: refused before touching a database
+    db = Database("sqlite", tmp_path, monkeypatch)
+    db.run("CREATE TABLE catalogue (id INTEGER, doi_raw TEXT)")
+    db.run("INSERT INTO catalogue VALUES (?, ?)", list(enumerate(VALUES)))
+    _normalize(db, decode="never")
+    rows = db.run("SELECT doi_raw, doi, doi_reason FROM catalogue ORDER BY id")
+    assert rows == [(v, validate(v, decode="never").doi, validate(v, decode="never").reason)
+                    for v in VALUES]
+    assert rows != [(v, validate(v).doi, validate(v).reason) for v in VALUES]
+
+
+def test_normalize_keeps_each_rows_case_under_nocase(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    db = Database("sqlite", tmp_path, monkeypatch)
+    db.run("CREATE TABLE catalogue (id INTEGER, doi_raw TEXT COLLATE NOCASE)")
+    values = ["10.1000/abc", "10.1000/ABC", "doi:10.1000/Abc", "10.1000/abc", "10.1000/aBc"]
+    db.run("INSERT INTO catalogue VALUES (?, ?)", list(enumerate(values)))
+    summary = _normalize(db)  # batch_size=3: the keyset crosses a page boundary
+    assert summary["distinct_values"] == 4
+    assert db.run("SELECT doi_raw, doi, doi_key FROM catalogue ORDER BY id") == [
+        ("10.1000/abc", "10.1000/abc", "10.1000/ABC"),
+        ("10.1000/ABC", "10.1000/ABC", "10.1000/ABC"),
+        ("doi:10.1000/Abc", "10.1000/Abc", "10.1000/ABC"),
+        ("10.1000/abc", "10.1000/abc", "10.1000/ABC"),
+        ("10.1000/aBc", "10.1000/aBc", "10.1000/ABC"),
+    ]
+
+
+def test_existing_upper_case_column_is_matched_as_the_engine_does(database: Database) -> None:
+    from airflow_doi.airflow_sql import column_names
+
+    table = quote_identifier(database.table)
+    database.run(f'ALTER TABLE {table} ADD COLUMN "DOI" TEXT')
+    database.run(f"UPDATE {table} SET \"DOI\" = 'old'")
+    assert _normalize(database)["valid_values"] == 7
+    conn = database.connect()
+    try:
+        names = column_names(conn.cursor(), database.table)  # type: ignore[attr-defined]
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    if database.kind == "postgres":  # quoted identifiers are case-sensitive: "doi" is new
+        assert "DOI" in names and "doi" in names
+        assert database.run(f'SELECT DISTINCT "DOI" FROM {table}') == [("old",)]
+        assert database.run(f'SELECT "doi" FROM {table} WHERE id = 0') == [("10.1000/ABC",)]
+    else:  # SQLite and DuckDB match quoted identifiers case-insensitively: "DOI" is "doi"
+        assert "doi" not in names
+        assert database.run(f'SELECT "DOI" FROM {table} WHERE id = 0') == [("10.1000/ABC",)]

@@ -27,11 +27,22 @@ from airflow.sdk import BaseHook
 if TYPE_CHECKING:
     from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
 
-__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "resolver_config_from_connection"]
+__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "redact_url", "resolver_config_from_connection"]
 
 DEFAULT_BASE_URL = "https://doi.org"
 
 _FORM_PREFIX = "extra__doi_proxy__"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without ``user:password@``, for logs and messages (a proxy URL may carry them)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot")
@@ -103,7 +114,9 @@ def resolver_config_from_connection(
     base_url = settings.pop("base_url", None) or base_url_from_parts(host, schema, port)
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"doi_proxy connection: host must be an http(s) URL, not {base_url!r}")
+        raise ValueError(
+            f"doi_proxy connection: host must be an http(s) URL, not {redact_url(base_url)!r}"
+        )
     return ResolverConfig(base_url=base_url, **settings)
 
 
@@ -176,5 +189,5 @@ class DoiProxyHook(BaseHook):
         except Exception as error:
             return False, str(error)
         if result.status == "error":
-            return False, f"{self.get_config().base_url}: {result.error}"
-        return True, f"{self.get_config().base_url} answered ({result.status})"
+            return False, f"{redact_url(self.get_config().base_url)}: {result.error}"
+        return True, f"{redact_url(self.get_config().base_url)} answered ({result.status})"

@@ -8,15 +8,20 @@ Work is per *distinct* source value, so a catalogue where every DOI appears ten 
 tenth: a page of distinct values is read (keyset paging), validated in Python by
 :func:`airflow_doi.syntax.validate` (the one implementation of the rules), written to a
 temporary table with bound parameters, and applied with one set-based ``UPDATE ... FROM``.
-Each page is committed on its own, so a re-run after a failure redoes at most one page, and the
-result is the same however often it runs.
+Each page is committed on its own, so memory and lock time stay bounded by the page size. A
+re-run (after a failure or not) recomputes every value from the source column; the result is
+the same however often it runs.
+
+Source values are grouped, ordered and matched byte-wise (``COLLATE BINARY`` on SQLite,
+``COLLATE "C"`` on PostgreSQL): under a case-insensitive column collation ``10.1000/abc`` and
+``10.1000/ABC`` stay two values, and each row gets the DOI of its own value, case kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import closing
-from typing import Any
+from typing import Any, get_args
 
 from airflow_doi.airflow_sql import (
     Dialect,
@@ -27,7 +32,7 @@ from airflow_doi.airflow_sql import (
 )
 from airflow_doi.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.operators.progress import Progress
-from airflow_doi.syntax import Validation, validate
+from airflow_doi.syntax import Decode, Validation, validate
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
 
@@ -39,11 +44,21 @@ def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
     return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
 
 
-def _validate_cell(value: object) -> Validation:
+_DECODE_CHOICES: tuple[str, ...] = get_args(Decode)
+
+
+def _decode_choice(decode: object) -> Decode:
+    """``decode`` checked against :data:`~airflow_doi.syntax.Decode` (may come from a template)."""
+    if decode not in _DECODE_CHOICES:
+        raise ValueError(f"decode must be one of {', '.join(_DECODE_CHOICES)}, not {decode!r}")
+    return decode  # type: ignore[return-value]
+
+
+def _validate_cell(value: object, decode: Decode = "auto") -> Validation:
     # A DOI column should be text; a number or a date in it is reported, never a crash.
     if value is not None and not isinstance(value, (str, bytes, bytearray)):
         value = str(value)
-    return validate(value)
+    return validate(value, decode=decode)
 
 
 class DoiNormalizeOperator(DoiSqlOperator):
@@ -51,33 +66,43 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     :param doi_column: the column holding the DOIs as found (any presentation form).
     :param output_prefix: name of the normalized DOI column; the others get suffixes.
-    :param decode: percent-decoding rule of :func:`airflow_doi.syntax.validate`.
+    :param decode: percent-decoding rule of :func:`airflow_doi.syntax.validate`
+        (``auto``, ``always`` or ``never``); templated.
     """
 
     template_fields: Sequence[str] = (
-        "conn_id", "table", "batch_size", "doi_column", "output_prefix",
+        "conn_id", "table", "batch_size", "doi_column", "output_prefix", "decode",
     )
 
     def __init__(
-        self, *, doi_column: str, output_prefix: str = "doi", **kwargs: Any
+        self, *, doi_column: str, output_prefix: str = "doi", decode: str = "auto",
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.doi_column = doi_column
         self.output_prefix = output_prefix
+        self.decode = decode
+        if "{{" not in str(decode):
+            _decode_choice(decode)  # fail at parse time when it is not templated
 
     def execute(self, context: Any) -> dict[str, int]:
+        decode = _decode_choice(self.decode)
         columns = normalized_columns(self.output_prefix)
         self.check_identifiers(self.doi_column, *columns)
-        if self.doi_column in columns:
+        hook = self.get_db_hook()
+        dialect = dialect_of(hook)
+
+        def fold(name: str) -> str:
+            return name if dialect.case_sensitive_identifiers else name.lower()
+
+        if fold(self.doi_column) in {fold(column) for column in columns}:
             raise ValueError(
                 f"doi_column {self.doi_column!r} would be overwritten by the normalized columns "
                 f"{columns}: choose another output_prefix"
             )
-        hook = self.get_db_hook()
-        dialect = dialect_of(hook)
         with closing(hook.get_conn()) as conn:
             cursor = conn.cursor()
-            summary = self._normalize(conn, cursor, dialect, columns)
+            summary = self._normalize(conn, cursor, dialect, columns, decode)
         self.log.info(
             "Normalized %s: %d distinct values (%d valid), %d empty rows",
             self.table, summary["distinct_values"], summary["valid_values"], summary["null_rows"],
@@ -86,13 +111,17 @@ class DoiNormalizeOperator(DoiSqlOperator):
         return summary
 
     def _normalize(
-        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str]
+        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
+        decode: Decode,
     ) -> dict[str, int]:
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        # Group, order, page and match on the bytes, whatever the column's collation.
+        binary = f"{source}{dialect.binary_collation}"
         doi, key, valid, reason = (quote_identifier(c) for c in columns)
         text, boolean = dialect.text_type, dialect.boolean_type
         added = add_missing_columns(
-            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True))
+            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
+            case_sensitive=dialect.case_sensitive_identifiers,
         )
         if added:
             self.log.info("Added columns %s to %s", ", ".join(added), self.table)
@@ -102,18 +131,18 @@ class DoiNormalizeOperator(DoiSqlOperator):
         )
         conn.commit()
 
-        cursor.execute(f"SELECT COUNT(DISTINCT {source}) FROM {table} WHERE {source} IS NOT NULL")
+        cursor.execute(f"SELECT COUNT(DISTINCT {binary}) FROM {table} WHERE {source} IS NOT NULL")
         (total,) = cursor.fetchone()
         progress = Progress(f"normalize {self.table}", int(total), self.log, unit="values")
-        apply = self._apply_statement(dialect, table, source, (doi, key, valid, reason))
+        apply = self._apply_statement(dialect, table, binary, (doi, key, valid, reason))
         valid_values = 0
         for page in keyset_pages(
-            cursor, dialect, select=f"{source} FROM {table}", key=source,
+            cursor, dialect, select=f"{binary} FROM {table}", key=binary,
             where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
         ):
             rows = []
             for (raw,) in page:
-                result = _validate_cell(raw)
+                result = _validate_cell(raw, decode)
                 valid_values += result.valid
                 rows.append((raw, result.doi, result.key, result.valid, result.reason))
             insert_values(cursor, dialect, f"INSERT INTO {_STAGE}", rows,
@@ -143,7 +172,11 @@ class DoiNormalizeOperator(DoiSqlOperator):
     def _apply_statement(
         dialect: Dialect, table: str, source: str, targets: tuple[str, str, str, str]
     ) -> str:
-        """Copy the staged page onto the catalogue rows whose source value matches."""
+        """Copy the staged page onto the catalogue rows whose source value matches.
+
+        ``source`` is the quoted source column with the dialect's binary collation, which
+        takes precedence over the column's own in the comparison.
+        """
         stage_columns = ("doi", "doi_key", "doi_valid", "doi_reason")
         if dialect.update_from:
             assignments = ", ".join(
@@ -155,7 +188,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 f"WHERE {table}.{source} = m.raw"
             )
         assignments = ", ".join(
-            f"{target} = (SELECT m.{staged} FROM {_STAGE} AS m WHERE m.raw = {table}.{source})"
+            f"{target} = (SELECT m.{staged} FROM {_STAGE} AS m WHERE {table}.{source} = m.raw)"
             for target, staged in zip(targets, stage_columns, strict=True)
         )
         return f"UPDATE {table} SET {assignments} WHERE {source} IN (SELECT raw FROM {_STAGE})"

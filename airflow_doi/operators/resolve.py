@@ -20,6 +20,7 @@ into key ranges and :func:`resolve_key_range` resolves one range::
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -187,6 +188,7 @@ def resolve_due_keys(
 
     The engine behind the operator and the mapped tasks; usable from plain Python too.
     """
+    from airflow_doi.hooks.doi_proxy import redact_url
     from airflow_doi.resolver import ResolverStats
 
     results_table = results_table or sibling_table(table, RESOLUTION_TABLE)
@@ -199,7 +201,7 @@ def resolve_due_keys(
     now = datetime.now(timezone.utc)
     config = proxy_hook.get_config()
     log.info("Resolving %s through %s at %.1f requests/s (concurrency %d)",
-             table, config.base_url, config.rate, config.concurrency)
+             table, redact_url(config.base_url), config.rate, config.concurrency)
     with closing(db_hook.get_conn()) as conn:
         cursor = conn.cursor()
         ensure_resolution_table(cursor, dialect, results_table)
@@ -260,14 +262,26 @@ def plan_resolve_batches(
     key_column: str = "doi_key",
     valid_column: str = "doi_valid",
     batch_size: int = 1000,
+    max_ranges: int | None = None,
 ) -> list[dict[str, str | None]]:
-    """Key ranges ``{"after": k0, "upto": k1}`` of at most ``batch_size`` due keys each.
+    """Key ranges ``{"after": k0, "upto": k1}`` covering the due keys, at most ``max_ranges``.
 
-    Feed them to :func:`resolve_key_range` with ``expand_kwargs``; a range that is resolved
-    twice (a retried map index) asks only for the keys that are still due.
+    A range holds ``batch_size`` due keys, or ``ceil(due / max_ranges)`` when that is more:
+    Airflow refuses to expand more than ``[core] max_map_length`` mapped tasks (the default of
+    ``max_ranges``), and :func:`resolve_key_range` pages through a wide range by its own
+    ``batch_size`` anyway. Feed them to :func:`resolve_key_range` with ``expand_kwargs``; a
+    range that is resolved twice (a retried map index) asks only for the keys still due.
     """
     import logging
 
+    if max_ranges is None:
+        from airflow.configuration import conf
+
+        max_ranges = conf.getint("core", "max_map_length", fallback=1024)
+    if batch_size < 1 or max_ranges < 1:
+        raise ValueError("batch_size and max_ranges must be at least 1")
+    for name in (table, key_column, valid_column):
+        quote_identifier(name)
     db_hook = sql_hook(conn_id)
     results_table = results_table or sibling_table(table, RESOLUTION_TABLE)
     dialect = dialect_of(db_hook)
@@ -277,15 +291,24 @@ def plan_resolve_batches(
         cursor = conn.cursor()
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
-        source, where, params = due.parts(datetime.now(timezone.utc), dialect, None, None)
+        now = datetime.now(timezone.utc)
+        due_count = due.count(cursor, dialect, now)
+        per_range = max(batch_size, math.ceil(due_count / max_ranges))
+        source, where, params = due.parts(now, dialect, None, None)
         key = f"c.{quote_identifier(key_column)}"
         previous: str | None = None
         for page in keyset_pages(cursor, dialect, select=f"{key} FROM {source}", key=key,
                                  where=where, params=params, group_by=True,
-                                 page_size=batch_size):
+                                 page_size=per_range):
             ranges.append({"after": previous, "upto": page[-1][0]})
             previous = page[-1][0]
-    logging.getLogger(__name__).info("%d due key ranges in %s", len(ranges), table)
+    if len(ranges) > max_ranges:  # keys became due between the count and the scan
+        ranges = ranges[:max_ranges]
+        ranges[-1]["upto"] = None  # the last range takes everything after its start
+    logging.getLogger(__name__).info(
+        "%d due keys in %s: %d key ranges of up to %d keys", due_count, table, len(ranges),
+        per_range,
+    )
     return ranges
 
 
@@ -297,15 +320,23 @@ def resolve_key_range(
     upto: str | None = None,
     doi_proxy_conn_id: str = "doi_proxy_default",
     results_table: str | None = None,
+    key_column: str = "doi_key",
+    doi_column: str = "doi",
+    valid_column: str = "doi_valid",
     batch_size: int = 1000,
     resolver_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Resolve the due keys with ``after < key <= upto`` (one mapped task's share)."""
+    """Resolve the due keys with ``after < key <= upto`` (one mapped task's share).
+
+    ``upto=None`` means no upper bound; requests and commits go ``batch_size`` keys at a time
+    however wide the range is.
+    """
     import logging
 
     db_hook, proxy_hook = _hooks(conn_id, doi_proxy_conn_id, resolver_options)
     summary = resolve_due_keys(
-        db_hook, proxy_hook, table=table, results_table=results_table, batch_size=batch_size,
+        db_hook, proxy_hook, table=table, results_table=results_table, key_column=key_column,
+        doi_column=doi_column, valid_column=valid_column, batch_size=batch_size,
         after=after, upto=upto, log=logging.getLogger(__name__),
     )
     return summary.as_dict()

@@ -70,12 +70,14 @@ class DoiValidateOperator(DoiSqlOperator):
         hook = self.get_db_hook()
         dialect = dialect_of(hook)
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        # Byte-wise grouping: a case-insensitive collation must not merge distinct values.
+        binary = f"{source}{dialect.binary_collation}"
         reasons: Counter[str] = Counter()
         examples: dict[str, list[str]] = {}
         with closing(hook.get_conn()) as conn:
             cursor = conn.cursor()
             cursor.execute(
-                f"SELECT COUNT(*), COUNT(DISTINCT {source}) FROM {table}"
+                f"SELECT COUNT(*), COUNT(DISTINCT {binary}) FROM {table}"
             )
             total_rows, distinct = (int(n) for n in cursor.fetchone())
             cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
@@ -85,7 +87,7 @@ class DoiValidateOperator(DoiSqlOperator):
                 examples["empty"] = ["NULL"]
             progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
             for page in keyset_pages(
-                cursor, dialect, select=f"{source}, COUNT(*) FROM {table}", key=source,
+                cursor, dialect, select=f"{binary}, COUNT(*) FROM {table}", key=binary,
                 where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
             ):
                 for value, count in page:
