@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook
 
+from airflow_doi.resolver.config import redact_url
+
 if TYPE_CHECKING:
     from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
 
@@ -33,16 +35,6 @@ DEFAULT_BASE_URL = "https://doi.org"
 
 _FORM_PREFIX = "extra__doi_proxy__"
 
-
-def redact_url(url: str) -> str:
-    """``url`` without ``user:password@``, for logs and messages (a proxy URL may carry them)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot")
