@@ -6,9 +6,10 @@ PYTHON=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
-stamp=.venv/.airflow-doi-installed
+extra=${1:-dev}
+stamp=.venv/.airflow-doi-installed-$extra   # one per extra: demo installs [all], tests [dev]
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[${1:-dev}]"
+  .venv/bin/python -m pip install -q -e ".[$extra]"
   touch "$stamp"
 fi
