@@ -76,6 +76,28 @@ def _from_cache(
     )
 
 
+def _failed(
+    doi: str,
+    key: str,
+    reason: str,
+    *,
+    attempts: int = 0,
+    http_status: int | None = None,
+    response_code: int | None = None,
+) -> ResolutionResult:
+    """The ``error`` result of a key the resolver gave up on; the reason is kept."""
+    return ResolutionResult(
+        input=None,
+        doi=doi,
+        key=key,
+        status="error",
+        http_status=http_status,
+        response_code=response_code,
+        attempts=attempts,
+        error=reason,
+    )
+
+
 class _Batch:
     """State of one aresolve() call: the gates, the cache, the counters."""
 
@@ -123,37 +145,15 @@ class _Batch:
 
         try:
             answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
-        except GaveUpError as error:
-            result = ResolutionResult(
-                input=None,
-                doi=doi,
-                key=key,
-                status="error",
-                http_status=error.http_status,
-                attempts=error.attempts,
-                error=error.reason,
-            )
-        except ProxyError as error:
-            result = ResolutionResult(
-                input=None,
-                doi=doi,
-                key=key,
-                status="error",
-                http_status=error.http_status,
-                response_code=error.response_code,
-                attempts=error.attempts,
-                error=error.reason,
+        except (GaveUpError, ProxyError) as error:
+            result = _failed(
+                doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
+                response_code=getattr(error, "response_code", None),
             )
         except Exception as error:
             # A proxy answer that trips a bug in interpreting it must cost its own row, never
             # the batch: every other key's result is still returned.
-            result = ResolutionResult(
-                input=None,
-                doi=doi,
-                key=key,
-                status="error",
-                error=f"unexpected {type(error).__name__}: {error}",
-            )
+            result = _failed(doi, key, f"unexpected {type(error).__name__}: {error}")
         else:
             result = ResolutionResult(
                 input=None,
