@@ -343,16 +343,19 @@ def test_resolve_asks_once_per_key_and_resumes(database: Database, simulator) ->
 
 def test_errors_are_stored_and_retried_next_run(database: Database,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_doi.operators.resolve import ProxyUnavailableError
+
     _normalize(database)
     with ProxySimulator(faults={"always_500": True}) as broken:
         monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
             {"conn_type": "doi_proxy", "host": broken.url,
              "extra": {"rate": 500, "max_attempts": 1, "breaker_threshold": 1000}}))
-        summary = _resolve(database, batch_size=10)
-    assert summary["by_status"] == {"error": len(VALID_KEYS)}
+        with pytest.raises(ProxyUnavailableError, match="every one of 4 keys"):
+            _resolve(database, batch_size=4)  # the first batch fails whole: stop, don't grind
+        assert broken.request_count == 4  # the second batch was never sent
     results = quote_identifier(database.results)
     assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'error' "
-                        "AND expires_at IS NULL AND error IS NOT NULL") == [(len(VALID_KEYS),)]
+                        "AND expires_at IS NULL AND error IS NOT NULL") == [(4,)]
     with ProxySimulator(auto_records=True) as healthy:
         monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
             {"conn_type": "doi_proxy", "host": healthy.url, "extra": {"rate": 500}}))

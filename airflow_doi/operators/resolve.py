@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESOLUTION_COLUMNS",
     "DoiResolveOperator",
+    "ProxyUnavailableError",
     "ResolveSummary",
     "ensure_resolution_table",
     "plan_resolve_batches",
@@ -57,6 +58,11 @@ __all__ = [
 ]
 
 RESOLUTION_TABLE = "doi_resolution"
+
+
+class ProxyUnavailableError(RuntimeError):
+    """A whole batch failed: the task stops (and Airflow retries it) instead of grinding on."""
+
 RESOLUTION_COLUMNS: tuple[str, ...] = (
     "doi_key",
     "doi",
@@ -236,6 +242,16 @@ def resolve_due_keys(
             summary.by_status.update(r.status for r in results)
             progress.done = base + len(page)
             progress.report(force=True)
+            if results and all(r.status == "error" for r in results):
+                # Every key of the page failed after its retries: the proxy is down or
+                # refusing us. Going on would wait out the breaker page after page; failing
+                # now lets Airflow retry the task later. The errors are stored (no expiry), so
+                # the next try asks for exactly these keys and the ones not reached yet.
+                raise ProxyUnavailableError(
+                    f"every one of {len(results)} keys in a batch failed "
+                    f"(last: {results[-1].error}); {summary.stored_keys} keys stored, "
+                    f"the rest stay due for the next try"
+                )
     summary.elapsed = time.monotonic() - started
     statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items())) or "nothing due"
     log.info(
