@@ -45,6 +45,7 @@ from airflow_doi.syntax import (
     ILLEGAL_RANGES,
     INFO_PREFIX,
     REASONS,
+    REGISTRANT_PATTERN,
     SCHEMELESS_HOSTS,
     TRIM_CHARS,
     URL_HOSTS,
@@ -127,7 +128,7 @@ _URL_WRAPPER: Final[str] = (
 _DOI_WRAPPER: Final[str] = f"{_ci(DOI_SCHEME)} *"
 _INFO_WRAPPER: Final[str] = _ci(INFO_PREFIX)
 _ANY_WRAPPER: Final[str] = f"(?:{_URL_WRAPPER}|{_DOI_WRAPPER}|{_INFO_WRAPPER})"
-_REGISTRANT: Final[str] = r"[0-9]+(?:\.[0-9]+)*"
+_REGISTRANT: Final[str] = REGISTRANT_PATTERN
 _DOI_PREFIX: Final[str] = f"{re.escape(DIRECTORY)}{_REGISTRANT}"
 _PREFIX: Final[str] = f"{_DOI_PREFIX}/"
 

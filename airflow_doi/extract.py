@@ -12,13 +12,16 @@ import re
 from typing import Final
 
 from airflow_doi.syntax import (
+    DIRECTORY,
     DOI_SCHEME,
     INFO_PREFIX,
+    REGISTRANT_PATTERN,
     SCHEMELESS_HOSTS,
     URL_HOSTS,
     URN_PREFIX,
     InvalidDoiError,
     normalize,
+    regex_alternation,
 )
 
 __all__ = ["find_dois"]
@@ -27,16 +30,12 @@ TRAILING_PUNCTUATION: Final[str] = ".,;:!?'\""
 CLOSERS: Final[dict[str, str]] = {")": "(", "]": "[", "}": "{", ">": "<"}
 
 
-def _alt(items: tuple[str, ...]) -> str:
-    return "|".join(re.escape(i) for i in items)
-
-
 _FORM = (
-    rf"(?i:https?://(?:{_alt(URL_HOSTS)})/|(?:{_alt(SCHEMELESS_HOSTS)})/"
+    rf"(?i:https?://(?:{regex_alternation(URL_HOSTS)})/|(?:{regex_alternation(SCHEMELESS_HOSTS)})/"
     rf"|{re.escape(DOI_SCHEME)}\s*|{re.escape(URN_PREFIX)}|{re.escape(INFO_PREFIX)})"
 )
 # A bare DOI must not be glued to a preceding letter or digit ("110.1000/x" is no DOI).
-_CANDIDATE_RE = re.compile(rf"{_FORM}\S+|(?<![^\W_])10\.[0-9]+(?:\.[0-9]+)*/\S+")
+_CANDIDATE_RE = re.compile(rf"{_FORM}\S+|(?<![^\W_]){re.escape(DIRECTORY)}{REGISTRANT_PATTERN}/\S+")
 
 
 def _trim(candidate: str) -> str:

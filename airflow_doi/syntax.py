@@ -101,17 +101,20 @@ ILLEGAL_CHARS_CLASS: Final[str] = _char_class((*ILLEGAL_RANGES, SURROGATES))
 Form = Literal["bare", "doi", "url", "urn", "info"]
 
 
-def _alternation(items: tuple[str, ...]) -> str:
+def regex_alternation(items: tuple[str, ...]) -> str:
+    """``a|b|c`` of escaped literals, for building patterns from the constants here."""
     return "|".join(re.escape(i) for i in items)
 
 
 _URL_RE = re.compile(
-    rf"(?:https?://(?:{_alternation(URL_HOSTS)})|(?:{_alternation(SCHEMELESS_HOSTS)}))/",
+    rf"(?:https?://(?:{regex_alternation(URL_HOSTS)})|(?:{regex_alternation(SCHEMELESS_HOSTS)}))/",
     re.ASCII | re.IGNORECASE,
 )
 _DOI_SCHEME_RE = re.compile(rf"{DOI_SCHEME}[{re.escape(WHITESPACE)}]*", re.IGNORECASE | re.ASCII)
 _ILLEGAL_RE = re.compile(f"[{ILLEGAL_CHARS_CLASS}]")  # no endpoint is a class metacharacter
-_REGISTRANT_RE = re.compile(r"[0-9]+(?:\.[0-9]+)*", re.ASCII)
+#: The registrant code: ASCII digit groups joined by single dots (``1000``, ``1000.10``).
+REGISTRANT_PATTERN: Final[str] = r"[0-9]+(?:\.[0-9]+)*"
+_REGISTRANT_RE = re.compile(REGISTRANT_PATTERN, re.ASCII)
 _PERCENT_RUN_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _BAD_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
