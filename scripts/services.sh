@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Make sure the real services the test suite talks to are up: PostgreSQL, Redis, and a Java
-# runtime for Spark. Where one is missing (a fresh machine) it is installed from Debian's
-# packages and started. DSNs come from AIRFLOW_DOI_TEST_POSTGRES_DSN / AIRFLOW_DOI_TEST_REDIS_URL;
-# only a server on this machine is ever installed or started.
+# Make sure the real services the test suite talks to are up: PostgreSQL, Redis, a Java
+# runtime for Spark and a C compiler for the native DuckDB extension. Where one is missing (a
+# fresh machine) it is installed from Debian's packages and started. DSNs come from
+# AIRFLOW_DOI_TEST_POSTGRES_DSN / AIRFLOW_DOI_TEST_REDIS_URL; only a server on this machine is ever
+# installed or started.
 set -euo pipefail
 
 PG_HOST=${PGHOST_FOR_TESTS:-127.0.0.1}
@@ -58,4 +59,9 @@ if ! command -v java >/dev/null 2>&1; then
   echo "services: installing a Java runtime from Debian's packages"
   apt_install default-jre-headless
 fi
-echo "services: PostgreSQL, Redis and Java ready"
+# --- A C compiler (the native DuckDB extension is built from source) ------------------------
+if ! command -v cc >/dev/null 2>&1 && [[ -z ${CC:-} ]]; then
+  echo "services: installing a C compiler from Debian's packages"
+  apt_install gcc libc6-dev
+fi
+echo "services: PostgreSQL, Redis, Java and a C compiler ready"

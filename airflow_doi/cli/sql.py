@@ -1,4 +1,8 @@
-"""``airflow-doi sql generate [--check]``: write (or verify) the generated SQL and dbt files."""
+"""``airflow-doi sql generate [--check]``: write (or verify) the generated SQL and dbt files.
+
+``airflow-doi sql duckdb-extension [--output DIR]``: compile the native DuckDB extension and
+print the path to ``LOAD`` (see :mod:`airflow_doi.duckdb_native`).
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,26 @@ def register(subparsers: Any) -> None:
         help="write nothing; exit 1 if any committed file differs from the generator",
     )
     generate.set_defaults(func=run_generate)
+    native = actions.add_parser(
+        "duckdb-extension",
+        help="compile the native DuckDB extension (doi_key & co.) and print its path",
+    )
+    native.add_argument(
+        "--output", type=Path, default=None, help="directory (default: a per-user cache)"
+    )
+    native.add_argument("--force", action="store_true", help="rebuild even if cached")
+    native.set_defaults(func=run_duckdb_extension)
+
+
+def run_duckdb_extension(args: argparse.Namespace) -> int:
+    try:
+        import duckdb  # noqa: F401  (the platform string comes from it)
+
+        from airflow_doi.duckdb_native import build
+    except ModuleNotFoundError as error:
+        raise RuntimeError(f"{error.name} is missing: pip install 'airflow-doi[duckdb]'") from None
+    print(build(args.output, force=args.force))
+    return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -1,0 +1,132 @@
+"""Build and load ``doi``, the native DuckDB extension behind the fastest ``doi_key``.
+
+The generated macros in ``sql/duckdb/doi_functions.sql`` run anywhere DuckDB runs but cost
+about five ``UPPER()`` calls a value; the C extension parses a value in one pass and keys a
+column faster than ``UPPER()`` itself (see ``bench/sql.py``). It ships as source, not as a
+binary: :func:`build` compiles it with the machine's C compiler against the DuckDB C extension
+API headers vendored in ``airflow_doi/native/include`` (C API v1.2.0, so any DuckDB from 1.2 on
+loads it) and appends the metadata footer DuckDB reads before loading an extension file.
+
+DuckDB loads only signed extensions unless the connection was opened with
+``allow_unsigned_extensions``; :func:`connect` does that and loads the extension, and
+:func:`load` loads it into a connection you opened that way yourself. The extension registers
+``doi_key``, ``doi_normalize``, ``doi_is_valid`` and ``doi_reason`` (not ``doi_url``): do not
+install the SQL macros of the same names into the same connection. Needs ``duckdb`` (the
+``[duckdb]`` extra) and a C compiler (``cc``, or ``$CC``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["EXTENSION_NAME", "NativeBuildError", "build", "connect", "load", "metadata_footer"]
+
+EXTENSION_NAME = "doi"
+#: The C API version the source targets (``DUCKDB_EXTENSION_API_VERSION_*`` in the C file).
+C_API_VERSION = "v1.2.0"
+_EXTENSION_VERSION = "v1"
+
+
+class NativeBuildError(RuntimeError):
+    """The extension could not be compiled (no C compiler, or the compiler failed)."""
+
+
+def _field(text: str) -> bytes:
+    raw = text.encode("ascii")
+    if len(raw) > 32:
+        raise ValueError(f"metadata field longer than 32 bytes: {text!r}")
+    return raw.ljust(32, b"\0")
+
+
+def metadata_footer(platform: str, capi_version: str = C_API_VERSION) -> bytes:
+    """The 512 bytes DuckDB reads from the end of an extension file.
+
+    Eight 32-byte fields in reverse order (magic ``4``, platform, C API version, extension
+    version, ABI type ``C_STRUCT``, three unused), then a 256-byte signature left empty: the
+    file is unsigned. Preceded, as DuckDB's own build does, by a WebAssembly custom-section
+    header so that the file stays a valid Wasm module where that matters.
+    """
+    fields = ["4", platform, capi_version, _EXTENSION_VERSION, "C_STRUCT", "", "", ""]
+    header = bytes([0, 147, 4, 16]) + b"duckdb_signature" + bytes([128, 4])
+    return header + b"".join(_field(f) for f in reversed(fields)) + b"\0" * 256
+
+
+def _sources() -> tuple[Path, Path]:
+    root = Path(str(resources.files("airflow_doi") / "native"))
+    return root / "doi_duckdb.c", root / "include"
+
+
+def _platform() -> str:
+    import duckdb
+
+    row = duckdb.connect().execute("PRAGMA platform").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("AIRFLOW_DOI_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "airflow-doi"
+    )
+    return Path(base) / "duckdb"
+
+
+def build(output_dir: str | os.PathLike[str] | None = None, *, force: bool = False) -> Path:
+    """Compile the extension (once: the result is cached by source hash and platform) and
+    return the path of ``doi.duckdb_extension``."""
+    source, include = _sources()
+    platform = _platform()
+    digest = hashlib.sha256(source.read_bytes() + platform.encode()).hexdigest()[:16]
+    target_dir = Path(output_dir) if output_dir is not None else _cache_dir() / digest
+    target = target_dir / f"{EXTENSION_NAME}.duckdb_extension"
+    if target.exists() and not force:
+        return target
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        raise NativeBuildError("no C compiler found: install one (Debian: gcc) or set CC")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
+        library = Path(tmp) / target.name
+        command = [
+            compiler, "-O2", "-std=c11", "-fPIC", "-shared", "-fvisibility=hidden",
+            "-I", str(include), "-o", str(library), str(source),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise NativeBuildError(f"{' '.join(command)} failed:\n{done.stderr}")
+        with library.open("ab") as handle:
+            handle.write(metadata_footer(platform))
+        os.replace(library, target)  # atomic: parallel builders never see half a file
+    return target
+
+
+def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str] | None = None) -> None:
+    """Load the extension into ``con`` (opened with ``allow_unsigned_extensions``)."""
+    extension = Path(path) if path is not None else build()
+    con.execute(f"LOAD '{_sql_string(str(extension))}'")
+
+
+def connect(database: str = ":memory:", **kwargs: Any) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` with unsigned extensions allowed and ``doi`` loaded."""
+    import duckdb
+
+    config = dict(kwargs.pop("config", None) or {})
+    config["allow_unsigned_extensions"] = "true"
+    con = duckdb.connect(database, config=config, **kwargs)
+    load(con)
+    return con
+
+
+def _sql_string(text: str) -> str:
+    # LOAD takes no parameters; the path is ours, but quote it properly all the same.
+    return text.replace("'", "''")
