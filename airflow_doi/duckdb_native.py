@@ -98,8 +98,8 @@ def build(output_dir: str | os.PathLike[str] | None = None, *, force: bool = Fal
     with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
         library = Path(tmp) / target.name
         command = [
-            compiler, "-O2", "-std=c11", "-fPIC", "-shared", "-fvisibility=hidden",
-            "-I", str(include), "-o", str(library), str(source),
+            compiler, "-O2", "-std=c11", "-Wall", "-Wextra", "-fPIC", "-shared",
+            "-fvisibility=hidden", "-I", str(include), "-o", str(library), str(source),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:

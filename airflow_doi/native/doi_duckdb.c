@@ -236,7 +236,7 @@ static long percent_decode(const unsigned char *s, size_t n, unsigned char *out)
 
 /*
  * The parse (syntax._analyse with decode="auto"). On success (reason R_OK or
- * R_RESERVED_SUFFIX) *doi/*doi_len point at the normalized DOI: into the input, or into buf
+ * R_RESERVED_SUFFIX) *doi and *doi_len point at the normalized DOI: into the input, or into buf
  * (capacity >= n) when it had to be rebuilt.
  */
 static enum reason analyse(const unsigned char *s, size_t n, unsigned char *buf, const unsigned char **doi,
@@ -525,28 +525,14 @@ static void run(duckdb_data_chunk input, duckdb_vector output, enum output what)
 	}
 }
 
-static void doi_key_fn(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	(void)info;
-	run(input, output, OUT_KEY);
-}
-static void doi_normalize_fn(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	(void)info;
-	run(input, output, OUT_NORMALIZE);
-}
-static void doi_is_valid_fn(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	(void)info;
-	run(input, output, OUT_IS_VALID);
-}
-static void doi_url_fn(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	(void)info;
-	run(input, output, OUT_URL);
-}
-static void doi_reason_fn(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	(void)info;
-	run(input, output, OUT_REASON);
+/* One callback for the five functions: which answer to give travels as the extra info. */
+static enum output OUTPUTS[] = {OUT_KEY, OUT_NORMALIZE, OUT_IS_VALID, OUT_REASON, OUT_URL};
+
+static void doi_function(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
+	run(input, output, *(enum output *)duckdb_scalar_function_get_extra_info(info));
 }
 
-static bool register_one(duckdb_connection con, const char *name, duckdb_type result, duckdb_scalar_function_t fn,
+static bool register_one(duckdb_connection con, const char *name, duckdb_type result, enum output *what,
                          bool null_aware) {
 	duckdb_scalar_function f = duckdb_create_scalar_function();
 	duckdb_scalar_function_set_name(f, name);
@@ -554,7 +540,8 @@ static bool register_one(duckdb_connection con, const char *name, duckdb_type re
 	duckdb_logical_type out = duckdb_create_logical_type(result);
 	duckdb_scalar_function_add_parameter(f, varchar);
 	duckdb_scalar_function_set_return_type(f, out);
-	duckdb_scalar_function_set_function(f, fn);
+	duckdb_scalar_function_set_function(f, doi_function);
+	duckdb_scalar_function_set_extra_info(f, what, NULL); /* static storage: nothing to free */
 	if (null_aware) {
 		duckdb_scalar_function_set_special_handling(f);
 	}
@@ -567,11 +554,12 @@ static bool register_one(duckdb_connection con, const char *name, duckdb_type re
 
 DUCKDB_EXTENSION_ENTRYPOINT(duckdb_connection connection, duckdb_extension_info info,
                             struct duckdb_extension_access *access) {
-	if (!register_one(connection, "doi_key", DUCKDB_TYPE_VARCHAR, doi_key_fn, false) ||
-	    !register_one(connection, "doi_normalize", DUCKDB_TYPE_VARCHAR, doi_normalize_fn, false) ||
-	    !register_one(connection, "doi_is_valid", DUCKDB_TYPE_BOOLEAN, doi_is_valid_fn, true) ||
-	    !register_one(connection, "doi_reason", DUCKDB_TYPE_VARCHAR, doi_reason_fn, true) ||
-	    !register_one(connection, "doi_url", DUCKDB_TYPE_VARCHAR, doi_url_fn, false)) {
+	/* doi_is_valid and doi_reason answer NULL too (false, 'empty'), so they see NULL rows. */
+	if (!register_one(connection, "doi_key", DUCKDB_TYPE_VARCHAR, &OUTPUTS[OUT_KEY], false) ||
+	    !register_one(connection, "doi_normalize", DUCKDB_TYPE_VARCHAR, &OUTPUTS[OUT_NORMALIZE], false) ||
+	    !register_one(connection, "doi_is_valid", DUCKDB_TYPE_BOOLEAN, &OUTPUTS[OUT_IS_VALID], true) ||
+	    !register_one(connection, "doi_reason", DUCKDB_TYPE_VARCHAR, &OUTPUTS[OUT_REASON], true) ||
+	    !register_one(connection, "doi_url", DUCKDB_TYPE_VARCHAR, &OUTPUTS[OUT_URL], false)) {
 		access->set_error(info, "doi: could not register the DOI functions");
 		return false;
 	}
