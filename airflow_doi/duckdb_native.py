@@ -10,8 +10,9 @@ loads it) and appends the metadata footer DuckDB reads before loading an extensi
 DuckDB loads only signed extensions unless the connection was opened with
 ``allow_unsigned_extensions``; :func:`connect` does that and loads the extension, and
 :func:`load` loads it into a connection you opened that way yourself. The extension registers
-``doi_key``, ``doi_normalize``, ``doi_is_valid`` and ``doi_reason`` (not ``doi_url``): do not
-install the SQL macros of the same names into the same connection. Needs ``duckdb`` (the
+``doi_key``, ``doi_normalize``, ``doi_is_valid``, ``doi_reason`` and ``doi_url``: do not install
+the SQL macros into the same database too (macros shadow built-in functions, so the slow ones
+would answer). Needs ``duckdb`` (the
 ``[duckdb]`` extra) and a C compiler (``cc``, or ``$CC``).
 """
 

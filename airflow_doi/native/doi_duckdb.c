@@ -1,6 +1,6 @@
 /*
- * doi: a DuckDB extension (C API v1.2.0) with native doi_key, doi_normalize, doi_is_valid
- * and doi_reason.
+ * doi: a DuckDB extension (C API v1.2.0) with native doi_key, doi_normalize, doi_is_valid,
+ * doi_reason and doi_url.
  *
  * Why it exists: the generated SQL macros (sql/duckdb/doi_functions.sql) are exact but need
  * several string functions per value, each about as dear as UPPER(); a column of DOIs then
@@ -202,9 +202,9 @@ static size_t utf8_valid_seq(const unsigned char *b, size_t n) {
 
 /*
  * syntax._percent_decode into out (capacity >= n): every "%" must start "%XX", and each run
- * of escapes must decode to well-formed UTF-8 on its own. Returns the length, or -1.
+ * of escapes must decode to well-formed UTF-8 on its own. Returns 1 and the length, or 0.
  */
-static long percent_decode(const unsigned char *s, size_t n, unsigned char *out) {
+static int percent_decode(const unsigned char *s, size_t n, unsigned char *out, size_t *out_len) {
 	size_t o = 0, i = 0;
 	while (i < n) {
 		if (s[i] != '%') {
@@ -214,11 +214,11 @@ static long percent_decode(const unsigned char *s, size_t n, unsigned char *out)
 		size_t run_start = o;
 		while (i < n && s[i] == '%') {
 			if (i + 2 >= n) {
-				return -1;
+				return 0;
 			}
 			int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
 			if (h < 0 || l < 0) {
-				return -1;
+				return 0;
 			}
 			out[o++] = (unsigned char)(h * 16 + l);
 			i += 3;
@@ -226,21 +226,22 @@ static long percent_decode(const unsigned char *s, size_t n, unsigned char *out)
 		for (size_t k = run_start; k < o;) {
 			size_t len = utf8_valid_seq(out + k, o - k);
 			if (!len) {
-				return -1;
+				return 0;
 			}
 			k += len;
 		}
 	}
-	return (long)o;
+	*out_len = o;
+	return 1;
 }
 
 /*
  * The parse (syntax._analyse with decode="auto"). On success (reason R_OK or
- * R_RESERVED_SUFFIX) *doi and *doi_len point at the normalized DOI: into the input, or into buf
- * (capacity >= n) when it had to be rebuilt.
+ * R_RESERVED_SUFFIX) *doi and *doi_len point at the normalized DOI: into the input, or into
+ * scratch_a or scratch_b (n bytes each) when it had to be rebuilt (a URN's colon, escapes).
  */
-static enum reason analyse(const unsigned char *s, size_t n, unsigned char *buf, const unsigned char **doi,
-                           size_t *doi_len) {
+static enum reason analyse(const unsigned char *s, size_t n, unsigned char *scratch_a, unsigned char *scratch_b,
+                           const unsigned char **doi, size_t *doi_len) {
 	/* Strip TRIM_CHARS from both ends (a printable ASCII end byte other than space is kept). */
 	while (n && !(s[0] > 0x20 && s[0] < 0x7F)) {
 		uint32_t cp;
@@ -319,21 +320,19 @@ static enum reason analyse(const unsigned char *s, size_t n, unsigned char *buf,
 				break;
 			}
 			if (d[i] == ':') {
-				memcpy(buf, d, dn);
-				buf[i] = '/';
-				d = buf;
+				memcpy(scratch_a, d, dn);
+				scratch_a[i] = '/';
+				d = scratch_a;
 				break;
 			}
 		}
 	}
 	if (decode && memchr(d, '%', dn)) {
-		unsigned char *out = (d == buf) ? buf + n : buf; /* buf holds 2n bytes */
-		long len = percent_decode(d, dn, out);
-		if (len < 0) {
+		unsigned char *out = (d == scratch_a) ? scratch_b : scratch_a;
+		if (!percent_decode(d, dn, out, &dn)) {
 			return R_BAD_ENCODING;
 		}
 		d = out;
-		dn = (size_t)len;
 	}
 
 	/* bad_character: decoded bytes are well-formed UTF-8 here (input, or checked runs). */
@@ -426,7 +425,7 @@ static size_t to_url(const unsigned char *doi, size_t n, unsigned char *out) {
 
 enum output { OUT_KEY, OUT_NORMALIZE, OUT_IS_VALID, OUT_REASON, OUT_URL };
 
-static void run(duckdb_data_chunk input, duckdb_vector output, enum output what) {
+static void run(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output, enum output what) {
 	idx_t rows = duckdb_data_chunk_get_size(input);
 	duckdb_vector in = duckdb_data_chunk_get_vector(input, 0);
 	duckdb_string_t *data = (duckdb_string_t *)duckdb_vector_get_data(in);
@@ -456,14 +455,18 @@ static void run(duckdb_data_chunk input, duckdb_vector output, enum output what)
 		size_t n = data[row].value.inlined.length;
 		const unsigned char *s = (const unsigned char *)(n <= 12 ? data[row].value.inlined.inlined
 		                                                         : data[row].value.pointer.ptr);
-		size_t want = what == OUT_URL ? sizeof(BASE_URL) + 5 * n + 1 : 2 * n + 1;
-		if (what == OUT_URL) {
-			want += 2 * n + 1; /* the parse's own scratch space comes first */
+		/* Two scratch halves of n + 1 bytes for the parse, then room for a URL (3 bytes a byte,
+		 * 2 more for a dot segment's slash). */
+		if (n > (SIZE_MAX - sizeof(BASE_URL) - 2) / 8) {
+			duckdb_scalar_function_set_error(info, "doi: value too large");
+			break;
 		}
+		size_t want = 2 * n + 2 + (what == OUT_URL ? sizeof(BASE_URL) + 5 * n : 0);
 		if (want > cap) {
 			unsigned char *grown = (unsigned char *)malloc(want);
 			if (!grown) {
-				continue; /* leave the row as DuckDB initialised it; cannot happen in practice */
+				duckdb_scalar_function_set_error(info, "doi: out of memory");
+				break;
 			}
 			if (buf != small) {
 				free(buf);
@@ -473,7 +476,8 @@ static void run(duckdb_data_chunk input, duckdb_vector output, enum output what)
 		}
 		const unsigned char *doi = NULL;
 		size_t doi_len = 0;
-		enum reason reason = analyse(s, n, buf, &doi, &doi_len);
+		unsigned char *scratch_a = buf, *scratch_b = buf + n + 1;
+		enum reason reason = analyse(s, n, scratch_a, scratch_b, &doi, &doi_len);
 		int has_doi = reason == R_OK || reason == R_RESERVED_SUFFIX;
 		switch (what) {
 		case OUT_IS_VALID:
@@ -501,16 +505,13 @@ static void run(duckdb_data_chunk input, duckdb_vector output, enum output what)
 				break;
 			}
 			if (what == OUT_URL) {
-				unsigned char *url = buf + 2 * n + 1;
+				unsigned char *url = buf + 2 * n + 2;
 				duckdb_vector_assign_string_element_len(output, row, (const char *)url, to_url(doi, doi_len, url));
 				break;
 			}
 			if (what == OUT_KEY) {
 				/* ASCII a-z only: bytes >= 0x80 belong to multi-byte characters and stay. */
-				unsigned char *key = buf + n;
-				if (doi >= buf && doi < buf + 2 * n + 1) {
-					key = (doi == buf) ? buf + n : buf; /* never overwrite the DOI itself */
-				}
+				unsigned char *key = (doi == scratch_b) ? scratch_a : scratch_b; /* not over the DOI */
 				for (size_t k = 0; k < doi_len; k++) {
 					unsigned char c = doi[k];
 					key[k] = (c >= 'a' && c <= 'z') ? (unsigned char)(c - 32) : c;
@@ -529,7 +530,7 @@ static void run(duckdb_data_chunk input, duckdb_vector output, enum output what)
 static enum output OUTPUTS[] = {OUT_KEY, OUT_NORMALIZE, OUT_IS_VALID, OUT_REASON, OUT_URL};
 
 static void doi_function(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	run(input, output, *(enum output *)duckdb_scalar_function_get_extra_info(info));
+	run(info, input, output, *(enum output *)duckdb_scalar_function_get_extra_info(info));
 }
 
 static bool register_one(duckdb_connection con, const char *name, duckdb_type result, enum output *what,
