@@ -114,6 +114,39 @@ def test_dbt_build_on_duckdb_and_valid_doi_can_fail(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_dbt_build_on_duckdb_with_the_native_extension(tmp_path: Path) -> None:
+    """The same build with ``dbt_doi_duckdb_native``: every macro calls the C extension, which
+    dbt-duckdb installs and loads from the profile, and every vector test still passes."""
+    from airflow_doi import duckdb_native
+
+    extension = duckdb_native.build(tmp_path / "build")
+    project = copy_project(tmp_path)
+    write_profile(
+        project,
+        {
+            "type": "duckdb",
+            "path": str(tmp_path / "native.duckdb"),
+            "threads": 1,
+            "config_options": {
+                "allow_unsigned_extensions": True,
+                "extension_directory": str(tmp_path / "extensions"),
+            },
+            "extensions": [str(extension)],
+        },
+    )
+    assert dbt(project, "deps")[0] == 0
+    code, statuses = dbt(
+        project, "build", "--exclude", "tag:expected_failure",
+        "--vars", '{"dbt_doi_duckdb_native": true}',
+    )  # fmt: skip
+    failed = {k: v for k, v in statuses.items() if v not in ("success", "pass")}
+    assert code == 0 and not failed, failed
+    assert any("vectors_match_python" in key for key in statuses)
+    compiled = next((project / "target" / "compiled").rglob("vector_results.sql")).read_text()
+    assert "system.main.doi_key(" in compiled and "REGEXP" not in compiled.upper()
+
+
 @pytest.mark.xdist_group("dbt_postgres")
 def test_dbt_build_on_postgres(tmp_path: Path, postgres_dsn: str, postgres_schema: str) -> None:
     project = copy_project(tmp_path)

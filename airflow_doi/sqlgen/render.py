@@ -199,7 +199,14 @@ def dbt_macros_file(dialect: Dialect) -> str:
                 raise ValueError(f"generated SQL contains the Jinja marker {marker!r}")
         body = body.replace(_JINJA_ARG, "({{ value }})")
         lines.append(f"{{% macro {dialect.dbt_adapter}__{name}(value) -%}}")
-        lines.append(body)
+        if dialect.dbt_native_var:
+            lines.append(f"{{%- if var('{dialect.dbt_native_var}', false) -%}}")
+            lines.append(f"{dialect.dbt_native_schema}.{name}({{{{ value }}}})")
+            lines.append("{%- else -%}")
+            lines.append(body)
+            lines.append("{%- endif %}")
+        else:
+            lines.append(body)
         lines.append("{%- endmacro %}")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -49,6 +49,10 @@ class Dialect:
     dbt_binding: ClassVar[Binding | None] = None
     #: The dbt adapter type, when dbt bodies are generated for this dialect.
     dbt_adapter: ClassVar[str | None] = None
+    #: A dbt var that, when true, makes the dbt bodies call native functions of these names
+    #: (schema-qualified, so that no SQL function of the same name can shadow them).
+    dbt_native_var: ClassVar[str | None] = None
+    dbt_native_schema: ClassVar[str] = ""
     #: Flag that makes REGEXP_REPLACE replace every match ("g"), when it is not the default.
     global_flag: ClassVar[str | None] = None
     #: Name of the public functions' argument.

@@ -31,6 +31,9 @@ class DuckDB(Dialect):
     install = "con.execute(open('sql/duckdb/doi_functions.sql').read()) (creates macros)."
     dbt_adapter = "duckdb"
     dbt_binding = "inline"
+    # The native extension (airflow_doi/native): built-in functions live in system.main.
+    dbt_native_var = "dbt_doi_duckdb_native"
+    dbt_native_schema = "system.main"
     global_flag = "g"
 
     def re_match(self, value: exp.Expression, pattern: str) -> exp.Expression:
