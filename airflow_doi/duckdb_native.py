@@ -12,8 +12,9 @@ DuckDB loads only signed extensions unless the connection was opened with
 :func:`load` loads it into a connection you opened that way yourself. The extension registers
 ``doi_key``, ``doi_normalize``, ``doi_is_valid``, ``doi_reason`` and ``doi_url``: do not install
 the SQL macros into the same database too (macros shadow built-in functions, so the slow ones
-would answer). Needs ``duckdb`` (the
-``[duckdb]`` extra) and a C compiler (``cc``, or ``$CC``).
+would answer; ``system.main.doi_key(...)`` always reaches the extension). Needs ``duckdb`` (the
+``[duckdb]`` extra) and a C compiler (``cc``, or ``$CC``): Linux and macOS; the file needs no
+DuckDB symbols at link time (the C API arrives as a table of function pointers).
 """
 
 from __future__ import annotations
