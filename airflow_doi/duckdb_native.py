@@ -2,10 +2,11 @@
 
 The generated macros in ``sql/duckdb/doi_functions.sql`` run anywhere DuckDB runs but cost
 about five ``UPPER()`` calls a value; the C extension parses a value in one pass and keys a
-column faster than ``UPPER()`` itself (see ``bench/sql.py``). It ships as source, not as a
-binary: :func:`build` compiles it with the machine's C compiler against the DuckDB C extension
-API headers vendored in ``airflow_doi/native/include`` (C API v1.2.0, so any DuckDB from 1.2 on
-loads it) and appends the metadata footer DuckDB reads before loading an extension file.
+column at about two thirds of ``UPPER()``'s speed (see ``bench/sql.py``). It ships as
+source, not as a binary: :func:`build` compiles it with the machine's C compiler against the
+DuckDB C extension API headers vendored in ``airflow_doi/native/include`` (C API v1.2.0, so any
+DuckDB from 1.2 on loads it) and appends the metadata footer DuckDB reads before loading an
+extension file.
 
 DuckDB loads only signed extensions unless the connection was opened with
 ``allow_unsigned_extensions``; :func:`connect` does that and loads the extension, and
