@@ -147,9 +147,12 @@ FAST_RE: Final[str] = (
     f"^{_ANY_WRAPPER}?{_PREFIX}"
     f"(?:{_S_LAST}|{_S}{_S_NO_SLASH_LAST}|{_S}{_S_NO_SLASH}{_S}*{_S_LAST})$"
 )
-#: Tier 2, after decoding: a valid DOI in which ``%``, ``?`` and ``#`` are ordinary characters.
+#: Tier 2, after decoding: a valid DOI in which ``%``, ``?`` and ``#`` are ordinary characters
+#: and that does not end in a character trimming would remove (a decoded ``%20``: the scalar
+#: tier trims it, see :func:`airflow_doi.syntax.normalize`).
 _DECODED_RE: Final[str] = (
-    f"^{_PREFIX}[^{_ILLEGAL}](?:[^{_ILLEGAL}/][^{_ILLEGAL}]*)?$"
+    f"^{_PREFIX}(?:[^{_ILLEGAL}{_TRIM}]|[^{_ILLEGAL}][^{_ILLEGAL}/{_TRIM}]"
+    f"|[^{_ILLEGAL}][^{_ILLEGAL}/][^{_ILLEGAL}]*[^{_ILLEGAL}{_TRIM}])$"
 )
 #: Characters and sequences that :func:`presentation.encode_path` rewrites.
 _NEEDS_ENCODING_RE: Final[str] = (

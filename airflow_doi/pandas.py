@@ -25,8 +25,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+
+try:
+    import pandas as pd
+except ModuleNotFoundError as error:  # the accessor is the [pandas] extra's
+    raise ModuleNotFoundError(
+        "airflow_doi.pandas needs pandas: pip install 'airflow-doi[pandas]'", name=error.name
+    ) from None
 
 from airflow_doi._arrow import Analysis, analyse
 from airflow_doi.presentation import DEFAULT_BASE_URL
@@ -111,6 +117,48 @@ class DoiAccessor:
         """:func:`airflow_doi.to_url` per row; null where it would raise."""
         return _text(self._analyse(decode).url(base), self._series, self._series.name)
 
+    def suggest(self, *, verify: bool = False, **resolver_options: Any) -> pd.DataFrame:
+        """Suggested repairs of damaged DOIs: ``doi_suggestion``, ``doi_suggestion_rule``,
+        ``doi_suggestion_verified`` per row, as ``airflow-doi repair`` writes them.
+
+        Without ``verify`` nothing is sent: each distinct value gets its likeliest candidate
+        from :func:`airflow_doi.repair.suggest_repairs` (verified is null; rules that are only
+        ever accepted once the proxy confirms them are left out). With ``verify=True`` the
+        candidates go through the resolver (the ``[resolve]`` extra; ``resolver_options`` are
+        :func:`airflow_doi.resolver.repair.repair`'s: ``base_url=``, ``rate=``, ``cache=``...)
+        and a value whose own DOI exists is never repaired.
+        """
+        values = [None if _missing(v) else v for v in self._series.tolist()]
+        if verify:
+            from airflow_doi.resolver.repair import repair, repair_columns
+
+            columns = repair_columns(repair(values, verify=True, **resolver_options))
+        else:
+            from airflow_doi.repair import suggest_repairs
+
+            best: dict[object, tuple[str | None, str | None]] = {}
+            for value in values:
+                if value not in best:
+                    shown = next((c for c in suggest_repairs(value) if not c.verify_only), None)
+                    best[value] = (shown.doi, shown.rule) if shown else (None, None)
+            columns = {
+                "doi_suggestion": [best[v][0] for v in values],
+                "doi_suggestion_rule": [best[v][1] for v in values],
+                "doi_suggestion_verified": [None] * len(values),
+            }
+        index = self._series.index
+        return pd.DataFrame(
+            {
+                "doi_suggestion": pd.Series(columns["doi_suggestion"], index=index,
+                                            dtype=STRING_DTYPE),
+                "doi_suggestion_rule": pd.Series(columns["doi_suggestion_rule"], index=index,
+                                                 dtype=STRING_DTYPE),
+                "doi_suggestion_verified": pd.Series(columns["doi_suggestion_verified"],
+                                                     index=index, dtype="boolean"),
+            },
+            index=index,
+        )
+
     def validate(self, *, decode: Decode = "auto") -> pd.DataFrame:
         """:func:`airflow_doi.validate` per row: columns ``doi``, ``key``, ``valid``, ``reason``."""
         result = self._analyse(decode)
@@ -124,3 +172,11 @@ class DoiAccessor:
             },
             index=index,
         )
+
+
+def _missing(value: object) -> bool:
+    """None, NaN, NaT and pd.NA: a cell with nothing in it."""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # list-likes
+        return False

@@ -14,6 +14,7 @@ from airflow_doi.syntax import Decode, parse
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DOT_SEGMENT_REWRITES",
     "MANDATORY",
     "RECOMMENDED",
     "encode_path",
@@ -31,8 +32,32 @@ WHICH_RA_EXTRA: Final[str] = ","
 DEFAULT_BASE_URL: Final[str] = "https://doi.org/"
 
 _ENCODED: Final[frozenset[str]] = frozenset(MANDATORY + RECOMMENDED)
-#: "/./" becomes "/.%2F" and "/../" becomes "/..%2F", left to right, non-overlapping.
-DOT_SEGMENT_RE: Final[re.Pattern[str]] = re.compile(r"/(\.\.?)/")
+#: Dot segments: a path segment that is ``.`` or ``..`` is removed (``..`` with the segment
+#: before it) by URL parsers and by proxies that normalise paths (RFC 3986 5.2.4, WHATWG), so
+#: ``https://doi.org/10.1000/abc/..`` would ask for ``10.1000/``. The DOI Handbook's rule
+#: ("one of the slashes be percent encoded") is applied to every dot segment by two rewrites,
+#: in this order, each left to right and non-overlapping:
+#:
+#: 1. inside the path, the slash after it: ``/./`` -> ``/.%2F``, ``/../`` -> ``/..%2F``;
+#: 2. at the end, where there is no slash after it, the one before: ``/.`` -> ``%2F.``,
+#:    ``/..`` -> ``%2F..`` (``10.1000/abc/..`` -> ``10.1000/abc%2F..``).
+#:
+#: Afterwards no segment is ``.`` or ``..``: a dot segment whose leading slash a rewrite
+#: already took has joined the segment before it. ``%2E`` needs no rule: ``%`` is encoded.
+#: Spelled with ``[.]`` and ``$`` so that the SQL generator emits the same patterns (a DOI
+#: holds no line break, so ``$`` is the end of the text everywhere). Pairs of (pattern,
+#: replacement with ``\1`` for the dots).
+DOT_SEGMENT_REWRITES: Final[tuple[tuple[str, str], ...]] = (
+    ("/([.][.]?)/", "/\\1%2F"),
+    ("/([.][.]?)$", "%2F\\1"),
+)
+_DOT_SEGMENT_SUBS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
+    (re.compile(pattern), replacement) for pattern, replacement in DOT_SEGMENT_REWRITES
+)
+#: Matches wherever a rewrite of :data:`DOT_SEGMENT_REWRITES` would apply.
+DOT_SEGMENT_RE: Final[re.Pattern[str]] = re.compile(
+    "|".join(f"(?:{pattern})" for pattern, _ in DOT_SEGMENT_REWRITES)
+)
 
 
 def _escape(char: str) -> str:
@@ -47,14 +72,23 @@ def _encode(text: str, extra: str = "") -> str:
     )
 
 
+def _encode_dot_segments(path: str) -> str:
+    """Apply :data:`DOT_SEGMENT_REWRITES` (the one dot-segment rule of every face)."""
+    if "/." not in path:  # the common case: nothing to rewrite
+        return path
+    for pattern, replacement in _DOT_SEGMENT_SUBS:
+        path = pattern.sub(replacement, path)
+    return path
+
+
 def encode_path(doi: str) -> str:
     """Encode a normalized DOI for a URL path: both IDF tables, non-ASCII, dot segments."""
-    return DOT_SEGMENT_RE.sub(r"/\1%2F", _encode(doi))
+    return _encode_dot_segments(_encode(doi))
 
 
 def encode_which_ra(doi: str) -> str:
     """Encode a normalized DOI for a Which RA? list, where commas separate DOIs."""
-    return DOT_SEGMENT_RE.sub(r"/\1%2F", _encode(doi, WHICH_RA_EXTRA))
+    return _encode_dot_segments(_encode(doi, WHICH_RA_EXTRA))
 
 
 def to_url(value: object, base: str = DEFAULT_BASE_URL, *, decode: Decode = "auto") -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from numbers import Number
 from typing import Final, Literal, NamedTuple
 
 __all__ = [
@@ -213,10 +214,32 @@ def _percent_decode(text: str) -> str:
     return _PERCENT_RUN_RE.sub(run, text)
 
 
+#: numpy's time scalars, whose NaT (like NaN) is unequal to itself; named, not imported.
+_NAT_TYPES: Final[frozenset[str]] = frozenset({"datetime64", "timedelta64"})
+
+
+def _is_nan(value: object) -> bool:
+    """NaN or NaT of any numeric type (float, numpy, Decimal): missing, as pandas' ``isna``."""
+    if isinstance(value, Number) or type(value).__name__ in _NAT_TYPES:
+        try:
+            return bool(value != value)
+        except Exception:  # Decimal("sNaN") signals on comparison: read it as text instead
+            return False
+    return False
+
+
 def _coerce(value: object) -> str | None:
+    """The text of a cell: ``None`` for a missing value.
+
+    Text is taken as it is and bytes as UTF-8 (``bad_encoding`` when they are not). Anything
+    else (a number in a spreadsheet column, a :class:`Doi`, a ``Decimal``) is read as
+    ``str(value)``, as the pandas accessor, the SQLite functions and the batch resolver read
+    it, so that one cell gets one answer on every face: ``0`` is ``bad_directory``. A value
+    whose ``str()`` fails cannot be read as text, which is ``bad_encoding`` too.
+    """
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, float) and value != value:  # NaN
+    if _is_nan(value):
         return None
     if isinstance(value, (bytes, bytearray)):
         try:
@@ -225,7 +248,10 @@ def _coerce(value: object) -> str | None:
             raise InvalidDoiError("bad_encoding", value) from None
     if type(value).__name__ in {"NAType", "NaTType"}:  # pandas missing values, without pandas
         return None
-    raise TypeError(f"a DOI must be str, bytes or None, not {type(value).__name__}")
+    try:
+        return str(value)
+    except Exception:  # a broken __str__: the value has no text to judge
+        raise InvalidDoiError("bad_encoding", type(value).__name__) from None
 
 
 def _unwrap(text: str) -> tuple[Form, str]:
@@ -282,6 +308,13 @@ def _analyse(value: object, decode: Decode) -> tuple[str | None, str | None, For
             doi = _percent_decode(doi)
         except InvalidDoiError:
             return None, "bad_encoding", form
+    # Trim again: decoding (``%20``), a cut query (``/x ?q``) or a wrapper (``doi:\u200b``)
+    # can leave an edge that step 1 would have trimmed from a bare DOI. A normalized DOI never
+    # starts or ends with one, so normalize is idempotent and a key never ends in a space.
+    if doi[0] in TRIM_CHARS or doi[-1] in TRIM_CHARS:
+        doi = doi.strip(TRIM_CHARS)
+        if not doi:
+            return None, "empty", form
     # For ASCII text the only illegal characters are the controls, which isprintable() spots.
     if (not doi.isprintable()) if doi.isascii() else _ILLEGAL_RE.search(doi):
         return None, "bad_character", form

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -28,11 +27,9 @@ def _none(value: Any) -> Any:
 def scalar_row(value: object, decode: str = "auto", base: str = "https://doi.org/") -> tuple:
     """What the scalar API says about one cell: (doi, key, valid, reason, url).
 
-    Cells that are neither text nor missing are judged as their ``str()``, as documented.
+    The cell goes to the scalar functions as it is: they read a number as its ``str()`` and
+    a NaN as missing, and the accessor must agree with them, not with a copy of that rule.
     """
-    if not (value is None or isinstance(value, (str, bytes)) or value is pd.NA):
-        if not (isinstance(value, float) and math.isnan(value)):
-            value = str(value)
     result = validate(value, decode=decode)  # type: ignore[arg-type]
     url = None if result.doi is None else to_url(value, base, decode=decode)  # type: ignore[arg-type]
     return result.doi, result.key, result.valid, result.reason, url
@@ -134,6 +131,19 @@ def test_non_text_cells_are_judged_as_their_text() -> None:
     assert frame.reason.iloc[5] == "bad_encoding"
     assert frame.reason.iloc[6] == "bad_character"
     assert frame.doi.iloc[4] == "10.1000/bytes"
+
+
+def test_object_column_of_numbers_and_objects_agrees_with_scalar_validate() -> None:
+    import decimal
+
+    values = [0, -1, 10**30, 10.1, 1e-7, float("inf"), float("nan"), np.float32("nan"),
+              np.int64(7), np.float64(10.5), np.bool_(False), decimal.Decimal("10.1000"),
+              decimal.Decimal("NaN"), complex(1, 2), np.datetime64("NaT"), pd.NaT, object(),
+              ["10.1000/x"], "10.1000/x"]  # fmt: skip
+    assert_same_as_scalar(values)
+    reasons = pd.Series(values, dtype=object).doi.validate().reason.tolist()
+    assert reasons[:3] == ["bad_directory", "bad_directory", "bad_directory"]
+    assert reasons[3] == "missing_suffix" and reasons[6] == reasons[7] == "empty"
 
 
 @pytest.mark.parametrize("dtype", ["int64", "float64", "Int64", "category"])
@@ -262,3 +272,36 @@ def test_vectorized_equals_scalar(values: list[str | None], decode: str) -> None
 @given(values=st.lists(doi_like(), min_size=1, max_size=30))
 def test_vectorized_equals_scalar_in_arrow_dtype(values: list[str]) -> None:
     assert_same_as_scalar(values, dtype=STRING_DTYPE)
+
+
+def test_suggest_without_verify_sends_nothing_and_agrees_with_suggest_repairs() -> None:
+    from airflow_doi.repair import suggest_repairs
+
+    cells = ["10.3748/wjg.v10.i5.707.", "10.1037/0021–9010.93.3.602", None, "10.1000/ok",
+             "1038/nature14129", "10.3748/wjg.v10.i5.707."]
+    frame = pd.Series(cells, index=list("abcdef")).doi.suggest()
+    assert list(frame.index) == list("abcdef")
+    assert list(frame.columns) == ["doi_suggestion", "doi_suggestion_rule",
+                                   "doi_suggestion_verified"]
+    assert frame["doi_suggestion_verified"].isna().all()
+    for cell, (doi, rule) in zip(cells, frame[["doi_suggestion", "doi_suggestion_rule"]]
+                                 .itertuples(index=False), strict=True):
+        shown = next((c for c in suggest_repairs(cell) if not c.verify_only), None)
+        assert (None if pd.isna(doi) else doi) == (shown.doi if shown else None), cell
+        assert (None if pd.isna(rule) else rule) == (shown.rule if shown else None), cell
+    assert frame.loc["a", "doi_suggestion"] == "10.3748/wjg.v10.i5.707"
+    assert frame.loc["b", "doi_suggestion_rule"] == "unicode_dash"
+
+
+def test_suggest_with_verify_keeps_only_what_the_proxy_knows() -> None:
+    from airflow_doi.resolver.simulator import ProxySimulator
+
+    exists = {"10.3748/wjg.v10.i5.707": "https://example.org/a", "10.1000/own": "https://e.org/b"}
+    records = {doi: [{"index": 1, "type": "URL", "data": {"format": "string", "value": url}}]
+               for doi, url in exists.items()}
+    with ProxySimulator(records) as sim:
+        frame = pd.Series(["10.3748/wjg.v10.i5.707.", "10.1000/own", "10.9999/nothing."]) \
+            .doi.suggest(verify=True, base_url=sim.url, rate=100)
+    assert frame["doi_suggestion"].tolist()[:2] == ["10.3748/wjg.v10.i5.707", pd.NA]
+    assert frame["doi_suggestion_verified"].tolist()[:2] == [True, pd.NA]
+    assert frame["doi_suggestion_verified"].tolist()[2] is False

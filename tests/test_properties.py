@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from airflow_doi import (
@@ -102,6 +103,10 @@ def test_find_dois_finds_a_valid_doi_written_in_text(d: str, before: str) -> Non
         return
     if d[-1] in ".,;:!?'\")]}>" or "%" in d:
         return  # trailing punctuation is dropped by design; bare % is not URL-encoded
+    if "doi.org" not in before and (
+        any(c in d for c in '"<>') or unicodedata.category(d[-1])[0] == "P"
+    ):
+        return  # bare, markup ends a DOI and trailing punctuation of any script is dropped
     text = before + (to_url(d)[len("https://doi.org/"):] if "doi.org" in before else d) + " end"
     assert d in find_dois(text)
 
@@ -113,3 +118,59 @@ def test_real_crossref_dois_are_valid_and_round_trip() -> None:
         assert validate(d).valid, d
         assert normalize(to_url(d)) == d == normalize(to_urn(d))
         assert comparison_key(d.upper()) == comparison_key(d)  # Crossref DOIs are ASCII
+
+
+# -- issue #14: normalize is idempotent; no URL parser can drop a segment of a DOI URL ---------
+
+#: What decoding, a cut query or a wrapper can leave at the edge of a DOI.
+EDGE_NOISE = ["", " ", "\t", "\u200b", "%20", "%09", "%0A", "%C2%A0", "%E2%80%8B", "%E3%80%80",
+              "%E2%80%A8", " ?q=1", "%20#f", "%20%20"]  # fmt: skip
+edge_wrappers = st.sampled_from(
+    ["", "doi:", "doi:\u200b", "urn:doi:", "info:doi/", "https://doi.org/",
+     "\n\thttps://www.doi.org/", "https://doi.org/urn:doi:", "%20"]
+)  # fmt: skip
+noisy_values = st.builds(
+    lambda wrapper, lead, body, tail: wrapper + lead + body + tail,
+    edge_wrappers,
+    st.sampled_from(EDGE_NOISE),
+    st.one_of(candidate_dois, st.text(max_size=8)),
+    st.sampled_from(EDGE_NOISE),
+)
+
+
+@settings(max_examples=1500)
+@given(st.one_of(noisy_values, st.text()))
+@example("\n\thttps://www.doi.org/10.1/%20")  # the cases of issue #14, always tried
+@example("https://doi.org/10.1000/abc%20")
+@example("https://doi.org/10.1000/abc ?q")
+def test_normalize_is_idempotent_and_agrees_with_validate(value: str) -> None:
+    result = validate(value)
+    if result.doi is None:
+        return
+    once = normalize(value)
+    assert normalize(once) == once
+    again = validate(once)
+    assert (again.valid, again.reason) == (result.valid, result.reason)
+    assert comparison_key(once) == result.key
+
+
+BASE = "https://doi.org/"
+
+
+def _dot_segment(segment: str) -> bool:
+    """A WHATWG single- or double-dot segment (``%2e`` counts as a dot there)."""
+    return segment.lower().replace("%2e", ".") in (".", "..")
+
+
+@settings(max_examples=800)
+@given(candidate_dois, st.sampled_from(["", "/.", "/..", "/./x", "/../x", "/x/..", "/../.", "/.."]))
+@example("10.1/ab", "/..")
+@example("10.1/xy", "/.")
+def test_no_url_parser_can_drop_a_segment_of_a_doi_url(d: str, tail: str) -> None:
+    result = validate(d + tail)
+    if result.doi is None:
+        return
+    url = to_url(result.doi)
+    # (urljoin is no oracle here: it also merges "//", which is no dot segment.)
+    assert not any(_dot_segment(s) for s in url[len(BASE):].split("/")), url
+    assert normalize(url) == result.doi

@@ -150,9 +150,52 @@ def test_bytes_are_utf8() -> None:
     assert validate(b"10.1000/\xff").reason == "bad_encoding"
 
 
-def test_non_string_is_a_clear_type_error() -> None:
-    with pytest.raises(TypeError, match="must be str"):
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (0, "bad_directory"),  # a number in a cell: read as "0"
+        (10.1000, "missing_suffix"),  # "10.1": a directory and a registrant, no suffix
+        (True, "bad_directory"),
+        (10**30, "bad_directory"),
+        (float("nan"), "empty"),
+        (float("inf"), "bad_directory"),
+        (b"\xff", "bad_encoding"),
+        (bytearray(b"10.1000/x"), None),
+        (None, "empty"),
+        (object(), "bad_directory"),
+        (["10.1000/x"], "bad_directory"),
+        (_Unprintable(), "bad_encoding"),
+    ],
+    ids=lambda value: type(value).__name__,  # stable ids: object() reprs hold addresses
+)
+def test_validate_never_raises_and_reads_other_values_as_text(value: object, reason: str) -> None:
+    result = validate(value)
+    assert result.reason == reason
+    assert result.valid is (reason is None)
+
+
+def test_numbers_and_objects_are_judged_as_their_text() -> None:
+    import decimal
+
+    import numpy as np
+
+    assert validate(Doi("10.1000/Abc")).doi == "10.1000/Abc"
+    for missing in (np.float32("nan"), decimal.Decimal("NaN"), complex("nan"),
+                    np.datetime64("NaT")):  # fmt: skip
+        assert validate(missing).reason == "empty", missing
+    assert validate(decimal.Decimal("sNaN")).reason == "bad_directory"  # "sNaN", no signal
+    assert validate(np.int64(10)) == validate("10")
+    # normalize and parse read the same text, and raise the documented error, not TypeError.
+    with pytest.raises(InvalidDoiError) as raised:
         normalize(10.1000)
+    assert raised.value.reason == "missing_suffix"
+    with pytest.raises(InvalidDoiError, match="bad_encoding"):
+        parse(_Unprintable())
 
 
 def test_bad_decode_option_is_rejected() -> None:
