@@ -58,3 +58,14 @@ def test_spark_injection_shaped_doi_round_trips(spark: Any) -> None:
     row = spark.sql("SELECT doi_normalize(x), doi_key(x) FROM doi_injection").collect()[0]
     assert tuple(row) == (INJECTION, expected(INJECTION).key)
     assert [t.name for t in spark.catalog.listTables() if not t.isTemporary] == []
+
+
+def test_spark_long_and_hostile_values_agree(spark: Any) -> None:
+    """10,000-character values: no JVM stack overflow in the regexes, Python's answers."""
+    from tests.test_sql_engines import LONG_CASES
+
+    values = list(LONG_CASES)
+    frame = spark.createDataFrame(list(enumerate(values)), "i INT, x STRING")
+    frame.createOrReplaceTempView("doi_long")
+    rows = spark.sql(f"SELECT i, {SELECT_ALL.format('x')} FROM doi_long ORDER BY i").collect()
+    compare("spark (long)", [(values[row[0]], tuple(row[1:])) for row in rows])

@@ -121,6 +121,32 @@ static int is_illegal(uint32_t cp) {
 	return 0;
 }
 
+/* Strip TRIM_CHARS from both ends of *s (a printable ASCII end byte other than space stays). */
+static void trim(const unsigned char **s, size_t *n) {
+	const unsigned char *p = *s;
+	size_t k = *n;
+	while (k && !(p[0] > 0x20 && p[0] < 0x7F)) {
+		uint32_t cp;
+		size_t len = utf8_next(p, k, &cp);
+		if (!is_trim(cp)) {
+			break;
+		}
+		p += len;
+		k -= len;
+	}
+	while (k && !(p[k - 1] > 0x20 && p[k - 1] < 0x7F)) {
+		size_t len = utf8_prev_len(p, k);
+		uint32_t cp;
+		utf8_next(p + k - len, len, &cp);
+		if (!is_trim(cp)) {
+			break;
+		}
+		k -= len;
+	}
+	*s = p;
+	*n = k;
+}
+
 static inline unsigned char ascii_lower(unsigned char c) {
 	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
 }
@@ -242,25 +268,7 @@ static int percent_decode(const unsigned char *s, size_t n, unsigned char *out, 
  */
 static enum reason analyse(const unsigned char *s, size_t n, unsigned char *scratch_a, unsigned char *scratch_b,
                            const unsigned char **doi, size_t *doi_len) {
-	/* Strip TRIM_CHARS from both ends (a printable ASCII end byte other than space is kept). */
-	while (n && !(s[0] > 0x20 && s[0] < 0x7F)) {
-		uint32_t cp;
-		size_t len = utf8_next(s, n, &cp);
-		if (!is_trim(cp)) {
-			break;
-		}
-		s += len;
-		n -= len;
-	}
-	while (n && !(s[n - 1] > 0x20 && s[n - 1] < 0x7F)) {
-		size_t len = utf8_prev_len(s, n);
-		uint32_t cp;
-		utf8_next(s + n - len, len, &cp);
-		if (!is_trim(cp)) {
-			break;
-		}
-		n -= len;
-	}
+	trim(&s, &n);
 	if (!n) {
 		return R_EMPTY;
 	}
@@ -335,6 +343,13 @@ static enum reason analyse(const unsigned char *s, size_t n, unsigned char *scra
 		d = out;
 	}
 
+	/* Trim again (syntax._analyse): decoding (%20), a cut query or a wrapper can leave an
+	 * edge that the first trim would have removed from a bare DOI. */
+	trim(&d, &dn);
+	if (!dn) {
+		return R_EMPTY;
+	}
+
 	/* bad_character: decoded bytes are well-formed UTF-8 here (input, or checked runs). */
 	for (size_t i = 0; i < dn;) {
 		if (d[i] < 0x80) {
@@ -391,8 +406,9 @@ static const char URL_ESCAPED[] = "%\"# ?<>{}^[]`|\\+";
 
 /*
  * presentation.encode_path after the base URL: both IDF sets and every non-ASCII byte as %XX
- * (upper-case hex), then "/./" -> "/.%2F" and "/../" -> "/..%2F", left to right. out needs
- * room for sizeof(BASE_URL) + 5 * n bytes.
+ * (upper-case hex), then presentation.DOT_SEGMENT_REWRITES: "/./" -> "/.%2F" and "/../" ->
+ * "/..%2F", left to right, then a final "/." or "/.." -> "%2F." or "%2F..". out needs room for
+ * sizeof(BASE_URL) + 5 * n bytes.
  */
 static size_t to_url(const unsigned char *doi, size_t n, unsigned char *out) {
 	static const char HEX[] = "0123456789ABCDEF";
@@ -419,6 +435,14 @@ static size_t to_url(const unsigned char *doi, size_t n, unsigned char *out) {
 				o += 2;
 			}
 		}
+	}
+	/* A dot segment at the end has no slash after it: encode the one before it. A DOI holds
+	 * "10.x/" before its suffix, so the slash found is the DOI's, never the base URL's. */
+	size_t dots = (o >= 2 && out[o - 1] == '.') ? (out[o - 2] == '.' ? 2 : 1) : 0;
+	if (dots && o > dots && out[o - dots - 1] == '/' && o - dots - 1 >= sizeof(BASE_URL) - 1) {
+		memmove(out + o - dots + 2, out + o - dots, dots);
+		memcpy(out + o - dots - 1, "%2F", 3);
+		o += 2;
 	}
 	return o;
 }

@@ -32,8 +32,8 @@ inline SQL functions, and a step read *n* times multiplies the work of every ste
    is a bare string, ``2`` a ``doi:`` form (neither is decoded under ``decode="auto"``) and
    ``1`` a URL, URN or info form (decoded). Each wrapper is removed by one anchored regular
    expression replace that also rewrites the tag, so ``s`` is read exactly once.
-2. ``decode(u)`` -> ``dt``: ``K`` followed by the decoded DOI, or exactly ``E`` when the
-   percent-encoding is bad; NULL stays NULL.
+2. ``decode(u)`` -> ``dt``: ``K`` followed by the decoded DOI, trimmed again at both edges
+   (:func:`retrim`), or exactly ``E`` when the percent-encoding is bad; NULL stays NULL.
 3. ``reason_of(dt)``, ``normalized_of(dt)``, ``valid_of(dt)`` read only ``dt``.
 
 Fast paths in front skip all of it for printable-ASCII values whose DOI is known without
@@ -52,7 +52,12 @@ from typing import Final, Protocol
 
 from sqlglot import exp
 
-from airflow_doi.presentation import DEFAULT_BASE_URL, MANDATORY, RECOMMENDED
+from airflow_doi.presentation import (
+    DEFAULT_BASE_URL,
+    DOT_SEGMENT_REWRITES,
+    MANDATORY,
+    RECOMMENDED,
+)
 from airflow_doi.syntax import (
     DIRECTORY,
     DOI_SCHEME,
@@ -70,6 +75,7 @@ __all__ = [
     "ILLEGAL",
     "PUBLIC_FUNCTIONS",
     "UTF8_ESCAPES",
+    "UTF8_ESCAPE_TOKENS",
     "Builder",
     "Parts",
     "decode",
@@ -126,11 +132,11 @@ _DIRECTORY = DIRECTORY.replace(".", "[.]")
 _REGISTRANT = "[0-9]+(?:[.][0-9]+)*"
 
 _CONT = "%[89abAB][0-9a-fA-F]"
+#: One well-formed escape sequence (``UTF8_ESCAPES`` is a whole string of them and non-``%``).
 #: A whole string whose ``%`` escapes spell well-formed UTF-8 (the table of RFC 3629 section 4,
 #: written over hex pairs): anything else is ``bad_encoding``, exactly like Python's decoder.
-UTF8_ESCAPES: Final[str] = (
-    "(?:[^%]"
-    "|%[0-7][0-9a-fA-F]"
+UTF8_ESCAPE_TOKENS: Final[str] = (
+    "%[0-7][0-9a-fA-F]"
     f"|%[cC][2-9a-fA-F]{_CONT}|%[dD][0-9a-fA-F]{_CONT}"
     f"|%[eE]0%[aAbB][0-9a-fA-F]{_CONT}"
     f"|%[eE][1-9a-cA-C]{_CONT}{_CONT}|%[eE][eEfF]{_CONT}{_CONT}"
@@ -138,8 +144,8 @@ UTF8_ESCAPES: Final[str] = (
     f"|%[fF]0%[9abAB][0-9a-fA-F]{_CONT}{_CONT}"
     f"|%[fF][1-3]{_CONT}{_CONT}{_CONT}"
     f"|%[fF]4%8[0-9a-fA-F]{_CONT}{_CONT}"
-    ")*"
 )
+UTF8_ESCAPES: Final[str] = f"(?:[^%]|{UTF8_ESCAPE_TOKENS})*"
 #: The same, when only ASCII escapes can be decoded (see the Redshift dialect).
 ASCII_ESCAPES: Final[str] = "(?:[^%]|%[0-7][0-9a-fA-F])*"
 
@@ -281,7 +287,14 @@ def decode(u: exp.Expression) -> exp.Expression:
             exp.If(this=_not(exp.Is(this=ready.copy(), expression=exp.null())), true=lit("E")),
         ],
     )
-    return exp.Coalesce(this=already, expressions=[decoded])
+    return retrim(exp.Coalesce(this=already, expressions=[decoded]))
+
+
+def retrim(dt: exp.Expression) -> exp.Expression:
+    """``dt`` without :data:`~airflow_doi.syntax.TRIM_CHARS` at the edges of its DOI: what
+    decoding (``%20``), a cut query or a wrapper left there (``syntax._analyse`` trims again
+    too). Two anchored replaces without groups: ``E`` and NULL pass through unchanged."""
+    return re_replace(re_replace(dt, f"^K{_TRIM}+", "K"), f"{_TRIM}+$", "")
 
 
 def url_dt(s: exp.Expression) -> exp.Expression:
@@ -295,7 +308,7 @@ def url_dt(s: exp.Expression) -> exp.Expression:
     path = exp.Substring(this=s.copy(), start=exp.StrPosition(this=s.copy(), substr=lit(DIRECTORY)))
     checked = exp.Case(ifs=[exp.If(this=re_match(s.copy(), f"^{UTF8_ESCAPES}$"), true=path)])
     decoded = exp.Anonymous(this="DOI__PCT_DECODE", expressions=[checked])
-    return exp.Coalesce(this=_concat(lit("K"), decoded), expressions=[lit("E")])
+    return retrim(exp.Coalesce(this=_concat(lit("K"), decoded), expressions=[lit("E")]))
 
 
 _LEGAL = "[^" + ILLEGAL[1:]
@@ -351,7 +364,9 @@ def url_path(n: exp.Expression) -> exp.Expression:
             this="REPLACE", expressions=[escaped, lit(char), lit(f"%{ord(char):02X}")]
         )
     escaped = exp.Anonymous(this="DOI__ESCAPE_NON_ASCII", expressions=[escaped])
-    return re_replace(escaped, "/([.][.]?)/", "/\\1%2F")
+    for pattern, replacement in DOT_SEGMENT_REWRITES:
+        escaped = re_replace(escaped, pattern, replacement)
+    return escaped
 
 
 # --- public functions --------------------------------------------------------------------

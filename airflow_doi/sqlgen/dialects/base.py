@@ -155,7 +155,7 @@ class Dialect:
     # --- DDL -----------------------------------------------------------------------------
 
     def comment(self, text: str) -> str:
-        return "\n".join(f"-- {line}".rstrip() for line in text.splitlines())
+        return "\n".join(f"-- {line}".rstrip() for line in text.split("\n"))
 
     def create_function(
         self, name: str, param: str, body: str, *, returns_boolean: bool, null_aware: bool
@@ -163,8 +163,10 @@ class Dialect:
         raise NotImplementedError
 
     def indent(self, body: str, spaces: int = 2) -> str:
+        # Split on "\n" only: str.splitlines() also splits on U+0085, U+2028, U+2029, \v, \f
+        # and \x1c-\x1e, which a dialect may write raw inside a regex or REPLACE literal.
         pad = " " * spaces
-        return "\n".join(pad + line if line else line for line in body.splitlines())
+        return "\n".join(pad + line if line else line for line in body.split("\n"))
 
     @property
     def has_helper_functions(self) -> bool:
@@ -232,6 +234,23 @@ class JavaRegexDialect(Dialect):
 
     def replacement(self, text: str) -> str:
         return text.replace("\\1", "$1")
+
+    def re_match(self, value: exp.Expression, pattern: str) -> exp.Expression:
+        """``java.util.regex`` recurses once per repetition of a group, so the anchored check
+        ``(?:[^%]|%XX...)*`` overflows the JVM stack on a value of a few thousand characters.
+        The same test without recursion: every ``%`` starts a well-formed escape, i.e. none
+        is left once the well-formed ones are removed (a find loop, constant stack)."""
+        prefix, escapes, rest = pattern.partition(definition.UTF8_ESCAPES)
+        if not escapes or rest != "$" or not prefix.startswith("^") or "%" in prefix:
+            return super().re_match(value, pattern)
+        removed = self.re_replace(value.copy(), definition.UTF8_ESCAPE_TOKENS, "")
+        none_left = exp.EQ(
+            this=exp.StrPosition(this=removed, substr=definition.lit("%")),
+            expression=exp.Literal.number(0),
+        )
+        if prefix == "^":
+            return none_left
+        return exp.And(this=super().re_match(value, prefix), expression=none_left)
 
     def lower(self, node: exp.Expression) -> exp.Expression:
         # CONCAT rather than ||: the same NULL semantics here, and sqlglot's parser (which

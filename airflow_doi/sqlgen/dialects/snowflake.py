@@ -19,8 +19,8 @@ class Snowflake(Dialect):
     proof = "parsed with sqlglot (snowflake); no Snowflake engine runs in the test suite."
     install = "run the file with USE SCHEMA set (SnowSQL: !source sql/snowflake/doi_functions.sql)."
     limitations = (
-        "U+0000 is not tested for (Snowflake strings are C strings in several clients); the"
-        " other controls are.",
+        "U+0000 in an input is not tested for (Snowflake strings are C strings in several"
+        " clients); the other controls are, and a decoded %00 is bad_character.",
     )
     dbt_adapter = "snowflake"
     dbt_binding = "inline"
@@ -76,10 +76,13 @@ class Snowflake(Dialect):
         )
 
     def pct_decode(self, value: exp.Expression) -> exp.Expression:
+        # The patterns cannot test for U+0000 (see regex), so %00 decodes to U+0001 instead:
+        # the same answer, bad_character. Every "%" of a run starts an escape, so "%00" found
+        # in a run is always the escape itself.
         return self.snippet(
             "ARRAY_TO_STRING(TRANSFORM(REGEXP_SUBSTR_ALL({x}, '(%[0-9A-Fa-f]{{2}})+|[^%]+'),"
-            " r -> IFF(LEFT(r::VARCHAR, 1) = '%', HEX_DECODE_STRING(REPLACE(r::VARCHAR, '%',"
-            " '')), r::VARCHAR)), '')",
+            " r -> IFF(LEFT(r::VARCHAR, 1) = '%', HEX_DECODE_STRING(REPLACE(REPLACE("
+            "r::VARCHAR, '%00', '%01'), '%', '')), r::VARCHAR)), '')",
             x=value,
         )
 

@@ -98,32 +98,46 @@ CASE
     'c'
   ) > 0
   THEN REGEXP_SUBSTR(
-    COALESCE(
-      'K' || ARRAY_TO_STRING(
-        TRANSFORM(
-          REGEXP_SUBSTR_ALL(
-            CASE
-              WHEN REGEXP_INSTR(
-                ({{ value }}),
-                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                1,
-                1,
-                0,
-                'c'
-              ) > 0
-              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-            END,
-            '(%[0-9A-Fa-f]{2})+|[^%]+'
+    REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          'K' || ARRAY_TO_STRING(
+            TRANSFORM(
+              REGEXP_SUBSTR_ALL(
+                CASE
+                  WHEN REGEXP_INSTR(
+                    ({{ value }}),
+                    '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                    1,
+                    1,
+                    0,
+                    'c'
+                  ) > 0
+                  THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                END,
+                '(%[0-9A-Fa-f]{2})+|[^%]+'
+              ),
+              r -> IFF(
+                LEFT(CAST(r AS VARCHAR), 1) = '%',
+                HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                CAST(r AS VARCHAR)
+              )
+            ),
+            ''
           ),
-          r -> IFF(
-            LEFT(CAST(r AS VARCHAR), 1) = '%',
-            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-            CAST(r AS VARCHAR)
-          )
+          'E'
         ),
-        ''
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
       ),
-      'E'
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
     ),
     '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
     1,
@@ -132,240 +146,254 @@ CASE
     1
   )
   ELSE REGEXP_SUBSTR(
-    COALESCE(
-      REGEXP_SUBSTR(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
+    REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          REGEXP_SUBSTR(
             REGEXP_REPLACE(
               REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ),
-        '^(K.*)$',
-        1,
-        1,
-        'cse',
-        1
-      ),
-      CASE
-        WHEN REGEXP_INSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-          1,
-          1,
-          0,
-          'c'
-        ) > 0
-        THEN 'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              SUBSTRING(
                 REGEXP_REPLACE(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                              '',
-                              1,
-                              0,
-                              'c'
-                            ),
-                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\\3',
-                            1,
-                            0,
-                            'cs'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\\1/',
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
                           1,
                           0,
                           'c'
                         ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
                         1,
                         0,
-                        'c'
+                        'cs'
                       ),
-                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                      '2',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
                       1,
                       0,
                       'c'
                     ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
                     '1',
                     1,
                     0,
                     'c'
                   ),
-                  '^([02]|1([^%]*)$)',
-                  'K\\2',
-                  1,
-                  0,
-                  'cs'
-                ),
-                2
-              ),
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
-            ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
-          ),
-          ''
-        )
-        WHEN NOT REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
                   1,
                   0,
                   'c'
                 ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                 '1',
                 1,
                 0,
                 'c'
               ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ),
+            '^(K.*)$',
+            1,
+            1,
+            'cse',
+            1
+          ),
+          CASE
+            WHEN REGEXP_INSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+              1,
               1,
               0,
               'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ) IS NULL
-        THEN 'E'
-      END
+            ) > 0
+            THEN 'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  SUBSTRING(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                '0' || REGEXP_REPLACE(
+                                  ({{ value }}),
+                                  '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                  '',
+                                  1,
+                                  0,
+                                  'c'
+                                ),
+                                '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                '1\\3',
+                                1,
+                                0,
+                                'cs'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                              '1\\1/',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^.[uU][rR][nN]:[dD][oO][iI]:',
+                            '1',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                          '2',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^([02]|1([^%]*)$)',
+                      'K\\2',
+                      1,
+                      0,
+                      'cs'
+                    ),
+                    2
+                  ),
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
+            )
+            WHEN NOT REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
+                1,
+                0,
+                'c'
+              ),
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ) IS NULL
+            THEN 'E'
+          END
+        ),
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
+      ),
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
     ),
     '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
     1,
@@ -507,32 +535,46 @@ CASE
   ) > 0
   THEN TRANSLATE(
     REGEXP_SUBSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
       1,
@@ -545,240 +587,254 @@ CASE
   )
   ELSE TRANSLATE(
     REGEXP_SUBSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
       1,
@@ -905,32 +961,46 @@ CASE
   ) > 0
   THEN COALESCE(
     REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]([^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿/][^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]*)?$',
       1,
@@ -942,240 +1012,254 @@ CASE
   )
   ELSE COALESCE(
     REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]([^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿/][^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]*)?$',
       1,
@@ -1327,116 +1411,172 @@ CASE
     'c'
   ) > 0
   THEN CASE
-    WHEN COALESCE(
-      'K' || ARRAY_TO_STRING(
-        TRANSFORM(
-          REGEXP_SUBSTR_ALL(
-            CASE
-              WHEN REGEXP_INSTR(
-                ({{ value }}),
-                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                1,
-                1,
-                0,
-                'c'
-              ) > 0
-              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-            END,
-            '(%[0-9A-Fa-f]{2})+|[^%]+'
+    WHEN REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          'K' || ARRAY_TO_STRING(
+            TRANSFORM(
+              REGEXP_SUBSTR_ALL(
+                CASE
+                  WHEN REGEXP_INSTR(
+                    ({{ value }}),
+                    '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                    1,
+                    1,
+                    0,
+                    'c'
+                  ) > 0
+                  THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                END,
+                '(%[0-9A-Fa-f]{2})+|[^%]+'
+              ),
+              r -> IFF(
+                LEFT(CAST(r AS VARCHAR), 1) = '%',
+                HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                CAST(r AS VARCHAR)
+              )
+            ),
+            ''
           ),
-          r -> IFF(
-            LEFT(CAST(r AS VARCHAR), 1) = '%',
-            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-            CAST(r AS VARCHAR)
-          )
+          'E'
         ),
-        ''
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
       ),
-      'E'
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
     ) IS NULL
-    OR COALESCE(
-      'K' || ARRAY_TO_STRING(
-        TRANSFORM(
-          REGEXP_SUBSTR_ALL(
-            CASE
-              WHEN REGEXP_INSTR(
-                ({{ value }}),
-                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                1,
-                1,
-                0,
-                'c'
-              ) > 0
-              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-            END,
-            '(%[0-9A-Fa-f]{2})+|[^%]+'
+    OR REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          'K' || ARRAY_TO_STRING(
+            TRANSFORM(
+              REGEXP_SUBSTR_ALL(
+                CASE
+                  WHEN REGEXP_INSTR(
+                    ({{ value }}),
+                    '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                    1,
+                    1,
+                    0,
+                    'c'
+                  ) > 0
+                  THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                END,
+                '(%[0-9A-Fa-f]{2})+|[^%]+'
+              ),
+              r -> IFF(
+                LEFT(CAST(r AS VARCHAR), 1) = '%',
+                HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                CAST(r AS VARCHAR)
+              )
+            ),
+            ''
           ),
-          r -> IFF(
-            LEFT(CAST(r AS VARCHAR), 1) = '%',
-            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-            CAST(r AS VARCHAR)
-          )
+          'E'
         ),
-        ''
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
       ),
-      'E'
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
     ) = 'K'
     THEN 'empty'
-    WHEN COALESCE(
-      'K' || ARRAY_TO_STRING(
-        TRANSFORM(
-          REGEXP_SUBSTR_ALL(
-            CASE
-              WHEN REGEXP_INSTR(
-                ({{ value }}),
-                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                1,
-                1,
-                0,
-                'c'
-              ) > 0
-              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-            END,
-            '(%[0-9A-Fa-f]{2})+|[^%]+'
+    WHEN REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          'K' || ARRAY_TO_STRING(
+            TRANSFORM(
+              REGEXP_SUBSTR_ALL(
+                CASE
+                  WHEN REGEXP_INSTR(
+                    ({{ value }}),
+                    '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                    1,
+                    1,
+                    0,
+                    'c'
+                  ) > 0
+                  THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                END,
+                '(%[0-9A-Fa-f]{2})+|[^%]+'
+              ),
+              r -> IFF(
+                LEFT(CAST(r AS VARCHAR), 1) = '%',
+                HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                CAST(r AS VARCHAR)
+              )
+            ),
+            ''
           ),
-          r -> IFF(
-            LEFT(CAST(r AS VARCHAR), 1) = '%',
-            HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-            CAST(r AS VARCHAR)
-          )
+          'E'
         ),
-        ''
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
       ),
-      'E'
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
     ) = 'E'
     THEN 'bad_encoding'
     WHEN REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '[\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]',
       1,
@@ -1446,32 +1586,46 @@ CASE
     ) > 0
     THEN 'bad_character'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K10[.]',
       1,
@@ -1481,32 +1635,46 @@ CASE
     ) > 0
     THEN 'bad_directory'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ) || '/',
       '^K10[.][0-9]+([.][0-9]+)*/',
       1,
@@ -1516,32 +1684,46 @@ CASE
     ) > 0
     THEN 'bad_registrant'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K[^/]*/.',
       1,
@@ -1551,32 +1733,46 @@ CASE
     ) > 0
     THEN 'missing_suffix'
     WHEN REGEXP_INSTR(
-      COALESCE(
-        'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              CASE
-                WHEN REGEXP_INSTR(
-                  ({{ value }}),
-                  '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                  1,
-                  1,
-                  0,
-                  'c'
-                ) > 0
-                THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-              END,
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
             ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
+            'E'
           ),
-          ''
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
         ),
-        'E'
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K[^/]*/./',
       1,
@@ -1587,774 +1783,10 @@ CASE
     THEN 'reserved_suffix'
   END
   ELSE CASE
-    WHEN COALESCE(
-      REGEXP_SUBSTR(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ),
-        '^(K.*)$',
-        1,
-        1,
-        'cse',
-        1
-      ),
-      CASE
-        WHEN REGEXP_INSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-          1,
-          1,
-          0,
-          'c'
-        ) > 0
-        THEN 'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                              '',
-                              1,
-                              0,
-                              'c'
-                            ),
-                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\\3',
-                            1,
-                            0,
-                            'cs'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\\1/',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                      '2',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^([02]|1([^%]*)$)',
-                  'K\\2',
-                  1,
-                  0,
-                  'cs'
-                ),
-                2
-              ),
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
-            ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
-          ),
-          ''
-        )
-        WHEN NOT REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ) IS NULL
-        THEN 'E'
-      END
-    ) IS NULL
-    OR COALESCE(
-      REGEXP_SUBSTR(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ),
-        '^(K.*)$',
-        1,
-        1,
-        'cse',
-        1
-      ),
-      CASE
-        WHEN REGEXP_INSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-          1,
-          1,
-          0,
-          'c'
-        ) > 0
-        THEN 'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                              '',
-                              1,
-                              0,
-                              'c'
-                            ),
-                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\\3',
-                            1,
-                            0,
-                            'cs'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\\1/',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                      '2',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^([02]|1([^%]*)$)',
-                  'K\\2',
-                  1,
-                  0,
-                  'cs'
-                ),
-                2
-              ),
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
-            ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
-          ),
-          ''
-        )
-        WHEN NOT REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ) IS NULL
-        THEN 'E'
-      END
-    ) = 'K'
-    THEN 'empty'
-    WHEN COALESCE(
-      REGEXP_SUBSTR(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ),
-        '^(K.*)$',
-        1,
-        1,
-        'cse',
-        1
-      ),
-      CASE
-        WHEN REGEXP_INSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-          1,
-          1,
-          0,
-          'c'
-        ) > 0
-        THEN 'K' || ARRAY_TO_STRING(
-          TRANSFORM(
-            REGEXP_SUBSTR_ALL(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                              '',
-                              1,
-                              0,
-                              'c'
-                            ),
-                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\\3',
-                            1,
-                            0,
-                            'cs'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\\1/',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                      '2',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^([02]|1([^%]*)$)',
-                  'K\\2',
-                  1,
-                  0,
-                  'cs'
-                ),
-                2
-              ),
-              '(%[0-9A-Fa-f]{2})+|[^%]+'
-            ),
-            r -> IFF(
-              LEFT(CAST(r AS VARCHAR), 1) = '%',
-              HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-              CAST(r AS VARCHAR)
-            )
-          ),
-          ''
-        )
-        WHEN NOT REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    '0' || REGEXP_REPLACE(
-                      ({{ value }}),
-                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                      '',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                    '1\\3',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                  '1\\1/',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-              '2',
-              1,
-              0,
-              'c'
-            ),
-            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-            '1',
-            1,
-            0,
-            'c'
-          ),
-          '^([02]|1([^%]*)$)',
-          'K\\2',
-          1,
-          0,
-          'cs'
-        ) IS NULL
-        THEN 'E'
-      END
-    ) = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
+    WHEN REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          REGEXP_SUBSTR(
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
@@ -2405,130 +1837,950 @@ CASE
               0,
               'cs'
             ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+            '^(K.*)$',
             1,
             1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
+            'cse',
+            1
+          ),
+          CASE
+            WHEN REGEXP_INSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+              1,
+              1,
+              0,
+              'c'
+            ) > 0
+            THEN 'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  SUBSTRING(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                '0' || REGEXP_REPLACE(
+                                  ({{ value }}),
+                                  '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                  '',
+                                  1,
+                                  0,
+                                  'c'
+                                ),
+                                '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                '1\\3',
+                                1,
+                                0,
+                                'cs'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                              '1\\1/',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^.[uU][rR][nN]:[dD][oO][iI]:',
+                            '1',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                          '2',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^([02]|1([^%]*)$)',
+                      'K\\2',
+                      1,
+                      0,
+                      'cs'
+                    ),
+                    2
+                  ),
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
+            )
+            WHEN NOT REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
                 1,
                 0,
                 'c'
               ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ) IS NULL
+            THEN 'E'
+          END
+        ),
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
+      ),
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
+    ) IS NULL
+    OR REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          REGEXP_SUBSTR(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
+                1,
+                0,
+                'c'
+              ),
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ),
+            '^(K.*)$',
+            1,
+            1,
+            'cse',
+            1
+          ),
+          CASE
+            WHEN REGEXP_INSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+              1,
               1,
               0,
               'c'
+            ) > 0
+            THEN 'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  SUBSTRING(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                '0' || REGEXP_REPLACE(
+                                  ({{ value }}),
+                                  '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                  '',
+                                  1,
+                                  0,
+                                  'c'
+                                ),
+                                '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                '1\\3',
+                                1,
+                                0,
+                                'cs'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                              '1\\1/',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^.[uU][rR][nN]:[dD][oO][iI]:',
+                            '1',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                          '2',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^([02]|1([^%]*)$)',
+                      'K\\2',
+                      1,
+                      0,
+                      'cs'
+                    ),
+                    2
+                  ),
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
+            )
+            WHEN NOT REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
+                1,
+                0,
+                'c'
+              ),
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ) IS NULL
+            THEN 'E'
+          END
+        ),
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
+      ),
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
+    ) = 'K'
+    THEN 'empty'
+    WHEN REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        COALESCE(
+          REGEXP_SUBSTR(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
+                1,
+                0,
+                'c'
+              ),
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
             ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
+            '^(K.*)$',
             1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+            1,
+            'cse',
+            1
+          ),
+          CASE
+            WHEN REGEXP_INSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+              1,
+              1,
+              0,
+              'c'
+            ) > 0
+            THEN 'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  SUBSTRING(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                '0' || REGEXP_REPLACE(
+                                  ({{ value }}),
+                                  '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                  '',
+                                  1,
+                                  0,
+                                  'c'
+                                ),
+                                '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                '1\\3',
+                                1,
+                                0,
+                                'cs'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                              '1\\1/',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^.[uU][rR][nN]:[dD][oO][iI]:',
+                            '1',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                          '2',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^([02]|1([^%]*)$)',
+                      'K\\2',
+                      1,
+                      0,
+                      'cs'
+                    ),
+                    2
+                  ),
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
+            )
+            WHEN NOT REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        '0' || REGEXP_REPLACE(
+                          ({{ value }}),
+                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                          '',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                        '1\\3',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                      '1\\1/',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^.[uU][rR][nN]:[dD][oO][iI]:',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                  '2',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                '1',
+                1,
+                0,
+                'c'
+              ),
+              '^([02]|1([^%]*)$)',
+              'K\\2',
+              1,
+              0,
+              'cs'
+            ) IS NULL
+            THEN 'E'
+          END
+        ),
+        '^K[\t\n\x0b\f\r                  　​﻿]+',
+        'K',
+        1,
+        0,
+        'c'
+      ),
+      '[\t\n\x0b\f\r                  　​﻿]+$',
+      '',
+      1,
+      0,
+      'c'
+    ) = 'E'
+    THEN 'bad_encoding'
+    WHEN REGEXP_INSTR(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '[\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]',
       1,
@@ -2538,240 +2790,254 @@ CASE
     ) > 0
     THEN 'bad_character'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K10[.]',
       1,
@@ -2781,240 +3047,254 @@ CASE
     ) > 0
     THEN 'bad_directory'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ) || '/',
       '^K10[.][0-9]+([.][0-9]+)*/',
       1,
@@ -3024,240 +3304,254 @@ CASE
     ) > 0
     THEN 'bad_registrant'
     WHEN NOT REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K[^/]*/.',
       1,
@@ -3267,240 +3561,254 @@ CASE
     ) > 0
     THEN 'missing_suffix'
     WHEN REGEXP_INSTR(
-      COALESCE(
-        REGEXP_SUBSTR(
-          REGEXP_REPLACE(
-            REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
               REGEXP_REPLACE(
                 REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                  '1',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
-                1,
-                0,
-                'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ),
-          '^(K.*)$',
-          1,
-          1,
-          'cse',
-          1
-        ),
-        CASE
-          WHEN REGEXP_INSTR(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                          '',
-                          1,
-                          0,
-                          'c'
-                        ),
-                        '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\\3',
-                        1,
-                        0,
-                        'cs'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\\1/',
-                      1,
-                      0,
-                      'c'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    1,
-                    0,
-                    'c'
-                  ),
-                  '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                  '2',
-                  1,
-                  0,
-                  'c'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                1,
-                0,
-                'c'
-              ),
-              '^([02]|1([^%]*)$)',
-              'K\\2',
-              1,
-              0,
-              'cs'
-            ),
-            '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-            1,
-            1,
-            0,
-            'c'
-          ) > 0
-          THEN 'K' || ARRAY_TO_STRING(
-            TRANSFORM(
-              REGEXP_SUBSTR_ALL(
-                SUBSTRING(
                   REGEXP_REPLACE(
                     REGEXP_REPLACE(
                       REGEXP_REPLACE(
                         REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                '',
-                                1,
-                                0,
-                                'c'
-                              ),
-                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\\3',
-                              1,
-                              0,
-                              'cs'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\\1/',
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
                             1,
                             0,
                             'c'
                           ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
                           1,
                           0,
-                          'c'
+                          'cs'
                         ),
-                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                        '2',
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
                         1,
                         0,
                         'c'
                       ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
                       '1',
                       1,
                       0,
                       'c'
                     ),
-                    '^([02]|1([^%]*)$)',
-                    'K\\2',
-                    1,
-                    0,
-                    'cs'
-                  ),
-                  2
-                ),
-                '(%[0-9A-Fa-f]{2})+|[^%]+'
-              ),
-              r -> IFF(
-                LEFT(CAST(r AS VARCHAR), 1) = '%',
-                HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                CAST(r AS VARCHAR)
-              )
-            ),
-            ''
-          )
-          WHEN NOT REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      '0' || REGEXP_REPLACE(
-                        ({{ value }}),
-                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                        '',
-                        1,
-                        0,
-                        'c'
-                      ),
-                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                      '1\\3',
-                      1,
-                      0,
-                      'cs'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                    '1\\1/',
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
                     1,
                     0,
                     'c'
                   ),
-                  '^.[uU][rR][nN]:[dD][oO][iI]:',
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                   '1',
                   1,
                   0,
                   'c'
                 ),
-                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                '2',
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
                 1,
                 0,
                 'c'
-              ),
-              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-              '1',
-              1,
-              0,
-              'c'
-            ),
-            '^([02]|1([^%]*)$)',
-            'K\\2',
-            1,
-            0,
-            'cs'
-          ) IS NULL
-          THEN 'E'
-        END
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
       ),
       '^K[^/]*/./',
       1,
@@ -3515,10 +3823,10 @@ END
 
 {% macro snowflake__doi_url(value) -%}
 'https://doi.org/' || REGEXP_REPLACE(
-  ARRAY_TO_STRING(
-    TRANSFORM(
-      REGEXP_SUBSTR_ALL(
-        REPLACE(
+  REGEXP_REPLACE(
+    ARRAY_TO_STRING(
+      TRANSFORM(
+        REGEXP_SUBSTR_ALL(
           REPLACE(
             REPLACE(
               REPLACE(
@@ -3534,257 +3842,214 @@ END
                                   REPLACE(
                                     REPLACE(
                                       REPLACE(
-                                        CASE
-                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                          AND REGEXP_INSTR(({{ value }}), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                          THEN ({{ value }})
-                                          WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-                                          AND REGEXP_INSTR(
-                                            SUBSTRING(({{ value }}), 17),
-                                            '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN SUBSTRING(({{ value }}), 17)
-                                          WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-                                          AND REGEXP_INSTR(
-                                            SUBSTRING(({{ value }}), 19),
-                                            '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN SUBSTRING(({{ value }}), 19)
-                                          WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-                                          AND REGEXP_INSTR(
-                                            SUBSTRING(({{ value }}), 20),
-                                            '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN SUBSTRING(({{ value }}), 20)
-                                          WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-                                          AND REGEXP_INSTR(
-                                            SUBSTRING(({{ value }}), 16),
-                                            '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN SUBSTRING(({{ value }}), 16)
-                                          WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-                                          AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                          THEN SUBSTRING(({{ value }}), 5)
-                                          WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-                                          AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                          THEN SUBSTRING(({{ value }}), 6)
-                                          WHEN CHARINDEX('10.', ({{ value }})) = 0
-                                          AND CHARINDEX('%', ({{ value }})) = 0
-                                          THEN NULL
-                                          WHEN REGEXP_INSTR(
-                                            ({{ value }}),
-                                            '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN REGEXP_SUBSTR(
-                                            ({{ value }}),
-                                            '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                            1,
-                                            1,
-                                            'ce',
-                                            4
-                                          )
-                                          WHEN REGEXP_INSTR(
-                                            ({{ value }}),
-                                            '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                          AND REGEXP_INSTR(
-                                            ({{ value }}),
-                                            '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN ({{ value }})
-                                          WHEN REGEXP_INSTR(
-                                            ({{ value }}),
-                                            '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
-                                            1,
-                                            1,
-                                            0,
-                                            'c'
-                                          ) > 0
-                                          THEN REGEXP_SUBSTR(
-                                            COALESCE(
-                                              'K' || ARRAY_TO_STRING(
-                                                TRANSFORM(
-                                                  REGEXP_SUBSTR_ALL(
-                                                    CASE
-                                                      WHEN REGEXP_INSTR(
-                                                        ({{ value }}),
-                                                        '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                                                        1,
-                                                        1,
-                                                        0,
-                                                        'c'
-                                                      ) > 0
-                                                      THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-                                                    END,
-                                                    '(%[0-9A-Fa-f]{2})+|[^%]+'
-                                                  ),
-                                                  r -> IFF(
-                                                    LEFT(CAST(r AS VARCHAR), 1) = '%',
-                                                    HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                                                    CAST(r AS VARCHAR)
-                                                  )
-                                                ),
-                                                ''
-                                              ),
-                                              'E'
-                                            ),
-                                            '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
-                                            1,
-                                            1,
-                                            'ce',
-                                            1
-                                          )
-                                          ELSE REGEXP_SUBSTR(
-                                            COALESCE(
-                                              REGEXP_SUBSTR(
+                                        REPLACE(
+                                          CASE
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_INSTR(({{ value }}), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN ({{ value }})
+                                            WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+                                            AND REGEXP_INSTR(
+                                              SUBSTRING(({{ value }}), 17),
+                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN SUBSTRING(({{ value }}), 17)
+                                            WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+                                            AND REGEXP_INSTR(
+                                              SUBSTRING(({{ value }}), 19),
+                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN SUBSTRING(({{ value }}), 19)
+                                            WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+                                            AND REGEXP_INSTR(
+                                              SUBSTRING(({{ value }}), 20),
+                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN SUBSTRING(({{ value }}), 20)
+                                            WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+                                            AND REGEXP_INSTR(
+                                              SUBSTRING(({{ value }}), 16),
+                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN SUBSTRING(({{ value }}), 16)
+                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN SUBSTRING(({{ value }}), 5)
+                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN CHARINDEX('10.', ({{ value }})) = 0
+                                            AND CHARINDEX('%', ({{ value }})) = 0
+                                            THEN NULL
+                                            WHEN REGEXP_INSTR(
+                                              ({{ value }}),
+                                              '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN REGEXP_SUBSTR(
+                                              ({{ value }}),
+                                              '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                              1,
+                                              1,
+                                              'ce',
+                                              4
+                                            )
+                                            WHEN REGEXP_INSTR(
+                                              ({{ value }}),
+                                              '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_INSTR(
+                                              ({{ value }}),
+                                              '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN ({{ value }})
+                                            WHEN REGEXP_INSTR(
+                                              ({{ value }}),
+                                              '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN REGEXP_SUBSTR(
+                                              REGEXP_REPLACE(
                                                 REGEXP_REPLACE(
-                                                  REGEXP_REPLACE(
-                                                    REGEXP_REPLACE(
-                                                      REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            '0' || REGEXP_REPLACE(
+                                                  COALESCE(
+                                                    'K' || ARRAY_TO_STRING(
+                                                      TRANSFORM(
+                                                        REGEXP_SUBSTR_ALL(
+                                                          CASE
+                                                            WHEN REGEXP_INSTR(
                                                               ({{ value }}),
-                                                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                              '',
+                                                              '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                              1,
                                                               1,
                                                               0,
                                                               'c'
-                                                            ),
-                                                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                            '1\\3',
-                                                            1,
-                                                            0,
-                                                            'cs'
-                                                          ),
-                                                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                          '1\\1/',
-                                                          1,
-                                                          0,
-                                                          'c'
+                                                            ) > 0
+                                                            THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                                                          END,
+                                                          '(%[0-9A-Fa-f]{2})+|[^%]+'
                                                         ),
-                                                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                        '1',
-                                                        1,
-                                                        0,
-                                                        'c'
+                                                        r -> IFF(
+                                                          LEFT(CAST(r AS VARCHAR), 1) = '%',
+                                                          HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                                                          CAST(r AS VARCHAR)
+                                                        )
                                                       ),
-                                                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                      '2',
-                                                      1,
-                                                      0,
-                                                      'c'
+                                                      ''
                                                     ),
-                                                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                    '1',
-                                                    1,
-                                                    0,
-                                                    'c'
+                                                    'E'
                                                   ),
-                                                  '^([02]|1([^%]*)$)',
-                                                  'K\\2',
+                                                  '^K[\t\n\x0b\f\r                  　​﻿]+',
+                                                  'K',
                                                   1,
                                                   0,
-                                                  'cs'
+                                                  'c'
                                                 ),
-                                                '^(K.*)$',
+                                                '[\t\n\x0b\f\r                  　​﻿]+$',
+                                                '',
                                                 1,
-                                                1,
-                                                'cse',
-                                                1
+                                                0,
+                                                'c'
                                               ),
-                                              CASE
-                                                WHEN REGEXP_INSTR(
-                                                  REGEXP_REPLACE(
-                                                    REGEXP_REPLACE(
+                                              '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
+                                              1,
+                                              1,
+                                              'ce',
+                                              1
+                                            )
+                                            ELSE REGEXP_SUBSTR(
+                                              REGEXP_REPLACE(
+                                                REGEXP_REPLACE(
+                                                  COALESCE(
+                                                    REGEXP_SUBSTR(
                                                       REGEXP_REPLACE(
                                                         REGEXP_REPLACE(
                                                           REGEXP_REPLACE(
                                                             REGEXP_REPLACE(
-                                                              '0' || REGEXP_REPLACE(
-                                                                ({{ value }}),
-                                                                '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                                '',
+                                                              REGEXP_REPLACE(
+                                                                REGEXP_REPLACE(
+                                                                  '0' || REGEXP_REPLACE(
+                                                                    ({{ value }}),
+                                                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                    '',
+                                                                    1,
+                                                                    0,
+                                                                    'c'
+                                                                  ),
+                                                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                  '1\\3',
+                                                                  1,
+                                                                  0,
+                                                                  'cs'
+                                                                ),
+                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                '1\\1/',
                                                                 1,
                                                                 0,
                                                                 'c'
                                                               ),
-                                                              '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                              '1\\3',
+                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                              '1',
                                                               1,
                                                               0,
-                                                              'cs'
+                                                              'c'
                                                             ),
-                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                            '1\\1/',
+                                                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                            '2',
                                                             1,
                                                             0,
                                                             'c'
                                                           ),
-                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                                                           '1',
                                                           1,
                                                           0,
                                                           'c'
                                                         ),
-                                                        '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                        '2',
+                                                        '^([02]|1([^%]*)$)',
+                                                        'K\\2',
                                                         1,
                                                         0,
-                                                        'c'
+                                                        'cs'
                                                       ),
-                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                      '1',
+                                                      '^(K.*)$',
                                                       1,
-                                                      0,
-                                                      'c'
+                                                      1,
+                                                      'cse',
+                                                      1
                                                     ),
-                                                    '^([02]|1([^%]*)$)',
-                                                    'K\\2',
-                                                    1,
-                                                    0,
-                                                    'cs'
-                                                  ),
-                                                  '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                                                  1,
-                                                  1,
-                                                  0,
-                                                  'c'
-                                                ) > 0
-                                                THEN 'K' || ARRAY_TO_STRING(
-                                                  TRANSFORM(
-                                                    REGEXP_SUBSTR_ALL(
-                                                      SUBSTRING(
+                                                    CASE
+                                                      WHEN REGEXP_INSTR(
                                                         REGEXP_REPLACE(
                                                           REGEXP_REPLACE(
                                                             REGEXP_REPLACE(
@@ -3835,138 +4100,216 @@ END
                                                           0,
                                                           'cs'
                                                         ),
-                                                        2
-                                                      ),
-                                                      '(%[0-9A-Fa-f]{2})+|[^%]+'
-                                                    ),
-                                                    r -> IFF(
-                                                      LEFT(CAST(r AS VARCHAR), 1) = '%',
-                                                      HEX_DECODE_STRING(REPLACE(CAST(r AS VARCHAR), '%', '')),
-                                                      CAST(r AS VARCHAR)
-                                                    )
-                                                  ),
-                                                  ''
-                                                )
-                                                WHEN NOT REGEXP_REPLACE(
-                                                  REGEXP_REPLACE(
-                                                    REGEXP_REPLACE(
-                                                      REGEXP_REPLACE(
+                                                        '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                        1,
+                                                        1,
+                                                        0,
+                                                        'c'
+                                                      ) > 0
+                                                      THEN 'K' || ARRAY_TO_STRING(
+                                                        TRANSFORM(
+                                                          REGEXP_SUBSTR_ALL(
+                                                            SUBSTRING(
+                                                              REGEXP_REPLACE(
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(
+                                                                    REGEXP_REPLACE(
+                                                                      REGEXP_REPLACE(
+                                                                        REGEXP_REPLACE(
+                                                                          '0' || REGEXP_REPLACE(
+                                                                            ({{ value }}),
+                                                                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                            '',
+                                                                            1,
+                                                                            0,
+                                                                            'c'
+                                                                          ),
+                                                                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                          '1\\3',
+                                                                          1,
+                                                                          0,
+                                                                          'cs'
+                                                                        ),
+                                                                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                        '1\\1/',
+                                                                        1,
+                                                                        0,
+                                                                        'c'
+                                                                      ),
+                                                                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                                      '1',
+                                                                      1,
+                                                                      0,
+                                                                      'c'
+                                                                    ),
+                                                                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                                    '2',
+                                                                    1,
+                                                                    0,
+                                                                    'c'
+                                                                  ),
+                                                                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                                  '1',
+                                                                  1,
+                                                                  0,
+                                                                  'c'
+                                                                ),
+                                                                '^([02]|1([^%]*)$)',
+                                                                'K\\2',
+                                                                1,
+                                                                0,
+                                                                'cs'
+                                                              ),
+                                                              2
+                                                            ),
+                                                            '(%[0-9A-Fa-f]{2})+|[^%]+'
+                                                          ),
+                                                          r -> IFF(
+                                                            LEFT(CAST(r AS VARCHAR), 1) = '%',
+                                                            HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                                                            CAST(r AS VARCHAR)
+                                                          )
+                                                        ),
+                                                        ''
+                                                      )
+                                                      WHEN NOT REGEXP_REPLACE(
                                                         REGEXP_REPLACE(
                                                           REGEXP_REPLACE(
-                                                            '0' || REGEXP_REPLACE(
-                                                              ({{ value }}),
-                                                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                              '',
+                                                            REGEXP_REPLACE(
+                                                              REGEXP_REPLACE(
+                                                                REGEXP_REPLACE(
+                                                                  '0' || REGEXP_REPLACE(
+                                                                    ({{ value }}),
+                                                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                    '',
+                                                                    1,
+                                                                    0,
+                                                                    'c'
+                                                                  ),
+                                                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                  '1\\3',
+                                                                  1,
+                                                                  0,
+                                                                  'cs'
+                                                                ),
+                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                '1\\1/',
+                                                                1,
+                                                                0,
+                                                                'c'
+                                                              ),
+                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                              '1',
                                                               1,
                                                               0,
                                                               'c'
                                                             ),
-                                                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                            '1\\3',
+                                                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                            '2',
                                                             1,
                                                             0,
-                                                            'cs'
+                                                            'c'
                                                           ),
-                                                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                          '1\\1/',
+                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                          '1',
                                                           1,
                                                           0,
                                                           'c'
                                                         ),
-                                                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                        '1',
+                                                        '^([02]|1([^%]*)$)',
+                                                        'K\\2',
                                                         1,
                                                         0,
-                                                        'c'
-                                                      ),
-                                                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                      '2',
-                                                      1,
-                                                      0,
-                                                      'c'
-                                                    ),
-                                                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                    '1',
-                                                    1,
-                                                    0,
-                                                    'c'
+                                                        'cs'
+                                                      ) IS NULL
+                                                      THEN 'E'
+                                                    END
                                                   ),
-                                                  '^([02]|1([^%]*)$)',
-                                                  'K\\2',
+                                                  '^K[\t\n\x0b\f\r                  　​﻿]+',
+                                                  'K',
                                                   1,
                                                   0,
-                                                  'cs'
-                                                ) IS NULL
-                                                THEN 'E'
-                                              END
-                                            ),
-                                            '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
-                                            1,
-                                            1,
-                                            'ce',
-                                            1
-                                          )
-                                        END,
-                                        '%',
-                                        '%25'
+                                                  'c'
+                                                ),
+                                                '[\t\n\x0b\f\r                  　​﻿]+$',
+                                                '',
+                                                1,
+                                                0,
+                                                'c'
+                                              ),
+                                              '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
+                                              1,
+                                              1,
+                                              'ce',
+                                              1
+                                            )
+                                          END,
+                                          '%',
+                                          '%25'
+                                        ),
+                                        '"',
+                                        '%22'
                                       ),
-                                      '"',
-                                      '%22'
+                                      '#',
+                                      '%23'
                                     ),
-                                    '#',
-                                    '%23'
+                                    ' ',
+                                    '%20'
                                   ),
-                                  ' ',
-                                  '%20'
+                                  '?',
+                                  '%3F'
                                 ),
-                                '?',
-                                '%3F'
+                                '<',
+                                '%3C'
                               ),
-                              '<',
-                              '%3C'
+                              '>',
+                              '%3E'
                             ),
-                            '>',
-                            '%3E'
+                            '{',
+                            '%7B'
                           ),
-                          '{',
-                          '%7B'
+                          '}',
+                          '%7D'
                         ),
-                        '}',
-                        '%7D'
+                        '^',
+                        '%5E'
                       ),
-                      '^',
-                      '%5E'
+                      '[',
+                      '%5B'
                     ),
-                    '[',
-                    '%5B'
+                    ']',
+                    '%5D'
                   ),
-                  ']',
-                  '%5D'
+                  '`',
+                  '%60'
                 ),
-                '`',
-                '%60'
+                '|',
+                '%7C'
               ),
-              '|',
-              '%7C'
+              '\\',
+              '%5C'
             ),
-            '\\',
-            '%5C'
+            '+',
+            '%2B'
           ),
-          '+',
-          '%2B'
+          '[\x01-\x7f]+|[^\x01-\x7f]+'
         ),
-        '[\x01-\x7f]+|[^\x01-\x7f]+'
+        r -> IFF(
+          REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
+          CAST(r AS VARCHAR),
+          REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
+        )
       ),
-      r -> IFF(
-        REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
-        CAST(r AS VARCHAR),
-        REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
-      )
+      ''
     ),
-    ''
+    '/([.][.]?)/',
+    '/\\1%2F',
+    1,
+    0,
+    'c'
   ),
-  '/([.][.]?)/',
-  '/\\1%2F',
+  '/([.][.]?)$',
+  '%2F\\1',
   1,
   0,
   'c'
