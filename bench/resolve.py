@@ -4,7 +4,10 @@ Three runs on the same simulator settings (50 ms latency, 40 requests/s token bu
 
 * baseline: one request at a time, the way python-doi/habanero loop;
 * clean: 600 distinct DOIs with ``rate=40``;
-* faults: the same with a 500 every 17th request and a dropped connection every 29th.
+* faults: the same with a 500 every 17th request and a dropped connection every 29th;
+* shared cache: two OS processes resolve the same 600 DOIs on one ``--cache`` file at once,
+  each with half the limit (how a team runs two jobs against one proxy); target: total
+  requests equal distinct keys plus retries, under 1 % throttled.
 
 Prints the achieved rate as a ratio of the limit, both as requests/s (what the limit
 governs) and as DOIs/s (what a user waits for: retries cost request slots), the share of
@@ -23,7 +26,12 @@ with the default 0.5 s the last retries' backoff tail costs a few percent on 600
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from airflow_doi.resolver import ResolverConfig, ResolverStats, resolve
 from airflow_doi.resolver.simulator import ProxySimulator, make_records, record_url
@@ -58,6 +66,50 @@ def run(label: str, dois: list[str], config: ResolverConfig, **simulator: object
         "dropped": served["dropped"],
         "retries": stats.retries,
         "correct": correct,
+    }
+
+
+#: One of the two processes of the shared-cache run: waits for the start signal, resolves.
+WORKER = """
+import json, os, sys, time
+from airflow_doi.resolver import ResolverConfig, ResolverStats, resolve
+base, cache, go, rate, *dois = sys.argv[1:]
+rate = float(rate)
+while not os.path.exists(go):
+    time.sleep(0.005)
+stats = ResolverStats()
+config = ResolverConfig(base_url=base, rate=rate, burst=2, concurrency=4, backoff_base=0.25)
+results = resolve(dois, config=config, cache=cache, stats=stats)
+print(json.dumps({"requests": stats.requests, "retries": stats.retries,
+                  "resolved": sum(r.status == "resolved" for r in results)}))
+"""
+
+
+def shared_cache(dois: list[str], limit: float, latency: float) -> dict:
+    """Two processes, one SQLite cache, one proxy: does each key cost one request?"""
+    with tempfile.TemporaryDirectory() as scratch, ProxySimulator(
+        make_records(dois), latency=latency, rate_limit=limit
+    ) as sim:
+        cache, go = Path(scratch) / "cache.sqlite", Path(scratch) / "go"
+        workers = [
+            subprocess.Popen([sys.executable, "-c", WORKER, sim.url, str(cache), str(go),
+                              str(limit / 2), *dois], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        time.sleep(1.5)  # both have imported the resolver
+        started = time.perf_counter()
+        go.touch()
+        reports = [json.loads(w.communicate(timeout=600)[0]) for w in workers]
+        elapsed = time.perf_counter() - started
+        served = sim.stats()
+    return {
+        "elapsed": elapsed,
+        "requests": served["requests"],
+        "distinct": len(dois),
+        "retries": sum(r["retries"] for r in reports),
+        "throttled": served["throttled"],
+        "per_process": [r["requests"] for r in reports],
+        "all_resolved": all(r["resolved"] == len(dois) for r in reports),
     }
 
 
@@ -98,6 +150,16 @@ def main() -> None:
             f"500s={r['errors']} drops={r['dropped']} retries={r['retries']} "
             f"correct={r['correct']} speed-up={r['doi_rate'] / baseline:4.1f}x"
         )
+    shared = shared_cache(dois, args.limit, args.latency)
+    print(
+        f"{'shared cache (2 processes)':<30} {shared['elapsed']:6.2f}s "
+        f"requests={shared['requests']} distinct keys={shared['distinct']} "
+        f"retries={shared['retries']} "
+        f"(requests - retries = {shared['requests'] - shared['retries']}) "
+        f"per process={shared['per_process']} "
+        f"throttled={shared['throttled']} ({shared['throttled'] / max(1, shared['requests']):.2%})"
+        f" every row resolved in both={shared['all_resolved']}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ The steps, each with one job:
 3. take what the cache still trusts;
 4. resolve the rest concurrently under the rate limit, the breaker and the retry budget,
    writing each finished key to the cache at once (a killed run loses nothing finished);
+   with a cache, each key is looked up again and claimed in it just before its request, so
+   a second process on the same cache file takes what the first finished (or is working
+   on) instead of asking the proxy again: keys claimed elsewhere are put off to the end and
+   then waited for;
 5. fan the per-key answers back out to the rows.
 """
 
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["aresolve", "awhich_ra", "resolve", "which_ra"]
 
 Progress = Callable[[ProgressEvent], None]
+#: Seconds between two looks at a key another process has claimed in the shared cache.
+CLAIM_POLL = 0.1
 
 
 def _config(config: ResolverConfig | None, overrides: dict[str, Any]) -> ResolverConfig:
@@ -59,6 +65,10 @@ def _check(value: object) -> tuple[str | None, str | None, str | None]:
 def _from_cache(
     value: object, doi: str, key: str, answer: CachedAnswer, cached: bool
 ) -> ResolutionResult:
+    from airflow_doi.resolver.urls import judge_url
+
+    # url_raw and a refusal are not stored: they follow from the values, as when fetched.
+    _, url_raw, refusal = judge_url(answer.values) if answer.response_code == 1 else (None,) * 3
     return ResolutionResult(
         input=value,
         doi=doi,
@@ -68,9 +78,10 @@ def _from_cache(
         response_code=answer.response_code,
         http_status=answer.http_status,
         attempts=answer.attempts,
-        error=None,
+        error=refusal if answer.status == "no_values" else None,
         resolved_at=answer.resolved_at,
         expires_at=answer.expires_at,
+        url_raw=url_raw,
         values=tuple(answer.values),
         cached=cached,
     )
@@ -121,6 +132,7 @@ class _Batch:
             cooldown=config.breaker_cooldown,
             cooldown_max=config.breaker_cooldown_max,
             give_up=config.breaker_give_up,
+            target=f"the proxy at {config.safe_base_url}",
         )
         self.limiter = RateLimiter(config)
         self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
@@ -138,7 +150,53 @@ class _Batch:
         eta = remaining / rate if rate > 0 else None
         self.progress(ProgressEvent(self.done, self.total, rate, self.stats.retries, eta))
 
-    async def resolve_key(self, client: Any, doi: str, key: str) -> ResolutionResult:
+    def _hit(self, doi: str, key: str) -> ResolutionResult | None:
+        """The cached answer another process stored for ``key`` meanwhile, as a finished key."""
+        assert self.cache is not None
+        answer = self.cache.fresh([key], datetime.now(timezone.utc)).get(key)
+        if answer is None:
+            return None
+        self.stats.cache_hits += 1
+        self.done += 1
+        self.report()
+        return _from_cache(None, answer.doi, key, answer, cached=True)
+
+    async def take(self, doi: str, key: str, wait: bool) -> ResolutionResult | bool:
+        """Claim ``key`` in the shared cache: True when it is ours to request, a cached
+        result when another process finished it, False when another one holds it (and
+        ``wait`` is off). With ``wait``, polls until one of the first two.
+        """
+        assert self.cache is not None
+        while True:
+            mine = self.cache.claim(key)
+            hit = self._hit(doi, key)
+            if hit is not None:
+                if mine:
+                    self.cache.release(key)
+                return hit
+            if mine:
+                return True
+            if not wait:
+                return False
+            await asyncio.sleep(CLAIM_POLL)
+
+    async def resolve_key(
+        self, client: Any, doi: str, key: str, *, wait: bool = True
+    ) -> ResolutionResult | None:
+        """The key's result; None when another process holds it and ``wait`` is off."""
+        if self.cache is not None:
+            taken = await self.take(doi, key, wait)
+            if taken is False:
+                return None
+            if isinstance(taken, ResolutionResult):
+                return taken
+        try:
+            return await self._request(client, doi, key)
+        finally:
+            if self.cache is not None:
+                self.cache.release(key)
+
+    async def _request(self, client: Any, doi: str, key: str) -> ResolutionResult:
         from airflow_doi.resolver.cache import CachedAnswer
         from airflow_doi.resolver.client import ProxyError
         from airflow_doi.resolver.retry import GaveUpError
@@ -150,10 +208,6 @@ class _Batch:
                 doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
                 response_code=getattr(error, "response_code", None),
             )
-        except Exception as error:
-            # A proxy answer that trips a bug in interpreting it must cost its own row, never
-            # the batch: every other key's result is still returned.
-            result = _failed(doi, key, f"unexpected {type(error).__name__}: {error}")
         else:
             result = ResolutionResult(
                 input=None,
@@ -164,8 +218,10 @@ class _Batch:
                 response_code=answer.response_code,
                 http_status=answer.http_status,
                 attempts=attempts,
+                error=answer.refusal,
                 resolved_at=answer.resolved_at,
                 expires_at=answer.expires_at,
+                url_raw=answer.url_raw,
                 values=answer.values,
             )
             if self.cache is not None:
@@ -196,10 +252,16 @@ class _Batch:
         pending = asyncio.Semaphore(self.config.concurrency * self.config.pending_per_slot)
 
         failures: list[BaseException] = []
+        #: Keys another process on the same cache held when their turn came.
+        elsewhere: dict[str, str] = {}
 
-        async def one(client: ProxyClient, doi: str, key: str) -> None:
+        async def one(client: ProxyClient, doi: str, key: str, wait: bool) -> None:
             try:
-                results[key] = await self.resolve_key(client, doi, key)
+                result = await self.resolve_key(client, doi, key, wait=wait)
+                if result is None:
+                    elsewhere[key] = doi
+                else:
+                    results[key] = result
             except Exception as error:  # e.g. the cache file became unwritable
                 failures.append(error)
             finally:
@@ -209,19 +271,24 @@ class _Batch:
             client = ProxyClient(self.config, session)
             running: set[asyncio.Task[None]] = set()
             try:
-                for key, doi in todo.items():
-                    await pending.acquire()
-                    if failures:
-                        break
-                    task = asyncio.create_task(one(client, doi, key))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                await asyncio.gather(*running)
+                # First pass: skip what others hold; second pass: wait for it (or take it
+                # over once its holder has died).
+                for wait, keys in ((False, todo), (True, elsewhere)):
+                    for key, doi in list(keys.items()):
+                        await pending.acquire()
+                        if failures:
+                            break
+                        task = asyncio.create_task(one(client, doi, key, wait))
+                        running.add(task)
+                        task.add_done_callback(running.discard)
+                    await asyncio.gather(*running)
             finally:
                 for task in running:
                     task.cancel()
                 await asyncio.gather(*running, return_exceptions=True)
                 await self.limiter.aclose()
+                if self.cache is not None:
+                    self.cache.release_all()
         if failures:
             raise failures[0]
         self.stats.breaker_opens = self.breaker.opens

@@ -9,16 +9,25 @@ waiting request raises :class:`CircuitOpenError`, so the batch finishes (as ``er
 instead of waiting forever.
 
 The same gate carries global pauses asked for by the server (``Retry-After`` on 429/403):
-one throttled answer holds back every request, not just the DOI that received it.
+one throttled answer holds back every request, not just the DOI that received it. A pause
+never outlives the give-up time: a server asking for a longer one (``Retry-After: 999999``,
+a date a year ahead) makes the breaker give up at once, since waiting could only end in
+giving up anyway; the rows end as ``error`` saying so.
+
+Each opening and the giving up are logged as one WARNING line on the
+``airflow_doi.resolver.breaker`` logger, so a dead proxy is loud even off a terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
 __all__ = ["CircuitBreaker", "CircuitOpenError"]
+
+log = logging.getLogger(__name__)
 
 
 class CircuitOpenError(Exception):
@@ -39,8 +48,11 @@ class CircuitBreaker:
         cooldown_max: float = 60.0,
         give_up: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        target: str = "the proxy",
     ) -> None:
         self.threshold = threshold
+        #: What is failing, as log lines name it (a base URL without credentials).
+        self.target = target
         self.base_cooldown = cooldown
         self.cooldown_max = cooldown_max
         self.give_up = give_up
@@ -55,19 +67,70 @@ class CircuitBreaker:
         self._pause_until = 0.0
         self._probe_in_flight = False
         self._changed = asyncio.Event()
+        #: Set once the breaker has given up for good (a pause past the give-up time).
+        self._gave_up: str | None = None
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
 
     def _check_give_up(self, now: float) -> None:
-        if self.state != "closed" and self._failing_since is not None:
+        if self._gave_up is None and self.state != "closed" and self._failing_since is not None:
             failing_for = now - self._failing_since
             if failing_for >= self.give_up:
-                raise CircuitOpenError(
+                self._give_up(
                     f"circuit breaker open: proxy kept failing for {failing_for:.1f}s; "
                     f"last error: {self.last_reason}"
                 )
+        if self._gave_up is not None:
+            raise CircuitOpenError(self._gave_up)
+
+    def _give_up(self, reason: str) -> None:
+        """Refuse every further request, say so once in the log, wake every waiter."""
+        if self._gave_up is not None:
+            return
+        self._gave_up = reason
+        log.warning(
+            "giving up on %s: %s; every row not yet answered ends as error "
+            "(a re-run with a cache asks only for those)", self.target, reason,
+        )
+        self._notify()
+
+    @property
+    def gave_up(self) -> bool:
+        """True once every further request is refused."""
+        return self._gave_up is not None
+
+    @property
+    def gave_up_reason(self) -> str | None:
+        return self._gave_up
+
+    def _deadline(self) -> float | None:
+        """When the breaker gives up if nothing succeeds before (None while healthy)."""
+        if self._failing_since is None or self.state == "closed":
+            return None
+        return self._failing_since + self.give_up
+
+    async def sleep(self, seconds: float) -> None:
+        """A retry's backoff, cut short when the breaker gives up meanwhile.
+
+        Without this a DOI sleeping off a long backoff would only learn after waking that
+        the batch was given up on, so the run would outlive ``give_up``.
+        """
+        end = self._clock() + seconds
+        while True:
+            now = self._clock()
+            if self._gave_up is not None or now >= end:
+                return
+            deadline = self._deadline()
+            if deadline is not None and now >= deadline:
+                return
+            wake = min(end, deadline) if deadline is not None else end
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, wake - now))
+            except asyncio.TimeoutError:
+                pass
 
     async def acquire(self) -> bool:
         """Wait until a request may leave; returns True when the caller is the probe.
@@ -99,8 +162,21 @@ class CircuitBreaker:
                 pass
 
     def pause(self, seconds: float) -> None:
-        """Hold every request back for ``seconds`` (a server's ``Retry-After``)."""
-        until = self._clock() + seconds
+        """Hold every request back for ``seconds`` (a server's ``Retry-After``).
+
+        A pause that would end after the give-up deadline (``give_up`` seconds after the
+        failures began, or from now if the proxy was healthy) makes the breaker give up now:
+        no request could leave before giving up anyway.
+        """
+        now = self._clock()
+        until = now + seconds
+        deadline = (self._failing_since if self._failing_since is not None else now) + self.give_up
+        if until > deadline:
+            self._give_up(
+                f"the proxy asked for a pause of {seconds:g}s (Retry-After), longer than the "
+                f"{self.give_up:g}s the resolver may keep waiting (breaker give-up time)"
+            )
+            return
         if until > self._pause_until:
             self._pause_until = until
 
@@ -138,6 +214,12 @@ class CircuitBreaker:
     def _open(self, now: float) -> None:
         if self.state != "open":
             self.opens += 1
+            left = (self._failing_since or now) + self.give_up - now
+            log.warning(
+                "%s failed %d time(s) in a row (last error: %s); pausing requests for %gs, "
+                "giving up in %.0fs if it keeps failing",
+                self.target, self._failures, self.last_reason, self._cooldown, max(0.0, left),
+            )
         self.state = "open"
         self._open_until = now + self._cooldown
         self._notify()

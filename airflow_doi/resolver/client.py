@@ -17,8 +17,10 @@ without a server.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -30,6 +32,7 @@ import yarl
 
 from airflow_doi.presentation import encode_path, encode_which_ra
 from airflow_doi.resolver.config import ResolverConfig, redact_url
+from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
@@ -54,6 +57,8 @@ MAX_TTL_SECONDS: Final = 10 * 365 * 86400
 #: Largest response body read (decompressed). A handle record is a few KiB; anything bigger
 #: is a broken or hostile answer that would otherwise be buffered whole in memory.
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+#: Longest piece of server-supplied text (a ``message``, a foreign handle) kept in a reason.
+MAX_SERVER_TEXT: Final = 200
 
 
 class RetryableError(Exception):
@@ -96,17 +101,41 @@ class Answer:
     values: tuple[dict[str, Any], ...]
     resolved_at: datetime
     expires_at: datetime
+    #: The lowest-index URL value as sent, safe or not; ``refusal`` says why ``url`` is None.
+    url_raw: str | None = None
+    refusal: str | None = None
+
+
+def server_text(text: object) -> str:
+    """Server-supplied text made fit for a one-line reason: controls shown as ``\\xNN``-style
+    escapes, at most :data:`MAX_SERVER_TEXT` characters. A hostile proxy must not be able to
+    put line breaks, terminal escapes or megabytes into a row's ``error`` or a log line.
+    """
+    text = str(text)
+    shown = "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+        else char
+        for char in text[: MAX_SERVER_TEXT + 1]
+    )
+    return shown[:MAX_SERVER_TEXT] + "..." if len(shown) > MAX_SERVER_TEXT else shown
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date).
+
+    ``inf``, ``nan`` and ``1e999`` are not seconds: they read as no header at all (the
+    caller's own backoff applies), like any other text that is neither form.
+    """
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -164,22 +193,6 @@ def expiry(values: Sequence[Mapping[str, Any]], now: datetime, default: float) -
     return expires_after(now, min(delays) if delays else default)
 
 
-def _url_value(values: Sequence[Mapping[str, Any]]) -> str | None:
-    """The ``URL``-type value with the lowest index (what the proxy would redirect to)."""
-    best: tuple[int, str] | None = None
-    for value in values:
-        data = value.get("data")
-        if value.get("type") != "URL" or not isinstance(data, Mapping):
-            continue
-        text = data.get("value")
-        index = value.get("index")
-        if not isinstance(text, str) or not isinstance(index, int):
-            continue
-        if best is None or index < best[0]:
-            best = (index, text)
-    return best[1] if best else None
-
-
 def interpret(
     http_status: int,
     body: bytes,
@@ -210,8 +223,8 @@ def interpret(
     if http_status >= 500:
         message = document.get("message") if isinstance(document, dict) else None
         failed = document.get("responseCode") if isinstance(document, dict) else None
-        detail = f" responseCode {failed}" if failed is not None else ""
-        detail += f": {message}" if message else ""
+        detail = f" responseCode {server_text(failed)}" if failed is not None else ""
+        detail += f": {server_text(message)}" if message else ""
         raise RetryableError(f"HTTP {http_status}{detail}", http_status=http_status)
     if not isinstance(document, dict) or not isinstance(document.get("responseCode"), int):
         if http_status == 200:
@@ -221,7 +234,7 @@ def interpret(
     handle = document.get("handle")
     if isinstance(handle, str) and ascii_upper(handle) != key:
         raise ProxyError(
-            f"proxy answered for another handle ({handle!r})",
+            f"proxy answered for another handle ({server_text(repr(handle))})",
             http_status=http_status,
             response_code=code,
         )
@@ -233,14 +246,14 @@ def interpret(
         expires = expires_after(now, negative_ttl)
         return Answer("not_found", http_status, code, None, (), now, expires)
     if http_status == 200 and code in (1, 200):
-        url = _url_value(values) if code == 1 else None
+        url, url_raw, refusal = judge_url(values) if code == 1 else (None, None, None)
         status = "resolved" if url is not None else "no_values"
         expires = expiry(values, now, negative_ttl)
-        return Answer(status, http_status, code, url, values, now, expires)
+        return Answer(status, http_status, code, url, values, now, expires, url_raw, refusal)
     message = document.get("message")
     raise ProxyError(
         f"unexpected answer: HTTP {http_status} responseCode {code}"
-        + (f": {message}" if message else ""),
+        + (f": {server_text(message)}" if message else ""),
         http_status=http_status,
         response_code=code,
     )
@@ -279,18 +292,32 @@ class ProxyClient:
         return yarl.URL(f"{self.config.root}/doiRA/{joined}", encoded=True)
 
     async def _get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
+        """One GET; every network or protocol failure becomes a :class:`RetryableError`
+        whose reason is ours (aiohttp's wording, e.g. ``ssl:default`` for plain http, never
+        reaches a row or a log line)."""
         try:
             async with self.session.get(url, allow_redirects=False) as response:
                 body = await _read_capped(response, MAX_BODY_BYTES)
                 return response.status, body, response.headers
         except asyncio.TimeoutError:
-            raise RetryableError(f"timeout after {self.config.timeout:g}s") from None
+            raise RetryableError(f"no complete answer within {self.config.timeout:g}s") from None
         except aiohttp.ServerDisconnectedError:
             raise RetryableError("connection dropped by the server") from None
-        except aiohttp.ClientPayloadError as error:
-            raise RetryableError(f"incomplete response: {error}") from None
+        except aiohttp.ClientPayloadError:
+            raise RetryableError(
+                "the answer's body was cut short or could not be decoded"
+            ) from None
+        except aiohttp.ClientConnectorError as error:
+            raise RetryableError(
+                f"could not connect to {self._where()} ({_why(error)})"
+            ) from None
         except aiohttp.ClientConnectionError as error:
-            raise RetryableError(f"connection error: {error}") from None
+            raise RetryableError(f"connection to {self._where()} failed ({_why(error)})") from None
+        except aiohttp.ClientResponseError:  # raised for a status line or header aiohttp refuses
+            raise RetryableError("the server's answer is not valid HTTP") from None
+
+    def _where(self) -> str:
+        return f"{redact_url(self.config.root)}/"
 
     async def get_handle(self, doi: str, key: str) -> Answer:
         status, body, headers = await self._get(self.handle_url(doi))
@@ -311,6 +338,35 @@ class ProxyClient:
         if status != 200 or not isinstance(document, list):
             raise ProxyError(f"unexpected Which RA? answer (HTTP {status})", http_status=status)
         return [d for d in document if isinstance(d, dict)]
+
+
+#: errno values users meet, in our words.
+_ERRNO_WORDS: Final = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.ECONNABORTED: "connection aborted",
+    errno.EPIPE: "connection closed while sending",
+    errno.ENETUNREACH: "network unreachable",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ETIMEDOUT: "connection timed out",
+    errno.EADDRNOTAVAIL: "address not available",
+}
+
+
+def _why(error: aiohttp.ClientConnectionError) -> str:
+    """A short cause of a connection failure in our words (no library message)."""
+    if isinstance(error, aiohttp.ClientConnectorDNSError):
+        return "host name not found"
+    if isinstance(error, (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError)):
+        return "TLS handshake or certificate refused"
+    number = getattr(error, "errno", None)
+    if number is None:
+        number = getattr(getattr(error, "os_error", None), "errno", None)
+    if number in _ERRNO_WORDS:
+        return _ERRNO_WORDS[number]
+    if isinstance(number, int) and number in errno.errorcode:
+        return f"system error {errno.errorcode[number]}"
+    return "network error"
 
 
 async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:

@@ -27,6 +27,7 @@ COLUMNS: Final[tuple[str, ...]] = (
     "error",
     "resolved_at",
     "expires_at",
+    "url_raw",
 )
 
 
@@ -34,8 +35,13 @@ COLUMNS: Final[tuple[str, ...]] = (
 class ResolutionResult:
     """The outcome for one input value.
 
-    ``attempts`` counts the requests that produced the answer (0 for an invalid value); a
-    cache hit keeps the count of the run that resolved it and sets ``cached``.
+    ``attempts`` counts the requests sent for this key, whatever came of them (0 for an invalid
+    value, or for a key that waited on a breaker that gave up before its turn); a cache hit
+    keeps the count of the run that resolved it and sets ``cached``.
+    ``url`` is only ever an absolute http(s) URL without control characters; ``url_raw`` is
+    the handle's lowest-index URL value as the proxy sent it (see
+    :mod:`airflow_doi.resolver.urls`). When that value is refused the row is ``no_values``
+    with the reason in ``error``.
     ``resolved_at``/``expires_at`` are timezone-aware UTC; ``expires_at`` is when the cache
     stops trusting the answer (the smallest value ``ttl``, or the negative-cache ttl), never
     more than ten years after ``resolved_at`` (an absurd ttl is capped, not an error).
@@ -52,6 +58,7 @@ class ResolutionResult:
     error: str | None = None
     resolved_at: datetime | None = None
     expires_at: datetime | None = None
+    url_raw: str | None = None
     values: tuple[dict[str, Any], ...] = ()
     cached: bool = False
 
@@ -69,6 +76,7 @@ class ResolutionResult:
             "error": self.error,
             "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "url_raw": self.url_raw,
         }
 
 
@@ -85,7 +93,15 @@ class ProgressEvent:
 
 @dataclass
 class ResolverStats:
-    """Counters of one batch, filled in while it runs (pass one to ``aresolve(stats=...)``)."""
+    """Counters of one batch, filled in while it runs (pass one to ``aresolve(stats=...)``).
+
+    The counters agree with the rows of the same run: over the distinct keys that were not
+    cache hits (``cached=False``), ``requests == sum(attempts)`` and
+    ``retries == sum(max(attempts - 1, 0))``: a retry is a request sent for a key that had
+    already been asked, counted when it leaves (a backoff cut short by the breaker giving up
+    is not a retry). ``by_status`` counts rows; :attr:`sent_rows` and :attr:`error_share`
+    are what a caller needs to fail a run on too many ``error`` rows.
+    """
 
     rows: int = 0
     keys: int = 0
@@ -101,6 +117,17 @@ class ResolverStats:
     def request_rate(self) -> float:
         """Requests sent per second of wall time."""
         return self.requests / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def sent_rows(self) -> int:
+        """Rows that went to the proxy or the cache: every row that is not ``invalid``."""
+        return sum(n for status, n in self.by_status.items() if status != "invalid")
+
+    @property
+    def error_share(self) -> float:
+        """Share of :attr:`sent_rows` that ended ``error`` (0.0 when nothing was sent)."""
+        sent = self.sent_rows
+        return self.by_status.get("error", 0) / sent if sent else 0.0
 
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""

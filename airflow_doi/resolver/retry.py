@@ -3,8 +3,12 @@
 Every attempt passes, in order, the concurrency slot, the circuit breaker and the rate
 limiter, so a retry is as polite as a first request. Between attempts the DOI sleeps outside
 its slot (exponential backoff plus jitter, at least the server's ``Retry-After``), letting
-other DOIs use the bandwidth. ``tenacity`` drives the loop; this module only decides what is
+other DOIs use the bandwidth; that sleep ends early when the breaker gives up, so no DOI
+outlives the give-up time. ``tenacity`` drives the loop; this module only decides what is
 retryable and how long to wait.
+
+Counting is honest: ``attempts`` is every request that left for the DOI, whatever came of it
+(an answer that could not be read included), and a retry is counted when its request leaves.
 """
 
 from __future__ import annotations
@@ -72,9 +76,6 @@ class RetryPolicy:
             delay = max(delay, min(float(retry_after), self.config.retry_after_max))
         return delay
 
-    def _count_retry(self, state: RetryCallState) -> None:
-        self.stats.retries += 1
-
     async def _attempt(self, call: Callable[[], Awaitable[T]], sent: list[int]) -> T:
         async with self._slots:
             probe = await self.breaker.acquire()
@@ -82,7 +83,9 @@ class RetryPolicy:
                 await self.limiter.acquire()
                 sent[0] += 1
                 self.stats.requests += 1
-                result = await call()
+                if sent[0] > 1:
+                    self.stats.retries += 1
+                result = await _read(call)
             except RetryableError as error:
                 self.breaker.record_failure(error.reason, probe=probe)
                 if error.throttled:
@@ -93,6 +96,10 @@ class RetryPolicy:
                         else self.config.backoff_base
                     )
                     self.breaker.pause(min(pause, self.config.retry_after_max))
+                    if self.breaker.gave_up:  # the pause asked for outlives the give-up time
+                        raise CircuitOpenError(
+                            f"HTTP {error.http_status} (throttled): {self.breaker.gave_up_reason}"
+                        ) from None
                 raise
             except ProxyError:
                 self.breaker.record_success()  # the proxy is up; the answer is just final
@@ -110,8 +117,8 @@ class RetryPolicy:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.config.max_attempts),
             wait=self._wait,
+            sleep=self.breaker.sleep,
             retry=retry_if_exception_type(RetryableError),
-            before_sleep=self._count_retry,
             reraise=True,
         )
         try:
@@ -120,11 +127,34 @@ class RetryPolicy:
                     result = await self._attempt(call, sent)
         except RetryableError as error:
             raise GaveUpError(
-                f"gave up after {sent[0]} attempts: {error.reason}", sent[0], error.http_status
+                f"gave up after {sent[0]} attempt{'s' if sent[0] != 1 else ''}: {error.reason}",
+                sent[0],
+                error.http_status,
             ) from None
         except CircuitOpenError as error:
             raise GaveUpError(error.reason, sent[0]) from None
         except ProxyError as error:
             error.attempts = sent[0]
             raise
+        except Exception as error:  # e.g. the shared limit's Redis went away: not the proxy
+            raise GaveUpError(
+                f"stopped before an answer arrived: {type(error).__name__} in the resolver",
+                sent[0],
+            ) from error
         return result, sent[0]
+
+
+async def _read(call: Callable[[], Awaitable[T]]) -> T:
+    """Send and read one answer; a failure nobody foresaw while reading is a final error.
+
+    Final because the proxy would send the same answer again; counted as an attempt because
+    the request did leave (it used to come back as ``attempts=0``).
+    """
+    try:
+        return await call()
+    except (RetryableError, ProxyError):
+        raise
+    except Exception as error:
+        raise ProxyError(
+            f"the proxy's answer could not be read ({type(error).__name__} while reading it)"
+        ) from error
