@@ -1,0 +1,103 @@
+"""Verified repair suggestions for a catalogue's damaged cells, stored beside the table.
+
+Run by :class:`~airflow_doi.operators.resolve.DoiResolveOperator` with ``repair_column`` set,
+after the resolutions are stored: every distinct raw cell whose row is invalid, or whose key
+the proxy answered ``not_found``, goes through :func:`airflow_doi.resolver.repair.repair`
+(the value's own DOI first: one that exists is never repaired) with the same proxy settings.
+
+Why a table of its own (``doi_repair``, keyed by the raw cell) rather than columns of
+``doi_resolution``: an invalid cell has no ``doi_key``, so it cannot be a row there, and the
+same key can be written differently in two cells that need different repairs. Only cells not
+in ``doi_repair`` yet are sent, so a re-run asks nothing; the table is created by us and a
+table of that name that we did not write is refused, untouched.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_doi.airflow_sql import (
+    missing_columns,
+    quote_identifier,
+    sibling_table,
+    upsert_rows,
+)
+from airflow_doi.operators.base import dialect_of
+
+#: The table's default name, beside the catalogue.
+REPAIR_TABLE = "doi_repair"
+#: Its columns: the raw cell (the key), the suggestion, the rule chain, whether the proxy
+#: confirmed it (null: not decided), why a row was left undecided, and when it was checked.
+REPAIR_TABLE_COLUMNS = ("raw_value", "doi_suggestion", "doi_suggestion_rule",
+                        "doi_suggestion_verified", "error", "checked_at")
+
+
+def _ensure_table(cursor: Any, dialect: Any, table: str) -> None:
+    text, stamp = dialect.text_type, dialect.timestamp_type
+    cursor.execute(
+        f"CREATE TABLE IF NOT EXISTS {quote_identifier(table)} ("
+        f'"raw_value" {text} NOT NULL PRIMARY KEY, "doi_suggestion" {text}, '
+        f'"doi_suggestion_rule" {text}, "doi_suggestion_verified" {dialect.boolean_type}, '
+        f'"error" {text}, "checked_at" {stamp})'
+    )
+    missing = missing_columns(cursor, table, REPAIR_TABLE_COLUMNS,
+                              case_sensitive=dialect.case_sensitive_identifiers)
+    if missing:
+        raise ValueError(
+            f"the repair table {table} already exists and is not one DoiResolveOperator wrote "
+            f"(no column {', '.join(missing)}); it was left untouched: pass "
+            "repair_table='another_name' to write the suggestions elsewhere"
+        )
+
+
+def store_repairs(
+    db_hook: Any,
+    proxy_hook: Any,
+    *,
+    table: str,
+    raw_column: str,
+    results_table: str,
+    repair_table: str | None = None,
+    key_column: str = "doi_key",
+    valid_column: str = "doi_valid",
+    log: Any,
+) -> dict[str, int]:
+    """Suggest and verify repairs for the due damaged cells of ``table``; counts for XCom."""
+    from airflow_doi.resolver.repair import RepairStats, repair
+
+    repair_table = repair_table or sibling_table(table, REPAIR_TABLE)
+    for name in (table, raw_column, results_table, repair_table, key_column, valid_column):
+        quote_identifier(name)
+    dialect = dialect_of(db_hook)
+    raw = f"c.{quote_identifier(raw_column)}"
+    with closing(db_hook.get_conn()) as conn:
+        cursor = conn.cursor()
+        _ensure_table(cursor, dialect, repair_table)
+        conn.commit()
+        cursor.execute(
+            f"SELECT DISTINCT {raw} FROM {quote_identifier(table)} AS c "
+            f"LEFT JOIN {quote_identifier(results_table)} AS r "
+            f'ON r."doi_key" = c.{quote_identifier(key_column)} '
+            f'LEFT JOIN {quote_identifier(repair_table)} AS p ON p."raw_value" = {raw} '
+            f'WHERE {raw} IS NOT NULL AND p."raw_value" IS NULL '
+            f"AND (c.{quote_identifier(valid_column)} = {dialect.p()} "
+            f"OR r.\"status\" = {dialect.p()})",
+            [False, "not_found"],
+        )
+        cells = [row[0] for row in cursor.fetchall()]
+        log.info("Repair: %d damaged or unknown cells of %s to check", len(cells), table)
+        stats = RepairStats()
+        results = repair(cells, verify=True, config=proxy_hook.get_config(), stats=stats)
+        now = dialect.timestamp(datetime.now(timezone.utc))
+        rows = [(cell, r.suggestion, r.rule, r.verified, r.error, now)
+                for cell, r in zip(cells, results, strict=True)]
+        upsert_rows(cursor, dialect, repair_table, REPAIR_TABLE_COLUMNS, rows, key="raw_value",
+                    types=(dialect.text_type,) * 3
+                    + (dialect.boolean_type, dialect.text_type, dialect.timestamp_type))
+        conn.commit()
+    verified = sum(r.verified is True for r in results)
+    log.info("Repair: stored %d cells in %s (%d verified suggestions); %s",
+             len(rows), repair_table, verified, stats.summary())
+    return {"repair_cells": len(rows), "repair_verified": verified}

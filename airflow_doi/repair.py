@@ -1,0 +1,574 @@
+"""Candidate repairs for damaged DOIs: trailing dots, glued URLs, en dashes, lost ``10.``...
+
+Catalogue and citation data is full of DOIs that are *almost* right. Many of them are still
+syntactically valid (``10.3748/wjg.v10.i5.707.``), so no syntax check can tell; only asking
+the proxy whether the DOI exists can. This module is the pure half of the job: it proposes
+candidates, each with the rule (or chain of rules) that produced it, cheapest first. The other
+half, :func:`airflow_doi.resolver.repair.repair`, asks the resolver which candidates exist.
+
+Why a search rather than one clean-up regex: real damage comes in combinations
+(``doi:doi:10.1000/x.``, a glued URL followed by a period), and each single fix is only a
+guess. Every rule is one row of :data:`RULES` with a cost (lower is more likely); the search
+applies rules to the text and to what they produce, cheapest chain first, and keeps every
+result that is a valid DOI. It is bounded on every axis (:data:`MAX_CANDIDATES`,
+:data:`MAX_STEPS`, :data:`MAX_STATES`, :data:`MAX_SCAN`), so a 1 MB cell costs no more than a
+short one. Standard library only, like :mod:`airflow_doi.syntax`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import html
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote
+
+from airflow_doi.extract import CLOSERS
+from airflow_doi.syntax import TRIM_CHARS, validate
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from airflow_doi.resolver.repair import arepair, repair
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "REPAIR_COLUMNS",
+    "RULES",
+    "Repair",
+    "Rule",
+    "arepair",
+    "repair",
+    "suggest_repairs",
+]
+
+#: Candidates returned per value at most (the cheapest ones).
+MAX_CANDIDATES: Final[int] = 16
+#: Rules chained at most to reach one candidate.
+MAX_STEPS: Final[int] = 4
+#: Intermediate strings the search expands per value at most.
+MAX_STATES: Final[int] = 64
+#: Characters of a cell looked at: no DOI is this long, so a longer cell is cut at its last
+#: whitespace inside this window (what follows can only be appended text).
+MAX_SCAN: Final[int] = 2048
+#: Output columns of a repair, in order (the pandas accessor and the CLI append these).
+REPAIR_COLUMNS: Final[tuple[str, ...]] = (
+    "doi_suggestion",
+    "doi_suggestion_rule",
+    "doi_suggestion_verified",
+)
+
+Transform = Callable[[str], Iterable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One kind of damage and how to undo it.
+
+    ``transform`` returns the repaired text(s) (nothing when the damage is absent). A rule
+    with ``verify_only`` guesses too freely to be offered unless the resolver confirms the
+    result exists (OCR swaps: ``10.1O16`` is surely ``10.1016``, ``j.aca.2OO6`` maybe not).
+    """
+
+    name: str
+    cost: float
+    transform: Transform
+    doc: str
+    verify_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One candidate: the normalized DOI and the rules applied, in order, to reach it."""
+
+    doi: str
+    rules: tuple[str, ...]
+    cost: float
+    verify_only: bool = False
+
+    @property
+    def rule(self) -> str:
+        """The chain as one label, ``appended_url+trailing_punctuation``."""
+        return "+".join(self.rules)
+
+
+# -- building blocks of the table -----------------------------------------------------------
+
+Replacement = str | Callable[[re.Match[str]], str]
+
+
+def _sub(pattern: str, replacement: Replacement, flags: int = 0) -> Transform:
+    """A transform replacing every match of ``pattern``."""
+    compiled = re.compile(pattern, flags)
+
+    def transform(text: str) -> Iterator[str]:
+        repaired = compiled.sub(replacement, text)
+        if repaired != text:
+            yield repaired
+
+    return transform
+
+
+def _cut_after(pattern: str, flags: int = 0) -> Transform:
+    """Keep what comes before the first match of ``pattern`` after the DOI's first slash."""
+    compiled = re.compile(pattern, flags)
+
+    def transform(text: str) -> Iterator[str]:
+        slash = text.find("/", _doi_start(text))
+        if slash < 0:
+            return
+        match = compiled.search(text, slash + 1)
+        if match is not None and match.start() > slash + 1:
+            yield text[: match.start()]
+
+    return transform
+
+
+#: Where a DOI begins inside a string: ``10.<registrant>/``, not glued to a letter or digit.
+_DOI_START_RE: Final = re.compile(r"(?<![0-9A-Za-z])10\.[0-9]+(?:\.[0-9]+)*/")
+
+
+_PREFIX: Final[str] = r"10\.[0-9]+(?:\.[0-9]+)*/"
+#: A text that starts with a well-formed DOI prefix.
+_INTACT_PREFIX_RE: Final = re.compile(_PREFIX)
+
+
+def _doi_start(text: str) -> int:
+    match = _DOI_START_RE.search(text)
+    return match.start() if match else 0
+
+
+# -- the rules that need more than one regex -------------------------------------------------
+
+_TRAILING_ASCII: Final[str] = ".,;:!?'\"/\\*"
+
+
+def _trailing_punctuation(text: str) -> Iterator[str]:
+    # ASCII sentence punctuation, plus any non-ASCII punctuation or quote (。 ” »), as
+    # find_dois trims; closing brackets are left to unbalanced_bracket.
+    end = len(text)
+    while end and (
+        text[end - 1] in _TRAILING_ASCII
+        or (not text[end - 1].isascii() and unicodedata.category(text[end - 1])[0] == "P")
+    ):
+        end -= 1
+    if 0 < end < len(text):
+        yield text[:end]
+
+
+_OPENERS: Final[dict[str, str]] = {opener: closer for closer, opener in CLOSERS.items()}
+
+
+def _unbalanced_bracket(text: str) -> Iterator[str]:
+    # SICI DOIs legitimately hold (), <> and []: only a bracket without a partner goes.
+    start, end = 0, len(text)
+    while end > start and text[end - 1] in CLOSERS:
+        closer = text[end - 1]
+        if text.count(CLOSERS[closer], start, end) >= text.count(closer, start, end):
+            break
+        end -= 1
+    while start < end and text[start] in _OPENERS:
+        opener = text[start]
+        if text.count(_OPENERS[opener], start, end) >= text.count(opener, start, end):
+            break
+        start += 1
+    if (start, end) != (0, len(text)):
+        yield text[start:end]
+
+
+_GLUED_URL_RE: Final = re.compile(
+    r"(?:https?:/{1,2}|www\.|(?:dx\.)?doi\.org/|doi:\s*(?=10\.))", re.IGNORECASE
+)
+
+
+def _appended_url(text: str) -> Iterator[str]:
+    # ``10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/...``: keep the DOI before the
+    # URL, and also offer the URL itself (it often links the very same DOI, intact).
+    slash = text.find("/", _doi_start(text))
+    if slash < 0:
+        return
+    match = _GLUED_URL_RE.search(text, slash + 2)
+    if match is not None:
+        yield text[: match.start()]
+        yield text[match.start():]
+
+
+_SECOND_DOI_RE: Final = re.compile(r"[\s,;|]*(?<![0-9A-Za-z])10\.[1-9][0-9]{3,}(?:\.[0-9]+)*/")
+
+
+def _appended_doi(text: str) -> Iterator[str]:
+    slash = text.find("/", _doi_start(text))
+    if slash < 0:
+        return
+    match = _SECOND_DOI_RE.search(text, slash + 2)
+    if match is not None:
+        yield text[: match.start()]
+
+
+_WHITESPACE_RE: Final = re.compile(r"\s+")
+
+
+def _appended_text(text: str) -> Iterator[str]:
+    # A DOI may contain a space, but a space followed by words is far more often a title,
+    # a note or a second field pasted into the same cell.
+    slash = text.find("/", _doi_start(text))
+    if slash < 0:
+        return
+    match = _WHITESPACE_RE.search(text, slash + 1)
+    if match is not None and match.start() > slash + 1:
+        yield text[: match.start()]
+
+
+def _inner_space(text: str) -> Iterator[str]:
+    # A few breaks inside one token (copy-paste across a line wrap); many are prose.
+    runs = _WHITESPACE_RE.findall(text)
+    if 0 < len(runs) <= 3:
+        yield _WHITESPACE_RE.sub("", text)
+
+
+_ENTITY_BROKEN_RE: Final = re.compile(r"(?<!&)(lt|gt|amp|quot|apos);", re.IGNORECASE)
+_BROKEN_ENTITIES: Final[dict[str, str]] = {
+    "lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'",
+}
+
+
+def _html_entity(text: str) -> Iterator[str]:
+    # ``&lt;`` from an XML export, and ``lt;`` once a cleaner has eaten the ampersand.
+    if "&" in text:
+        decoded = html.unescape(text)
+        if decoded != text:
+            yield decoded
+            return
+    repaired = _ENTITY_BROKEN_RE.sub(lambda m: _BROKEN_ENTITIES[m.group(1).lower()], text)
+    if repaired != text:
+        yield repaired
+
+
+# SICI DOIs: (YYYY)VVV<PPPP:CODE>2.0.CO;2 (or with [ ]); a cleaner that strips markup
+# takes the angle brackets with it.
+_SICI_LOST_RE: Final = re.compile(
+    r"(\([0-9]{4,6}\)[0-9]{3})([0-9]{4}:[0-9A-Za-z]+?)([0-9]\.[0-9]\.co;2)", re.IGNORECASE
+)
+
+
+def _sici_brackets(text: str) -> Iterator[str]:
+    for left, right in (("<", ">"), ("[", "]")):
+        repaired = _SICI_LOST_RE.sub(rf"\1{left}\2{right}\3", text)
+        if repaired != text:
+            yield repaired
+
+
+_REGISTRANT_HEAD_RE: Final = re.compile(r"[1-9][0-9]{3,4}(?:\.[0-9]+)*/")
+
+
+def _lost_directory(text: str) -> Iterator[str]:
+    # ``1038/nature14129``, ``.1038/...``, ``0.1038/...``, ``101038/...``, ``10,1038/...``:
+    # every reading of the damaged head that leaves a 4-5 digit registrant.
+    if _INTACT_PREFIX_RE.match(text):
+        return
+    for head in ("10", "1", "0", ""):
+        for sep in (".", ",", ":", ";", ""):
+            if (head, sep) == ("10", ".") or not text.startswith(head + sep):
+                continue  # "10." is an intact directory
+            rest = text[len(head) + len(sep):]
+            if _REGISTRANT_HEAD_RE.match(rest):
+                yield "10." + rest
+
+
+_WRAPPER: Final[str] = (
+    r"\s*(?:(?:https?:/{1,2})?(?:dx\.|www\.)?doi\.org/|doi\s*[:.]?\s*|urn:doi:|info:doi/)"
+)
+_DOUBLE_WRAPPED_RE: Final = re.compile(rf"(?:{_WRAPPER}){{2,}}", re.IGNORECASE)
+
+
+def _double_wrapped(text: str) -> Iterator[str]:
+    match = _DOUBLE_WRAPPED_RE.match(text)
+    if match is not None:
+        yield text[match.end():]
+
+
+_DOUBLED_PREFIX_RE: Final = re.compile(rf"({_PREFIX})\s*(?:doi:\s*)?(?={_PREFIX})", re.IGNORECASE)
+
+
+def _doubled_prefix(text: str) -> Iterator[str]:
+    match = _DOUBLED_PREFIX_RE.match(text)
+    if match is not None:
+        yield text[match.end():]
+
+
+_LEADING_RE: Final = re.compile(
+    r"(?<![0-9A-Za-z.])(?:10\.[0-9]+(?:\.[0-9]+)*/|[1-9][0-9]{3,4}(?:\.[0-9]+)*/)"
+)
+
+
+def _leading_text(text: str) -> Iterator[str]:
+    # ``DOI 10.1000/x``, ``[10.1000/x]``, a publisher's ``https://host/doi/full/10.1000/x``.
+    if _INTACT_PREFIX_RE.match(text):
+        return  # a DOI already starts here; a later "10.x/" belongs to its suffix
+    match = _LEADING_RE.search(text, 1)
+    if match is not None:
+        yield text[match.start():]
+
+
+def _percent_encoding(text: str) -> Iterator[str]:
+    # A bare DOI is not URL-decoded by the standard, but ``10.1093%2Fjac%2Fdky096`` is plainly
+    # a URL path pasted as a DOI.
+    if "%" in text:
+        try:
+            decoded = unquote(text, errors="strict")
+        except UnicodeDecodeError:
+            return
+        if decoded != text:
+            yield decoded
+
+
+_LOST_SLASH_RE: Final = re.compile(r"10\.[1-9][0-9]{3,4}(?:\\|[.:,](?=[A-Za-z(]))")
+
+
+def _lost_slash(text: str) -> Iterator[str]:
+    # ``10.1371.journal.pntd.0005917``: a dot (or backslash) where the slash should be.
+    if _INTACT_PREFIX_RE.match(text):
+        return
+    match = _LOST_SLASH_RE.match(text)
+    if match is not None:
+        yield text[: match.end() - 1] + "/" + text[match.end():]
+
+
+_OCR_PREFIX: Final = str.maketrans({"O": "0", "o": "0", "l": "1", "I": "1", "i": "1", "|": "1"})
+_OCR_SUFFIX_RE: Final = re.compile(r"(?<=[0-9])[OolI](?=[0-9])|(?<=[0-9][.\-])[Oo](?=[0-9])")
+_OCR_DIGITS: Final[dict[str, str]] = {"O": "0", "o": "0", "l": "1", "I": "1"}
+_OCR_PREFIX_OK: Final = re.compile(r"10\.[0-9]+(?:\.[0-9]+)*")
+
+
+def _ocr_digit(text: str) -> Iterator[str]:
+    # Letters read for digits, only where digits are certain (the prefix) or the swap is
+    # typical (a letter O or l between digits). At most three candidates, never a fan-out.
+    slash = text.find("/")
+    if slash <= 0:
+        return
+    head, tail = text[:slash], text[slash:]
+    prefix = head.translate(_OCR_PREFIX)
+    if prefix == head or not _OCR_PREFIX_OK.fullmatch(prefix):
+        prefix = head
+    suffix = _OCR_SUFFIX_RE.sub(lambda m: _OCR_DIGITS[m.group()], tail)
+    for candidate in (prefix + suffix, prefix + tail, head + suffix):
+        if candidate != text:
+            yield candidate
+
+
+_DASHES: Final = str.maketrans(dict.fromkeys(
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d", "-"
+))
+
+
+def _unicode_dash(text: str) -> Iterator[str]:
+    repaired = text.translate(_DASHES)
+    if repaired != text:
+        yield repaired
+
+
+#: Full-width forms (U+FF01-U+FF5E) and slash look-alikes, as CJK input methods and
+#: typesetting leave them.
+_LOOKALIKES: Final = str.maketrans(
+    {**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}, "\u2044": "/", "\u2215": "/",
+     "\u2024": ".", "\u3002": "."}
+)
+
+
+def _lookalike_characters(text: str) -> Iterator[str]:
+    repaired = text.translate(_LOOKALIKES)
+    if repaired != text:
+        yield repaired
+
+
+#: Characters with no business in a DOI that copy-paste and PDF extraction leave behind.
+_INVISIBLE: Final = (
+    "[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
+)
+
+
+#: The rules, cheapest (most often the cause) first. Costs add up along a chain; the order of
+#: equal-cost candidates is the order here.
+RULES: Final[tuple[Rule, ...]] = (
+    Rule("trailing_punctuation", 1.0, _trailing_punctuation,
+         "sentence punctuation after the DOI: 10.3748/wjg.v10.i5.707."),
+    Rule("unbalanced_bracket", 1.0, _unbalanced_bracket,
+         "a closing bracket without its partner: 10.1061/9780784480502.018]"),
+    Rule("appended_url", 1.0, _appended_url,
+         "a URL glued on: 10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/..."),
+    Rule("unicode_dash", 1.0, _unicode_dash,
+         "an en dash, em dash or minus for a hyphen: 10.1037/0021–9010.93.3.602"),
+    Rule("html_entity", 1.0, _html_entity,
+         "an HTML entity, whole or broken: 10.1379/...002lt;0162:tmethi>..."),
+    Rule("double_wrapped", 1.0, _double_wrapped,
+         "a presentation prefix twice: doi:doi:10.1000/1, https://doi.org/doi:10.1000/1"),
+    Rule("doubled_prefix", 1.0, _doubled_prefix, "the DOI prefix twice: 10.1000/10.1000/1"),
+    Rule("invisible_character", 1.0, _sub(_INVISIBLE, ""),
+         "soft hyphens, zero-width spaces and controls inside the DOI"),
+    Rule("percent_encoding", 1.0, _percent_encoding,
+         "a URL-encoded DOI given bare: 10.1093%2Fjac%2Fdky096"),
+    Rule("lost_directory", 1.0, _lost_directory,
+         "the leading 10. lost or mangled: 1038/nature14129"),
+    Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|\s+(?=[./])", ""),
+         "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004"),
+    Rule("leading_text", 1.5, _leading_text,
+         "a label or another site's URL before the DOI: DOI 10.1000/1"),
+    Rule("lost_slash", 1.5, _lost_slash, "a dot for the slash: 10.1371.journal.pntd.0005917"),
+    Rule("appended_doi", 1.5, _appended_doi, "a second DOI in the cell: 10.1000/1;10.1000/2"),
+    Rule("line_break_hyphen", 1.5, _sub(r"(?<=\w)-\s+(?=\w)", ""),
+         "a hyphen added at a line break: 10.1002/anie.2005- 01234"),
+    Rule("encoding_placeholder", 1.5, _sub(r"(?<=[./])[?\ufffd]", ""),
+         "? or U+FFFD left where an invisible character was: 10.?1212/?WNL.?0000000000004646"),
+    Rule("lookalike_characters", 1.5, _lookalike_characters,
+         "full-width digits and slash look-alikes: 10．1000／1"),
+    Rule("url_tail", 1.5, _sub(
+        r"(?:/(?:full|abstract|abs|pdf|epdf|epub|meta|html|fulltext|full\.pdf|pdfplus|summary"
+        r"|references|citedby|figures|issuetoc|suppl_file|full/html))+/?$"
+        r"|\.(?:pdf|html?|xml)$|[?#](?:[A-Za-z_]+=|page|ref|sec|fig|abstract).*$",
+        "", re.IGNORECASE),
+        "a publisher page's path, extension or query after the DOI: 10.1000/1/full"),
+    Rule("appended_label", 1.5, _sub(
+        r"\s*\[doi\]$|[.,;]?(?:\s+\(?|\()(?:pmid|pmcid|pubmed|epub|isbn|issn)\b.*$", "",
+        re.IGNORECASE | re.DOTALL),
+        "a label after the DOI: 10.1000/1 [doi], 10.1000/1. Epub 2019"),
+    Rule("appended_text", 2.0, _appended_text,
+         "text after a space: 10.1371/journal.pone.0178918 The Digital Object Identifier..."),
+    Rule("sici_brackets", 2.0, _sici_brackets,
+         "the <> or [] of a SICI DOI lost: 10.1379/1466-1268(2002)0070162:TMETHI2.0.CO;2"),
+    Rule("doubled_punctuation", 2.0, _sub(r"([._])\1+|(?<!:)(/)/+", lambda m: m[1] or m[2]),
+         "a doubled dot, underscore or slash: 10.1000/j..x"),
+    Rule("space_anywhere", 3.0, _inner_space,
+         "up to three spaces anywhere inside: 10.1000/ab cd"),
+    Rule("ocr_digit", 4.0, _ocr_digit,
+         "a letter O/l/I read for 0/1, in the prefix or between digits: 10.1O16/...",
+         verify_only=True),
+)
+
+
+def _window(text: str) -> str | None:
+    """The part of a cell worth searching; ``None`` when no DOI can end inside the window."""
+    if len(text) <= MAX_SCAN:
+        return text
+    cut = max(text.rfind(space, 0, MAX_SCAN) for space in (" ", "\t", "\n"))
+    return text[:cut] if cut > 0 else None
+
+
+def _as_text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if type(value).__name__ in {"NAType", "NaTType"}:  # pandas missing values
+        return None
+    return str(value)
+
+
+@dataclass(order=True)
+class _State:
+    cost: float
+    order: int
+    text: str = ""
+    rules: tuple[Rule, ...] = ()
+
+
+#: A candidate that one of these rules can still repair into another valid DOI shows damage,
+#: and ranks after that repair: ``10.1000/abc.`` after ``10.1000/abc``.
+_RESIDUAL_RULES: Final[tuple[Rule, ...]] = tuple(
+    rule for rule in RULES if rule.cost <= 2.0 and not rule.verify_only
+)
+_RESIDUAL_PENALTY: Final[float] = 2.0
+
+
+def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repair]:
+    """Candidate DOIs for a damaged value, most likely first (at most ``limit``).
+
+    Each :class:`Repair` carries the normalized DOI and the rules that produced it. The value's
+    own DOI (when it is valid) is never among them, and a value no rule changes gets ``[]``.
+    Whether a candidate, or the value itself, *exists* only the proxy can say:
+    :func:`airflow_doi.resolver.repair.repair` asks it, and never repairs a value whose own
+    DOI exists.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit!r}")
+    text = _as_text(value)
+    if text is None:
+        return []
+    text = text.strip(TRIM_CHARS)
+    window = _window(text) if text else None
+    if not window:
+        return []
+    own = validate(window)
+    own_key = own.key if own.valid else None
+    found: dict[str, Repair] = {}
+    best: dict[str, float] = {window: 0.0}
+    counter = 0
+    heap = [_State(0.0, counter, window)]
+    expanded = 0
+    while heap and expanded < MAX_STATES and len(found) < limit:
+        state = heapq.heappop(heap)
+        if state.cost > best.get(state.text, state.cost):
+            continue  # a cheaper chain reached this text already
+        expanded += 1
+        if state.rules:
+            _keep(found, state, own_key)
+        if len(state.rules) >= MAX_STEPS:
+            continue
+        for rule in RULES:
+            for produced in rule.transform(state.text):
+                produced = produced.strip(TRIM_CHARS)
+                cost = state.cost + rule.cost
+                if not produced or cost >= best.get(produced, float("inf")):
+                    continue
+                best[produced] = cost
+                counter += 1
+                heapq.heappush(heap, _State(cost, counter, produced, (*state.rules, rule)))
+    return _rank(list(found.values()), own_key)
+
+
+def _keep(found: dict[str, Repair], state: _State, own_key: str | None) -> None:
+    check = validate(state.text)
+    key = check.key
+    if not check.valid or check.doi is None or key is None or key == own_key or key in found:
+        return
+    found[key] = Repair(
+        doi=check.doi,
+        rules=tuple(rule.name for rule in state.rules),
+        cost=state.cost,
+        verify_only=any(rule.verify_only for rule in state.rules),
+    )
+
+
+def _still_damaged(doi: str, own_key: str | None) -> bool:
+    key = validate(doi).key
+    for rule in _RESIDUAL_RULES:
+        for produced in rule.transform(doi):
+            check = validate(produced.strip(TRIM_CHARS))
+            if check.valid and check.key not in (key, own_key):
+                return True
+    return False
+
+
+def _rank(candidates: list[Repair], own_key: str | None) -> list[Repair]:
+    """Cheapest first, candidates that still show damage after the ones that do not."""
+    ranked = sorted(
+        enumerate(candidates),
+        key=lambda item: (
+            item[1].cost + (_RESIDUAL_PENALTY if _still_damaged(item[1].doi, own_key) else 0.0),
+            item[0],
+        ),
+    )
+    return [candidate for _, candidate in ranked]
+
+
+def __getattr__(name: str) -> Any:
+    # repair()/arepair() need the resolver (the ``resolve`` extra); importing this module
+    # must not, so they are loaded on first use.
+    if name in ("repair", "arepair"):
+        from airflow_doi.resolver import repair as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module 'airflow_doi.repair' has no attribute {name!r}")
+
