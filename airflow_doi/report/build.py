@@ -1,0 +1,118 @@
+"""Read, compute, render, write: the report in one call, for the CLI and for Airflow tasks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from airflow_doi.io_tables import TableInputError
+from airflow_doi.syntax import Decode
+
+__all__ = ["ReportInputError", "build_report", "write_report"]
+
+log = logging.getLogger(__name__)
+
+#: The input cannot be used as asked (no such file, table or column): exit code 2.
+ReportInputError = TableInputError
+
+
+def build_report(
+    source: str | Path | None,
+    column: str,
+    *,
+    table: str | None = None,
+    conn_id: str | None = None,
+    resolution: str | Path | Iterable[Any] | None = None,
+    resolution_table: str | None = None,
+    decode: Decode = "auto",
+    input_format: str | None = None,
+    encoding: str = "utf-8",
+    delimiter: str = ",",
+    title: str | None = None,
+) -> tuple[str, Any]:
+    """The report's HTML and its :class:`~airflow_doi.report.figures.Figures`.
+
+    ``source`` is a CSV/Parquet path or a database URL (``sqlite:///x.db``,
+    ``duckdb:///x.duckdb``, ``postgresql://...``; then ``table`` names the table), or ``None``
+    with ``conn_id`` (an Airflow SQL connection) and ``table``. ``resolution`` is a resolution
+    file (the output of ``airflow-doi resolve``), or rows in memory (``ResolutionResult``
+    objects, dicts, an Arrow table); ``resolution_table`` is a table in the same database as
+    the source (e.g. ``doi_resolution``). ``encoding`` and ``delimiter`` apply to CSV files,
+    as for ``airflow-doi normalize``.
+    """
+    from airflow_doi import __version__
+    from airflow_doi.io_tables import CsvOptions
+    from airflow_doi.report.figures import compute_figures
+    from airflow_doi.report.html import render_html
+    from airflow_doi.report.resolution import ResolutionTableError, resolution_figures
+    from airflow_doi.report.sources import as_table, read_column, read_resolution_table
+
+    if decode not in ("auto", "always", "never"):
+        raise ReportInputError(f"decode must be auto, always or never, not {decode!r}")
+    found = read_column(
+        source, column, table=table, conn_id=conn_id, input_format=input_format,
+        options=CsvOptions(encoding=encoding, delimiter=delimiter),
+    )
+    label = f"{_label(source, conn_id)}{' table ' + table if table else ''}"
+    figures = compute_figures(
+        found.values, source=label, column=column, decode=decode,
+        overrides=found.overrides, malformed=found.malformed,
+    )
+    rows = None
+    if resolution_table is not None:
+        rows = read_resolution_table(source, table=resolution_table, conn_id=conn_id)
+    elif isinstance(resolution, str | Path):
+        rows = read_resolution_table(resolution)
+    elif resolution is not None:
+        rows = as_table(resolution)
+    if rows is not None:
+        try:
+            figures.resolution = resolution_figures(rows)
+        except ResolutionTableError as error:
+            where = resolution_table or (resolution if isinstance(resolution, str | Path) else "")
+            raise ReportInputError(f"{where or 'resolution rows'}: {error}") from None
+    return render_html(figures, title=title, version=__version__), figures
+
+
+def write_report(
+    output: str | Path, source: str | Path | None, column: str, **options: Any
+) -> Path:
+    """Build the report (see :func:`build_report` for the options) and write it to ``output``.
+
+    The file appears whole or not at all (written beside, then renamed), so a task that
+    fails half-way never leaves a truncated page where the last good one was. Returns the
+    path, absolute, so a task can log it.
+    """
+    page, figures = build_report(source, column, **options)
+    target = Path(output).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(page)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    log.info(
+        "DOI report: %s (%s rows, %s valid, %s duplicated DOIs)",
+        target, f"{figures.rows:,}", f"{figures.valid:,}", f"{figures.duplicate_keys:,}",
+    )
+    return target
+
+
+def _label(source: str | Path | None, conn_id: str | None) -> str:
+    """How the page names its input: a file's name, a URL without its password, a connection."""
+    if conn_id is not None:
+        return f"connection {conn_id}"
+    from airflow_doi.report.sources import is_database_url
+    from airflow_doi.resolver.config import redact_url
+
+    if source is not None and is_database_url(source):
+        return redact_url(str(source))
+    return Path(str(source)).name

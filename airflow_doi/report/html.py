@@ -1,0 +1,391 @@
+"""The report as one self-contained HTML page.
+
+Safety is structural rather than case by case: every value from the data passes through
+:func:`text` (``html.escape`` with quotes) on its way into the page; the only links are
+``https://doi.org/`` URLs built by :func:`airflow_doi.to_url` from DOIs that parsed (never a
+URL taken from the data, so a ``javascript:`` cell stays text); charts are SVG images in
+``data:`` URLs, where browsers run no script; and a Content-Security-Policy forbids scripts and
+every fetch, so the page needs no network and reaches none when opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Final
+
+from airflow_doi import InvalidDoiError, to_url
+from airflow_doi.report.charts import PALETTE, bar_chart
+from airflow_doi.report.figures import Figures
+from airflow_doi.report.resolution import FAILED_STATUSES, ResolutionFigures
+from airflow_doi.syntax import TRIM_CHARS
+
+__all__ = ["CSP", "render_html", "text"]
+
+#: No script, no fetch: images only from ``data:`` URLs, styles only inline.
+CSP: Final[str] = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+    "base-uri 'none'; form-action 'none'"
+)
+#: Characters of a cell shown at most (a report of a 1 MB cell stays small).
+MAX_CELL: Final[int] = 160
+
+#: Plain-words meaning of each reason, shown beside its count.
+REASON_TEXT: Final[dict[str, str]] = {
+    "empty": "nothing in the cell",
+    "bad_encoding": "broken %-escape or bytes that are not UTF-8",
+    "bad_character": "a control or other illegal character",
+    "bad_directory": "does not start with 10. (not a DOI)",
+    "bad_registrant": "the part between 10. and / is not digits and dots",
+    "missing_suffix": "nothing after the /",
+    "reserved_suffix": "suffix starts with one character then / (Z39.84 4.3)",
+    "malformed_row": "CSV row with the wrong number of fields",
+}
+FORM_TEXT: Final[dict[str, str]] = {
+    "bare": "bare",
+    "doi": "doi: prefix",
+    "url": "URL",
+    "urn": "URN",
+    "info": "info URI",
+}
+STATUS_COLORS: Final[dict[str, str]] = {
+    "resolved": PALETTE["good"],
+    "no_values": PALETTE["warn"],
+    "not_found": PALETTE["bad"],
+    "invalid": PALETTE["muted"],
+    "error": PALETTE["bad"],
+}
+
+
+def text(value: object) -> str:
+    """Any value as HTML text: escaped, quotes included, so it is safe in an attribute too."""
+    return html.escape(str(value), quote=True)
+
+
+def cell(value: str | None) -> str:
+    """A raw cell, escaped, with what the eye cannot see made visible.
+
+    Edge whitespace shows as ``␣``, invisible or control characters as their code point, an
+    empty cell as ``(empty)``; long cells are cut. Spellings differ in exactly these ways, so
+    the duplicates table would otherwise show identical-looking rows.
+    """
+    if value is None or value == "":
+        return '<span class="mark">(empty)</span>'
+    shown = value if len(value) <= MAX_CELL else value[:MAX_CELL]
+    core = shown.strip(TRIM_CHARS)
+    start = shown.find(core) if core else len(shown)
+    parts = [_mark_space(c) for c in shown[:start]]
+    parts += [_mark_invisible(c) for c in core]
+    parts += [_mark_space(c) for c in shown[start + len(core):]]
+    if len(value) > MAX_CELL:
+        parts.append(f'<span class="mark">… ({len(value):,} characters)</span>')
+    return f'<code class="cell">{"".join(parts)}</code>'
+
+
+def _mark_space(char: str) -> str:
+    return '<span class="mark">␣</span>' if char == " " else _code_point(char)
+
+
+def _mark_invisible(char: str) -> str:
+    if char.isprintable() and char not in TRIM_CHARS:
+        return text(char)
+    return " " if char == " " else _code_point(char)
+
+
+def _code_point(char: str) -> str:
+    return f'<span class="mark">U+{ord(char):04X}</span>'
+
+
+def doi_link(doi: str) -> str:
+    """A DOI as a link to its doi.org URL (``to_url`` encodes it); as text if it does not parse."""
+    try:
+        url = to_url(doi)
+    except InvalidDoiError:
+        return f"<code>{text(doi)}</code>"
+    return f'<a href="{text(url)}" rel="noopener noreferrer"><code>{text(doi)}</code></a>'
+
+
+def number(value: int) -> str:
+    return f"{value:,}"
+
+
+def share(part: int, whole: int) -> str:
+    if not whole:
+        return "–"
+    percent = 100 * part / whole
+    return f"{percent:.1f}%" if percent >= 0.1 or part == 0 else "<0.1%"
+
+
+def chart(labels: Sequence[str], values: Sequence[int], title: str, **style: object) -> str:
+    """A bar chart as an ``<img>`` holding an SVG ``data:`` URL; nothing when there is no bar."""
+    if not values:
+        return ""
+    svg = bar_chart(labels, values, **style)  # type: ignore[arg-type]
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return (
+        f'<figure class="chart"><img alt="{text(title)}" src="data:image/svg+xml;base64,{data}">'
+        f"<figcaption>{text(title)}</figcaption></figure>"
+    )
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
+    """A table whose cells are already HTML; ``head`` is plain text."""
+    head_html = "".join(f"<th>{text(name)}</th>" for name in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head_html}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _card(label: str, value: str, note: str = "", tone: str = "") -> str:
+    note_html = f'<div class="note">{note}</div>' if note else ""
+    return (
+        f'<div class="card {tone}"><div class="label">{text(label)}</div>'
+        f'<div class="value">{value}</div>{note_html}</div>'
+    )
+
+
+def _cards(figures: Figures) -> str:
+    rows = figures.rows
+    cards = [
+        _card("Rows", number(rows)),
+        _card("Valid DOIs", share(figures.valid, rows), f"{number(figures.valid)} rows", "good"),
+        _card("Not valid", number(figures.invalid), f"{share(figures.invalid, rows)} of rows",
+              "bad" if figures.invalid else ""),
+        _card("Distinct DOIs", number(figures.distinct_keys), "by comparison key"),
+        _card("Duplicated DOIs", number(figures.duplicate_keys),
+              f"{number(figures.duplicate_rows)} extra rows",
+              "warn" if figures.duplicate_keys else ""),
+        _card("Written differently", number(figures.hidden_keys),
+              "DOIs spelled more than one way", "warn" if figures.hidden_keys else ""),
+    ]
+    resolution = figures.resolution
+    if resolution is not None and resolution.statuses:
+        resolved = resolution.statuses.get("resolved", 0)
+        cards.append(_card("Resolved", share(resolved, resolution.rows),
+                           f"{number(resolved)} of {number(resolution.rows)} looked up", "good"))
+    return f'<section class="cards">{"".join(cards)}</section>'
+
+
+def _validity(figures: Figures) -> str:
+    labels = ["valid", *(r.reason for r in figures.reasons)]
+    values = [figures.valid, *(r.rows for r in figures.reasons)]
+    colors = [PALETTE["good"], *(PALETTE["bad"] for _ in figures.reasons)]
+    rows = [
+        [
+            f"<code>{text(r.reason)}</code><div class=\"hint\">"
+            f"{text(REASON_TEXT.get(r.reason, ''))}</div>",
+            number(r.rows),
+            share(r.rows, figures.rows),
+            "<br>".join(f"{cell(c)} <span class=\"times\">×{number(n)}</span>"
+                        for c, n in r.examples),
+        ]
+        for r in figures.reasons
+    ]
+    table = (
+        _table(["reason", "rows", "share", "commonest cells"], rows)
+        if rows else '<p class="ok">Every cell holds a valid DOI.</p>'
+    )
+    return (
+        "<section><h2>Validity</h2>"
+        '<p class="lead">Each cell is parsed per ANSI/NISO Z39.84; the first failing check is '
+        "its reason.</p>"
+        f'<div class="split">{chart(labels, values, "Rows by verdict", colors=colors)}'
+        f"<div>{table}</div></div></section>"
+    )
+
+
+def _duplicates(figures: Figures) -> str:
+    lead = (
+        '<p class="lead">Rows are grouped on the comparison key (the DOI with ASCII a–z '
+        "upper-cased, nothing else, Z39.84 §4): cells written differently, by case, wrapper "
+        "(<code>doi:</code>, URL, URN), whitespace or escapes, are the same DOI. "
+        f"{number(figures.duplicate_keys)} DOIs are on more than one row; "
+        f"{number(figures.hidden_keys)} of them ({number(figures.hidden_rows)} rows) are "
+        "written in more than one way, which a plain <code>GROUP BY</code> never shows.</p>"
+    )
+    if not figures.groups:
+        return f'<section><h2>Duplicates by comparison key</h2>{lead}<p class="ok">No DOI is ' \
+               "on more than one row.</p></section>"
+    rows = []
+    for group in figures.groups:
+        spellings = "<br>".join(
+            f"{cell(c)} <span class=\"times\">×{number(n)}</span>" for c, n in group.spellings
+        )
+        more = group.distinct_spellings - len(group.spellings)
+        if more > 0:
+            spellings += f'<br><span class="mark">… {number(more)} more spellings</span>'
+        rows.append([doi_link(group.key), number(group.rows),
+                     number(group.distinct_spellings), spellings])
+    shown = len(figures.groups)
+    note = (f'<p class="hint">The {shown} largest groups, those written differently first.</p>'
+            if figures.duplicate_keys > shown else "")
+    table = _table(["comparison key", "rows", "spellings", "cells as written"], rows, "dups")
+    return f"<section><h2>Duplicates by comparison key</h2>{lead}{table}{note}</section>"
+
+
+def _forms_and_prefixes(figures: Figures) -> str:
+    forms = [(FORM_TEXT.get(name, name), count) for name, count in figures.forms.items()]
+    forms_chart = chart([f for f, _ in forms], [c for _, c in forms],
+                        "How the DOIs are written")
+    prefixes = chart([p for p, _ in figures.prefixes], [c for _, c in figures.prefixes],
+                     "Rows per registrant prefix")
+    extra = figures.distinct_prefixes - len(figures.prefixes)
+    note = (f'<p class="hint">Top {len(figures.prefixes)} of '
+            f"{number(figures.distinct_prefixes)} prefixes.</p>" if extra > 0 else "")
+    return (
+        '<section class="pair">'
+        f"<div><h2>Forms</h2><p class=\"lead\">Of the {number(figures.with_doi)} cells holding "
+        f"a DOI.</p>{forms_chart}</div>"
+        f"<div><h2>Registrant prefixes</h2><p class=\"lead\">"
+        f"{number(figures.distinct_prefixes)} registrants.</p>{prefixes}{note}</div>"
+        "</section>"
+    )
+
+
+def _resolution(resolution: ResolutionFigures | None) -> str:
+    if resolution is None:
+        return ""
+    parts = [f'<p class="lead">{number(resolution.rows)} rows in the resolution table.</p>']
+    charts = []
+    if resolution.statuses:
+        names = list(resolution.statuses)
+        charts.append(chart(
+            names, list(resolution.statuses.values()), "Rows by resolution status",
+            colors=[STATUS_COLORS.get(n, PALETTE["neutral"]) for n in names],
+        ))
+    if resolution.agencies:
+        charts.append(chart(list(resolution.agencies), list(resolution.agencies.values()),
+                            "Registration agency (Which RA?)"))
+    if charts:
+        parts.append(f'<div class="pair">{"".join(f"<div>{c}</div>" for c in charts)}</div>')
+    if resolution.statuses is not None:
+        parts.append(_failures(resolution))
+    if resolution.repairs_proposed is not None:
+        parts.append(_repairs(resolution))
+    return f"<section><h2>Resolution</h2>{''.join(parts)}</section>"
+
+
+def _failures(resolution: ResolutionFigures) -> str:
+    title = f"<h3>Failures ({' or '.join(FAILED_STATUSES)}): {number(resolution.failures)}</h3>"
+    if not resolution.failures:
+        return f'{title}<p class="ok">Every DOI looked up was found.</p>'
+    rows = [
+        [doi_link(doi) if doi else cell(doi), f"<code>{text(status)}</code>", text(error),
+         number(n)]
+        for doi, status, error, n in resolution.failure_examples
+    ]
+    reasons = ""
+    if resolution.failure_reasons:
+        listed = ", ".join(f"{text(e)} ×{number(n)}"
+                           for e, n in list(resolution.failure_reasons.items())[:8])
+        reasons = f'<p class="hint">Errors: {listed}</p>'
+    return title + reasons + _table(["DOI", "status", "error", "rows"], rows)
+
+
+def _repairs(resolution: ResolutionFigures) -> str:
+    proposed = resolution.repairs_proposed or 0
+    verified = resolution.repairs_verified
+    said = (f", {number(verified)} verified by the proxy" if verified is not None else "")
+    title = f"<h3>Repairs: {number(proposed)} proposed{said}</h3>"
+    if not proposed:
+        return title
+    rows = [
+        [cell(c), doi_link(s), f"<code>{text(rule)}</code>",
+         '<span class="yes">yes</span>' if ok else '<span class="no">no</span>']
+        for c, s, rule, ok in resolution.repair_examples
+    ]
+    return title + _table(["cell", "suggested DOI", "rule", "verified"], rows)
+
+
+def render_html(figures: Figures, *, title: str | None = None, version: str = "") -> str:
+    """The whole page for ``figures``."""
+    heading = title or "DOI quality report"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = (
+        f"{text(figures.source)} · column <code>{text(figures.column)}</code> · "
+        f"{stamp} · airflow-doi {text(version)}"
+    )
+    body = "".join((
+        _cards(figures),
+        _validity(figures),
+        _duplicates(figures),
+        _forms_and_prefixes(figures),
+        _resolution(figures.resolution),
+    ))
+    return PAGE.format(
+        csp=CSP, title=text(f"{heading}: {figures.source}"), heading=text(heading),
+        subtitle=subtitle, body=body,
+    )
+
+
+PAGE: Final[str] = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>{title}</title>
+<style>
+:root {{ --ink: #1a202c; --soft: #4a5568; --line: #e2e8f0; --paper: #fff; --bg: #f7fafc;
+  --good: #2f855a; --bad: #c05621; --warn: #b7791f; --accent: #2b6cb0; }}
+* {{ box-sizing: border-box; }}
+body {{ margin: 0; background: var(--bg); color: var(--ink);
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }}
+main {{ max-width: 1180px; margin: 0 auto; padding: 28px 32px 40px; }}
+header h1 {{ margin: 0; font-size: 26px; letter-spacing: -0.01em; }}
+header p {{ margin: 4px 0 0; color: var(--soft); }}
+section {{ background: var(--paper); border: 1px solid var(--line); border-radius: 10px;
+  padding: 18px 22px; margin-top: 18px; }}
+section.cards {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(128px, 1fr));
+  gap: 12px; background: none; border: 0; padding: 0; }}
+.card {{ background: var(--paper); border: 1px solid var(--line); border-left: 5px solid
+  var(--accent); border-radius: 10px; padding: 12px 14px; }}
+.card.good {{ border-left-color: var(--good); }} .card.bad {{ border-left-color: var(--bad); }}
+.card.warn {{ border-left-color: var(--warn); }}
+.card .label {{ color: var(--soft); font-size: 13px; text-transform: uppercase;
+  letter-spacing: 0.04em; }}
+.card .value {{ font-size: 30px; font-weight: 700; line-height: 1.2; }}
+.card .note {{ color: var(--soft); font-size: 13px; }}
+h2 {{ margin: 0 0 6px; font-size: 19px; }} h3 {{ margin: 18px 0 6px; font-size: 16px; }}
+.lead {{ margin: 0 0 12px; color: var(--soft); }}
+.hint {{ color: var(--soft); font-size: 13px; }}
+.ok {{ color: var(--good); font-weight: 600; }}
+.split {{ display: grid; grid-template-columns: minmax(0, 5fr) minmax(0, 7fr); gap: 22px;
+  align-items: start; }}
+.pair {{ display: grid; grid-template-columns: 1fr 1fr; gap: 22px; align-items: start; }}
+section.pair {{ background: none; border: 0; padding: 0; }}
+section.pair > div {{ background: var(--paper); border: 1px solid var(--line);
+  border-radius: 10px; padding: 18px 22px; }}
+figure.chart {{ margin: 0; }}
+figure.chart img {{ display: block; max-width: 100%; height: auto; margin: 0 auto; }}
+figcaption {{ color: var(--soft); font-size: 12px; text-align: center; margin-top: 2px; }}
+table {{ border-collapse: collapse; width: 100%; font-size: 14px; }}
+th {{ text-align: left; color: var(--soft); font-weight: 600; font-size: 12px;
+  text-transform: uppercase; letter-spacing: 0.04em; border-bottom: 2px solid var(--line);
+  padding: 6px 8px; }}
+td {{ border-bottom: 1px solid var(--line); padding: 6px 8px; vertical-align: top;
+  overflow-wrap: anywhere; }}
+td:nth-child(2), td:nth-child(3) {{ white-space: nowrap; }}
+code {{ font: 13px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }}
+code.cell {{ background: #edf2f7; border-radius: 4px; padding: 1px 4px; white-space: pre-wrap; }}
+.mark {{ color: #9b2c2c; background: #fed7d7; border-radius: 3px; padding: 0 2px;
+  font-size: 11px; }}
+.times {{ color: var(--soft); font-size: 12px; }}
+.yes {{ color: var(--good); font-weight: 600; }} .no {{ color: var(--soft); }}
+a {{ color: var(--accent); text-decoration: none; }} a:hover {{ text-decoration: underline; }}
+footer {{ color: var(--soft); font-size: 12px; margin-top: 18px; }}
+@media (max-width: 800px) {{ .split, .pair {{ grid-template-columns: 1fr; }} }}
+</style>
+</head>
+<body>
+<main>
+<header><h1>{heading}</h1><p>{subtitle}</p></header>
+{body}
+<footer>Made by airflow-doi from the data alone: no network was used to build or to open this
+page. Comparison key per ANSI/NISO Z39.84-2005 §4.</footer>
+</main>
+</body>
+</html>
+"""

@@ -1,0 +1,290 @@
+"""Read the one column a report needs, from a CSV/Parquet file or a SQL table.
+
+Files go through :mod:`airflow_doi.io_tables` (the same reader as ``airflow-doi normalize``:
+cells as text, bytes that are not UTF-8 kept for a ``bad_encoding`` verdict, CSV rows with the
+wrong number of fields kept and flagged). SQL tables are read through a DB-API connection
+(``SELECT "column" FROM "table"``, nothing else, and read-only where the driver allows it);
+the figures are then computed in Arrow by the same engine as for files, rather than in SQL:
+the DOI functions need not be installed in the database, and every input gets exactly the same
+verdicts.
+
+Database sources: ``sqlite:///path.db``, ``duckdb:///path.duckdb``, ``postgresql://...`` (or
+``postgres://``), or an Airflow connection id whose hook speaks the DB-API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_doi.airflow_sql import quote_identifier
+from airflow_doi.io_tables import (
+    MALFORMED_FLAG,
+    CsvOptions,
+    TableInputError,
+    TableReader,
+    detect_format,
+    read_table,
+    require_column,
+    text_column,
+)
+from airflow_doi.resolver.config import redact_url
+
+__all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
+
+#: URL schemes read as databases; anything else is a file path.
+SQL_SCHEMES: Final[tuple[str, ...]] = ("sqlite", "duckdb", "postgresql", "postgres")
+_CHUNK_ROWS: Final[int] = 200_000
+_TEXT: Final[pa.DataType] = pa.large_string()
+
+
+@dataclass
+class Column:
+    """The raw cells of a DOI column, plus what :func:`compute_figures` needs to judge them."""
+
+    values: pa.ChunkedArray
+    overrides: dict[int, object]
+    malformed: np.ndarray[Any, np.dtype[np.bool_]] | None = None
+
+
+def is_database_url(source: str | Path) -> bool:
+    scheme, sep, _ = str(source).partition("://")
+    return bool(sep) and scheme.lower() in SQL_SCHEMES
+
+
+def read_column(
+    source: str | Path | None,
+    column: str,
+    *,
+    table: str | None = None,
+    conn_id: str | None = None,
+    input_format: str | None = None,
+    options: CsvOptions | None = None,
+) -> Column:
+    """The cells of ``column``: from a file, or from ``table`` via a database URL or ``conn_id``."""
+    if conn_id is not None or (source is not None and is_database_url(source)):
+        if table is None:
+            raise TableInputError(f"a database source needs a table: which table holds {column!r}?")
+        return _from_sql(source, conn_id, table, [column])[column]
+    if source is None:
+        raise TableInputError(
+            "no input: give a CSV/Parquet file, a database URL or a connection id"
+        )
+    return _from_file(Path(source), column, input_format, options)
+
+
+def read_resolution_table(
+    source: str | Path | None, *, table: str | None = None, conn_id: str | None = None
+) -> pa.Table:
+    """A whole (small) table as text columns: used for a resolution table."""
+    if conn_id is not None or (source is not None and is_database_url(source)):
+        if table is None:
+            raise TableInputError("a database resolution source needs a table name")
+        columns = _from_sql(source, conn_id, table, None)
+        return pa.table({name: found.values for name, found in columns.items()})
+    if source is None:
+        raise TableInputError("no resolution table given")
+    path = Path(source)
+
+    def consume(reader: TableReader) -> pa.Table:
+        batches = [
+            pa.record_batch(
+                [text_column(batch.column(name))[0] for name in reader.names], reader.names
+            )
+            for batch in reader.batches
+        ]
+        if reader.flags_malformed and reader.malformed_count:
+            raise TableInputError(
+                f"{path}: {reader.malformed_count} rows have the wrong number of fields "
+                f"(e.g. {reader.malformed[0]}): fix the file and run again"
+            )
+        if not batches:
+            return pa.table({name: pa.array([], _TEXT) for name in reader.names})
+        return pa.Table.from_batches(batches)
+
+    table, _ = read_table(path, detect_format(path), consume, chunk_rows=_CHUNK_ROWS)
+    return table
+
+
+def _from_file(
+    path: Path, column: str, input_format: str | None, options: CsvOptions | None
+) -> Column:
+    def consume(reader: TableReader) -> Column:
+        # Restartable: read_table calls it again on the lenient reader when the fast one
+        # could only have skipped a row with the wrong number of fields (kept and flagged).
+        require_column(reader, column, path)
+        flags: list[np.ndarray[Any, Any]] = []
+
+        def cells() -> Iterator[pa.Array]:
+            for batch in reader.batches:
+                if reader.flags_malformed:
+                    flag = batch.column(MALFORMED_FLAG)
+                    flags.append(flag.to_numpy(zero_copy_only=False).astype(bool))
+                yield batch.column(column)
+
+        found = _collect(cells())
+        if flags:
+            found.malformed = np.concatenate(flags)
+        return found
+
+    fmt = detect_format(path, input_format)
+    found, _ = read_table(
+        path, fmt, consume, chunk_rows=_CHUNK_ROWS, options=options, columns=[column]
+    )
+    return found
+
+
+def _collect(chunks: Iterable[pa.Array]) -> Column:
+    arrays: list[pa.Array] = []
+    overrides: dict[int, object] = {}
+    offset = 0
+    for values in chunks:
+        text, repaired = text_column(values)
+        overrides.update({offset + row: cell for row, cell in repaired.items()})
+        arrays.append(text)
+        offset += len(text)
+    return Column(pa.chunked_array(arrays, _TEXT), overrides)
+
+
+def _from_sql(
+    url: str | Path | None, conn_id: str | None, table: str, columns: list[str] | None
+) -> dict[str, Column]:
+    """``SELECT`` the columns (all when ``None``) of ``table``: name -> cells as text."""
+    try:
+        quoted_table = quote_identifier(table)
+        selected = "*" if columns is None else ", ".join(quote_identifier(c) for c in columns)
+    except ValueError as error:
+        raise TableInputError(str(error)) from None
+    query = f"SELECT {selected} FROM {quoted_table}"
+    where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
+    connection = _connect(str(url) if url is not None else None, conn_id, where)
+    try:
+        try:
+            if type(connection).__module__.startswith(("duckdb", "_duckdb")):
+                # DuckDB hands Arrow over without building a Python row per record.
+                relation = connection.sql(query)
+                arrow = getattr(relation, "to_arrow_table", None) or relation.arrow
+                got = arrow()
+                return {name: _collect(got.column(name).chunks) for name in got.column_names}
+            cursor = connection.cursor()
+            cursor.execute(query)
+        except Exception:  # every driver has its own error classes and wording
+            what = f"column {columns[0]!r} of table {table!r}" if columns else f"table {table!r}"
+            raise TableInputError(
+                f"{where}: cannot read {what}: it does not exist or may not be read; "
+                "check the table and column names (schema.table for another schema)"
+            ) from None
+        names = [str(item[0]) for item in cursor.description]
+        return _fetch(cursor, names)
+    finally:
+        connection.close()
+
+
+def _fetch(cursor: Any, names: list[str]) -> dict[str, Column]:
+    """Every row of an executed cursor, column by column, as text arrays."""
+    parts: dict[str, list[pa.Array]] = {name: [] for name in names}
+    while rows := cursor.fetchmany(50_000):
+        for index, name in enumerate(names):
+            parts[name].append(_cells([row[index] for row in rows]))
+    return {name: _collect(arrays or [pa.array([], _TEXT)]) for name, arrays in parts.items()}
+
+
+def _cells(values: list[object]) -> pa.Array:
+    """DB-API values as an Arrow array: text as text, bytes kept for ``text_column``."""
+    try:
+        return pa.array(values, _TEXT)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    binary = (bytes, bytearray, memoryview)
+    if all(v is None or isinstance(v, binary) for v in values):
+        blobs = [bytes(v) if isinstance(v, binary) else None for v in values]
+        return pa.array(blobs, pa.large_binary())
+    return pa.array(
+        [v if v is None or isinstance(v, str) else _as_text(v) for v in values], _TEXT
+    )
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _connect(url: str | None, conn_id: str | None, where: str) -> Any:
+    """A read-only DB-API connection for a URL or an Airflow connection id."""
+    if conn_id is not None:
+        from airflow_doi.operators.base import sql_hook
+
+        try:
+            return sql_hook(conn_id).get_conn()
+        except Exception:
+            raise TableInputError(
+                f"{where}: cannot connect: check that the Airflow connection exists and "
+                "is a SQL connection whose server is reachable"
+            ) from None
+    assert url is not None
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    try:
+        if scheme == "sqlite":
+            return _sqlite(rest, where)
+        if scheme == "duckdb":
+            return _duckdb(rest, where)
+        import psycopg
+
+        connection = psycopg.connect(url)
+        connection.read_only = True
+        return connection
+    except TableInputError:
+        raise
+    except ModuleNotFoundError as error:
+        raise TableInputError(
+            f"{where}: reading it needs the {error.name} package: "
+            f"pip install 'airflow-doi[{'duckdb' if scheme == 'duckdb' else 'postgres'}]'"
+        ) from None
+    except Exception:
+        raise TableInputError(
+            f"{where}: cannot connect: check the host, port, user, password and database "
+            "name in the URL, and that the server is running"
+        ) from None
+
+
+def _database_path(rest: str, where: str) -> Path:
+    # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them.
+    if not rest.startswith("/"):
+        raise TableInputError(f"{where}: write a file database as scheme:///path (three slashes)")
+    path = Path(rest[1:])
+    if not path.is_file():
+        raise TableInputError(f"{where}: no such database file {str(path)!r}")
+    return path
+
+
+def _sqlite(rest: str, where: str) -> Any:
+    import sqlite3
+
+    path = _database_path(rest, where)
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def _duckdb(rest: str, where: str) -> Any:
+    import duckdb
+
+    return duckdb.connect(str(_database_path(rest, where)), read_only=True)
+
+
+def as_table(rows: pa.Table | Iterable[Any]) -> pa.Table:
+    """A resolution table given in memory: an Arrow table, ``ResolutionResult`` objects or dicts."""
+    if isinstance(rows, pa.Table):
+        return rows
+    records: list[Mapping[str, Any]] = [
+        row.as_row() if hasattr(row, "as_row") else row for row in rows
+    ]
+    names = list(dict.fromkeys(name for record in records for name in record))
+    return pa.table({
+        name: _cells([record.get(name) for record in records]) for name in names
+    })
