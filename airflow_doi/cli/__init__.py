@@ -1,25 +1,113 @@
 """The ``airflow-doi`` command line: one subcommand module per job.
 
 Each module in this package exposes ``register(subparsers)``; subcommands whose optional
-dependencies are missing still appear and fail with a clear message naming the extra.
+dependencies are missing still appear and fail with a clear message naming the extra (one
+table, :data:`EXTRAS`, maps a missing module to the extra that installs it). The package
+itself imports only the standard library, so ``--help`` works on any install.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("normalize", "resolve", "simulator", "sql", "demo")
+SUBCOMMANDS: tuple[str, ...] = (
+    "normalize", "resolve", "repair", "report", "simulator", "sql", "demo",
+)
+
+#: Top-level module -> the extra that installs it. ``None``: a base dependency, so its absence
+#: means a broken install rather than a missing extra.
+EXTRAS: dict[str, str | None] = {
+    "pyarrow": None,
+    "numpy": None,
+    "aiohttp": "resolve",
+    "aiolimiter": "resolve",
+    "tenacity": "resolve",
+    "limits": "resolve",
+    "redis": "resolve",
+    "tqdm": "resolve",
+    "pandas": "pandas",
+    "sqlglot": "sql",
+    "duckdb": "duckdb",
+    "psycopg": "postgres",
+    "dbt": "dbt",
+    "airflow": "airflow",
+    "pyspark": "spark",
+    "matplotlib": "report",
+}
+
+#: Exit codes shared by the subcommands.
+EXIT_USAGE = 2
+
+#: Loggers whose WARNING lines the CLI shows on stderr (the resolver's breaker, for one).
+LOGGER = "airflow_doi"
+
+
+#: Sphinx markup a docstring may carry: ``literal`` and :role:`target`.
+_MARKUP = re.compile(r":[a-z]+:`~?([^`]*)`|``([^`]*)``")
+
+
+def plain(text: str) -> str:
+    """``text`` without Sphinx markup, as a terminal should show it."""
+    return _MARKUP.sub(lambda match: match.group(1) or match.group(2) or "", text)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions kept as written but plain; every option's default shown after its help.
+
+    ``ArgumentDefaultsHelpFormatter`` would also print ``(default: None)`` and
+    ``(default: False)``, which say nothing; those are left out here, as is a default the
+    help text already states.
+    """
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "%(default)" in text
+            or "(default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def missing_extra_message(module: str | None) -> str:
+    """What to install when ``module`` cannot be imported, in one sentence."""
+    top = (module or "?").split(".")[0]
+    if top not in EXTRAS:
+        return f"the module {top!r} is missing: install it, or reinstall airflow-doi"
+    extra = EXTRAS[top]
+    if extra is None:
+        return (f"the module {top!r}, part of every airflow-doi install, is missing: "
+                "reinstall with pip install --force-reinstall airflow-doi")
+    return (f"this command needs the [{extra}] extra ({top} is not installed): "
+            f"pip install 'airflow-doi[{extra}]'")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="airflow-doi", description="DOIs per ANSI/NISO Z39.84: normalize, resolve, SQL."
+        prog="airflow-doi",
+        description="DOIs per ANSI/NISO Z39.84: normalize, resolve, SQL.",
+        formatter_class=HelpFormatter,
     )
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND",
+        help=", ".join(SUBCOMMANDS) + " (each has its own --help)",
+    )
     for name in SUBCOMMANDS:
         try:
             module = importlib.import_module(f"airflow_doi.cli.{name}")
@@ -28,23 +116,70 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not part of this build
             raise
         module.register(subparsers)
+    _plain_help_everywhere(parser)
     return parser
+
+
+def _plain_help_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Every (sub)command's help through :class:`HelpFormatter`, whoever registered it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.formatter_class = HelpFormatter
+                _plain_help_everywhere(child)
+
+
+class _OneLine(logging.Formatter):
+    """``airflow-doi CMD: warning: message`` on one line, never a traceback."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = " ".join(record.getMessage().split())
+        return f"airflow-doi {self.command}: {record.levelname.lower()}: {message}"
+
+
+@contextmanager
+def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
+    """The project's WARNING-and-up log lines on stderr while a command runs."""
+    logger = logging.getLogger(LOGGER)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine(command))
+    handler.setLevel(logging.WARNING)
+    previous = logger.level
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as error:  # a clear one-line message, never a traceback, for users
-        if getattr(args, "debug", False):
-            raise
-        print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
-        return 1
+    with _log_to_stderr(args.command):
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            return 0
+        except ModuleNotFoundError as error:
+            if getattr(args, "debug", False):
+                raise
+            message = missing_extra_message(error.name)
+            print(f"airflow-doi {args.command}: error: {message}", file=sys.stderr)
+            return EXIT_USAGE
+        except Exception as error:  # a clear one-line message, never a traceback, for users
+            if getattr(args, "debug", False):
+                raise
+            print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":

@@ -5,14 +5,15 @@ Every input row and column is kept, in order; five columns are appended (names c
 ``doi_valid`` (true/false), ``doi_reason`` (null when valid) and ``doi_url``. The file is
 streamed in chunks, so its size is bounded by the disk, not by memory.
 
+Files are read by :func:`airflow_doi.io_tables.read_table`, as ``resolve`` reads them.
 Exit codes: 0 done (including rows that are not DOIs: they are reported, not fatal); 2 the input
-cannot be used as asked (no such file or column, empty file, an added column already exists).
+cannot be used as asked (no such file or column, empty file, duplicated column names, an added
+column already exists, bytes that are not the named ``--encoding``).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,16 +25,18 @@ Add normalized DOI columns to a CSV or Parquet file.
 Every input row and column is kept, in order (CSV cells are read as text, so ids like 00123
 stay as they are), and five columns are appended: doi (normalized, empty when invalid),
 doi_key (comparison key), doi_valid (true/false), doi_reason (empty when valid: empty,
-bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix, reserved_suffix)
-and doi_url. If the input already has one of these names, pass --prefix.
+bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix, reserved_suffix,
+malformed_row) and doi_url. If the input already has one of these names, pass --prefix.
 
-The file is streamed in chunks, so memory stays flat whatever its size. A CSV cell that is not
-UTF-8 is written back with U+FFFD for the bad bytes and, in the DOI column, reported as
-bad_encoding. A CSV row with the wrong number of fields is kept too (padded with empty cells
-or cut to the header's width) with doi_valid=false and doi_reason=malformed_row.
+The file is streamed in chunks, so memory stays flat whatever its size. A gzip-compressed CSV
+is read as is. CSV output is UTF-8. With the default --encoding utf-8, a cell that is not
+UTF-8 is written back with U+FFFD for the bad bytes and counted on stderr (in the DOI column
+it is reported as bad_encoding); pass --encoding latin-1 or cp1252 to read such a file as
+what it is. A CSV row with the wrong number of fields is kept too (padded with empty cells or
+cut to the header's width) with doi_valid=false and doi_reason=malformed_row.
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, empty
-file, an added column already exists)."""
+file, duplicated column names, an added column already exists, a missing extra)."""
 
 #: The appended columns, before ``--prefix``.
 ADDED_COLUMNS: tuple[str, ...] = ("doi", "doi_key", "doi_valid", "doi_reason", "doi_url")
@@ -41,30 +44,24 @@ DEFAULT_CHUNK_ROWS = 100_000
 
 
 def register(subparsers: Any) -> None:
+    from airflow_doi.cli import HelpFormatter
+    from airflow_doi.cli._files import add_file_options
+
     parser = subparsers.add_parser(
         "normalize",
         help="add doi, doi_key, doi_valid, doi_reason, doi_url columns to a CSV/Parquet file",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("input", type=Path, metavar="IN", help="CSV or Parquet file")
     parser.add_argument("--column", required=True, help="the column holding the DOIs")
-    parser.add_argument("--output", "-o", required=True, type=Path, metavar="OUT")
+    add_file_options(parser, escape_default=False)
     parser.add_argument(
         "--decode", choices=("auto", "always", "never"), default="auto",
-        help="percent-decoding: auto (URL/URN/info forms only, default), always, never",
+        help="percent-decoding: auto (URL/URN/info forms only), always, never",
     )
     parser.add_argument(
         "--chunk-size", type=_positive, default=DEFAULT_CHUNK_ROWS, metavar="N",
-        help=f"rows per processing chunk (default {DEFAULT_CHUNK_ROWS:,}); bounds memory",
-    )
-    parser.add_argument(
-        "--format", choices=("csv", "parquet"), default=None,
-        help="output format (default: from OUT's extension, .parquet/.pq -> parquet, else csv)",
-    )
-    parser.add_argument(
-        "--input-format", choices=("csv", "parquet"), default=None,
-        help="input format (default: from IN's extension)",
+        help="rows per processing chunk; bounds memory",
     )
     parser.add_argument(
         "--prefix", default="", help="prefix for the added column names (e.g. clean_)"
@@ -76,9 +73,12 @@ def register(subparsers: Any) -> None:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return value
 
 
@@ -89,11 +89,13 @@ MALFORMED_REASON = "malformed_row"
 
 @dataclass
 class Summary:
-    """Counts for the one-line report on stderr."""
+    """Counts for the one-line report on stderr, and the cells that had to be repaired."""
 
     rows: int = 0
     valid: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
+    #: Column -> cells that were not UTF-8 (written with U+FFFD).
+    repaired: Counter[str] = field(default_factory=Counter)
 
     def line(self) -> str:
         reasons = ", ".join(f"{name}={count:,}" for name, count in sorted(self.reasons.items()))
@@ -103,10 +105,12 @@ class Summary:
 
 
 def run(args: argparse.Namespace) -> int:
+    from airflow_doi.cli._files import csv_options, input_error, report_reading, say
     from airflow_doi.io_tables import TableInputError
 
     try:
-        summary, skipped, examples = normalize_file(
+        options = csv_options(args)
+        summary, reader = _normalize(
             args.input,
             args.output,
             column=args.column,
@@ -116,17 +120,13 @@ def run(args: argparse.Namespace) -> int:
             output_format=args.format,
             prefix=args.prefix,
             base_url=args.base_url,
+            options=options,
+            escape=args.escape_formulas,
         )
     except TableInputError as error:
-        print(f"airflow-doi normalize: error: {error}", file=sys.stderr)
-        return 2
-    print(f"airflow-doi normalize: {args.output}: {summary.line()}", file=sys.stderr)
-    if skipped:
-        print(
-            f"airflow-doi normalize: warning: {skipped:,} CSV rows had the wrong number of "
-            f"fields (kept as doi_reason={MALFORMED_REASON}), e.g. {examples[:3]!r}",
-            file=sys.stderr,
-        )
+        return input_error("normalize", error)
+    say("normalize", f"{args.output}: {summary.line()}")
+    report_reading("normalize", reader, dict(summary.repaired), options)
     return 0
 
 
@@ -141,81 +141,115 @@ def normalize_file(
     output_format: str | None = None,
     prefix: str = "",
     base_url: str | None = None,
+    encoding: str = "utf-8",
+    delimiter: str = ",",
+    escape_formulas: bool = False,
 ) -> tuple[Summary, int, list[str]]:
     """Stream ``source`` to ``target`` with the DOI columns added.
 
     Returns the summary, the number of malformed CSV rows (kept, flagged ``malformed_row``)
     and a few of them.
     """
+    from airflow_doi.io_tables import CsvOptions
+
+    summary, reader = _normalize(
+        source, target, column=column, decode=decode, chunk_rows=chunk_rows,
+        input_format=input_format, output_format=output_format, prefix=prefix,
+        base_url=base_url, options=CsvOptions(encoding, delimiter), escape=escape_formulas,
+    )
+    return summary, reader.malformed_count, reader.malformed
+
+
+def _normalize(
+    source: Path,
+    target: Path,
+    *,
+    column: str,
+    decode: str,
+    chunk_rows: int,
+    input_format: str | None,
+    output_format: str | None,
+    prefix: str,
+    base_url: str | None,
+    options: Any,
+    escape: bool,
+) -> tuple[Summary, Any]:
+    """The work of :func:`normalize_file`; also returns the reader that read the file."""
     import pyarrow as pa
 
-    from airflow_doi.io_tables import (
-        TableInputError,
-        detect_format,
-        open_csv_lenient,
-        open_table,
-    )
+    from airflow_doi.io_tables import TableInputError, detect_format, read_table, require_column
     from airflow_doi.presentation import DEFAULT_BASE_URL
 
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
-    reader = open_table(source, detect_format(source, input_format), chunk_rows=chunk_rows)
-    if column not in reader.names:
-        raise TableInputError(
-            f"{source}: no column {column!r} (columns: {', '.join(reader.names) or 'none'})"
-        )
     added = [prefix + name for name in ADDED_COLUMNS]
-    clashes = [name for name in added if name in reader.names]
-    if clashes:
-        raise TableInputError(
-            f"{source}: already has column(s) {', '.join(clashes)}; "
-            "pick a prefix for the added columns, e.g. --prefix clean_"
-        )
-    text = pa.large_string()
-    schema = reader.schema
-    for name, kind in zip(added, (text, text, pa.bool_(), text, text), strict=True):
-        schema = schema.append(pa.field(name, kind))
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL
-    try:
-        summary = _stream(reader, target, out_format, schema, column, decode, base)
-    except _MalformedRows:
-        # The fast reader met a row whose field count is wrong: it could only drop it, so the
-        # file is read again with the lenient reader, which keeps and flags every such row.
-        lenient = open_csv_lenient(source, chunk_rows)
-        summary = _stream(lenient, target, out_format, schema, column, decode, base)
-    return summary, reader.malformed_count, reader.malformed
+
+    def one_pass(reader: Any) -> Summary:
+        require_column(reader, column, source)
+        clashes = [name for name in added if name in reader.names]
+        if clashes:
+            raise TableInputError(
+                f"{source}: already has column(s) {', '.join(clashes)}; "
+                "pick a prefix for the added columns, e.g. --prefix clean_"
+            )
+        text = pa.large_string()
+        schema = reader.schema
+        if out_format == "csv":  # CSV holds text: a Parquet binary column is written as text
+            schema = pa.schema([
+                pa.field(item.name, text) if _is_binary(item.type) else item for item in schema
+            ])
+        for name, kind in zip(added, (text, text, pa.bool_(), text, text), strict=True):
+            schema = schema.append(pa.field(name, kind))
+        guard = escape and out_format == "csv"
+        return _stream(reader, target, out_format, schema, column, decode, base, guard)
+
+    return read_table(
+        source, detect_format(source, input_format), one_pass,
+        chunk_rows=chunk_rows, options=options,
+    )
 
 
-class _MalformedRows(Exception):
-    """The fast CSV reader skipped a row: start again with the lenient reader."""
+def _is_binary(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
 
 
 def _stream(
-    reader: Any, target: Path, out_format: Any, schema: Any, column: str, decode: str, base: str
+    reader: Any, target: Path, out_format: Any, schema: Any, column: str, decode: str,
+    base: str, escape: bool,
 ) -> Summary:
     """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from airflow_doi._arrow import analyse
-    from airflow_doi.io_tables import MALFORMED_FLAG, text_column, writing
+    from airflow_doi.io_tables import MALFORMED_FLAG, escape_formulas, text_column, writing
 
     summary = Summary()
     text = pa.large_string()
     with writing(target, out_format, schema) as writer:
         for batch in reader.batches:
-            if reader.malformed_count:
-                raise _MalformedRows
             flags = None
             if reader.flags_malformed:
                 flags = batch.column(MALFORMED_FLAG)
                 batch = batch.drop_columns([MALFORMED_FLAG])
-            dois, overrides = text_column(batch.column(column))
-            columns: list[Any] = [
-                text_column(values)[0] if reader.all_text else values
-                for values in batch.columns
-            ]
+            columns: list[Any] = []
+            overrides: dict[int, object] = {}
+            for name, values in zip(batch.schema.names, batch.columns, strict=True):
+                kept = values  # Parquet columns keep their own types, unless CSV needs text
+                as_text_out = reader.all_text or schema.field(name).type != values.type
+                if as_text_out or name == column:
+                    as_text, repaired = text_column(values)
+                    if name == column:
+                        dois, overrides = as_text, repaired
+                    if as_text_out:
+                        kept = as_text
+                        if repaired:
+                            summary.repaired[name] += len(repaired)
+                columns.append(escape_formulas(kept) if escape else kept)
             result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
             added = [result.doi, result.key(), pa.array(result.valid), result.reason,
                      result.url(base)]
@@ -232,10 +266,7 @@ def _stream(
             columns += added
             writer.write_table(pa.Table.from_arrays(columns, schema=schema))
             summary.rows += batch.num_rows
-            valid = added[2].to_numpy(zero_copy_only=False)
-            summary.valid += int(valid.sum())
+            summary.valid += pc.sum(added[2]).as_py() or 0
             reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
             summary.reasons.update({item["values"]: item["counts"] for item in reasons})
-        if reader.malformed_count:  # a malformed row in the very last block
-            raise _MalformedRows
     return summary

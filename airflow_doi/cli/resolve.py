@@ -1,33 +1,62 @@
 """``airflow-doi resolve``: resolve a CSV or Parquet column through the proxy REST API.
 
-Writes one output row per input row (``input`` holds the raw cell) with the resolver's
-columns, shows a progress bar only on a terminal, and ends with a one-line summary. Rows
-that failed are reported as ``status=error``, not as a failing exit code: the exit status is
-non-zero only for usage and I/O problems.
+Reads files exactly as ``normalize`` does (:mod:`airflow_doi.io_tables`) and writes one row
+per input row. Rows the resolver gave up on are ``status=error``; the exit status turns
+non-zero for them only above ``--max-error-share``, so a dead proxy cannot pass for success.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "run"]
 
+DESCRIPTION = """\
+Resolve a column of DOIs through the doi.org proxy REST API (or any proxy at --base-url).
+
+Writes one row per input row: input (the cell as text), doi, key, status, url, response_code,
+http_status, attempts, error, resolved_at, expires_at. status is resolved, no_values,
+not_found, invalid (never sent; the reason is in error: bad_encoding for a cell that is not
+UTF-8, malformed_row for a CSV row with the wrong number of fields) or error (the resolver
+gave up; the reason is in error). Rows sharing a comparison key cost one request. The file is
+read as normalize reads it: same encodings, delimiters, gzip and error messages.
+
+A progress bar is drawn only on a terminal; warnings (the proxy failing, the breaker opening
+or giving up) go to stderr as single lines, and a one-line summary ends the run.
+
+Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, bad
+option, a missing extra); 3 the share of sent rows that ended in status=error is above
+--max-error-share (the output is still written)."""
+
+#: Exit status when too many rows ended in ``status=error``.
+EXIT_ERRORS = 3
+#: Default --max-error-share: a few stragglers on a long run are normal (a re-run with
+#: --cache sends only them again); a dead proxy or a wrong --base-url fails every row.
+DEFAULT_MAX_ERROR_SHARE = 0.1
+#: Columns that carry raw input or server-supplied text: the ones --escape-formulas guards.
+GUARDED = ("input", "url", "url_raw", "error")
+#: Rows read per batch from the input file.
+CHUNK_ROWS = 100_000
+
 
 def register(subparsers: Any) -> None:
+    from airflow_doi.cli import HelpFormatter
+    from airflow_doi.cli._files import add_file_options
+
     parser = subparsers.add_parser(
         "resolve",
         help="resolve a column of DOIs through the doi.org proxy REST API",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("input", type=Path, help="input file (.csv or .parquet)")
-    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
-    parser.add_argument("--output", "-o", type=Path, required=True, help="output .csv or .parquet")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    add_file_options(parser, escape_default=True)
     parser.add_argument("--base-url", default="https://doi.org", help="proxy base URL")
-    parser.add_argument("--rate", type=float, default=3.0, help="requests per second (default 3)")
+    parser.add_argument("--rate", type=float, default=3.0, help="requests per second")
     parser.add_argument("--burst", type=int, default=1, help="requests allowed back to back")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
     parser.add_argument("--cache", type=Path, help="SQLite cache file (also the checkpoint)")
@@ -37,73 +66,123 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-attempts", type=int, default=6, help="retry budget per DOI")
     parser.add_argument("--backoff-base", type=float, default=0.5, help="first backoff, seconds")
     parser.add_argument(
-        "--breaker-give-up",
-        type=float,
-        default=120.0,
+        "--breaker-give-up", type=float, default=120.0,
         help="seconds of continuous proxy failure after which unfinished rows end as error",
     )
-    parser.add_argument("--type", action="append", default=[], dest="types", help="type filter")
-    parser.add_argument("--index", action="append", type=int, default=[], dest="indexes")
+    parser.add_argument(
+        "--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE, metavar="F",
+        help="exit 3 when more than this share (0 to 1) of the rows sent to the proxy ended "
+        "in status=error; 0 fails on any error, 1 never",
+    )
+    parser.add_argument(
+        "--type", action="append", default=[], dest="types",
+        help="keep only handle values of this type (repeatable), e.g. URL",
+    )
+    parser.add_argument(
+        "--index", action="append", type=int, default=[], dest="indexes",
+        help="keep only handle values at this index (repeatable)",
+    )
     parser.add_argument("--auth", action="store_true", help="ask the proxy to bypass its cache")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     parser.set_defaults(func=run)
 
 
-def _read_column(path: Path, column: str) -> list[object]:
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def read_values(
+    path: Path, column: str, args: argparse.Namespace
+) -> tuple[list[object], list[bool], Any]:
+    """The cells of ``column``, one per row, their malformed-row flags (empty when the file
+    had none) and the reader that read them.
+
+    CSV and binary cells stay bytes, so the resolver judges them as it judges any bytes (not
+    UTF-8: ``bad_encoding``); a malformed CSV row becomes None here and ``malformed_row`` in
+    the output (see :func:`_rows`).
+    """
+    from airflow_doi.cli._files import csv_options
+    from airflow_doi.io_tables import MALFORMED_FLAG, detect_format, read_table, require_column
+
+    def one_pass(reader: Any) -> tuple[list[object], list[bool]]:
+        require_column(reader, column, path)
+        values: list[object] = []
+        flags: list[bool] = []
+        for batch in reader.batches:
+            cells = batch.column(column).to_pylist()
+            values.extend(cells)
+            if reader.flags_malformed:
+                flags.extend(batch.column(MALFORMED_FLAG).to_pylist())
+        return values, flags
+
+    (values, flags), reader = read_table(
+        path, detect_format(path, args.input_format), one_pass,
+        chunk_rows=CHUNK_ROWS, options=csv_options(args), columns=[column],
+    )
+    return values, flags, reader
+
+
+def _rows(results: list[Any], values: list[object], flags: list[bool]) -> list[dict[str, object]]:
+    """The output rows: ``input`` as text, malformed CSV rows marked ``malformed_row``."""
+    from airflow_doi.cli.normalize import MALFORMED_REASON
+
+    rows = []
+    for index, result in enumerate(results):
+        row = result.as_row()
+        row["input"] = _as_text(values[index])
+        if flags and flags[index]:
+            row.update(doi=None, key=None, status="invalid", error=MALFORMED_REASON)
+        rows.append(row)
+    return rows
+
+
+def _as_text(value: object) -> str | None:
+    """A cell as text: bytes decoded (bad bytes as U+FFFD), numbers in their text form."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _write(path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool) -> None:
     import pyarrow as pa
 
-    suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        names = pq.read_schema(path).names
-        if column not in names:
-            raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(names)})")
-        table = pq.read_table(path, columns=[column])
-    else:
-        from pyarrow import csv
-
-        # Read every cell as text: a DOI column must never be parsed as numbers or dates.
-        try:
-            table = csv.read_csv(
-                path,
-                convert_options=csv.ConvertOptions(
-                    include_columns=[column],
-                    column_types={column: pa.string()},
-                    strings_can_be_null=False,
-                ),
-            )
-        except pa.ArrowInvalid as error:
-            raise ValueError(f"{path}: {error}") from None
-    values: list[object] = table.column(column).to_pylist()
-    return values
-
-
-def _write(path: Path, rows: list[dict[str, object]]) -> None:
-    import pyarrow as pa
-
+    from airflow_doi.io_tables import escape_formulas, writing
     from airflow_doi.resolver import COLUMNS
 
     ints = {"response_code", "http_status", "attempts"}
-    arrays = {}
-    for name in COLUMNS:
-        column = [row[name] for row in rows]
-        if name == "input":
-            column = [None if v is None else v if isinstance(v, str) else str(v) for v in column]
-        arrays[name] = pa.array(column, type=pa.int64() if name in ints else pa.string())
-    table = pa.table(arrays)
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
+    fields = [pa.field(name, pa.int64() if name in ints else pa.string()) for name in COLUMNS]
+    schema = pa.schema(fields)
+    arrays = []
+    for item in fields:
+        array = pa.array([row[item.name] for row in rows], item.type)
+        if escape and fmt == "csv" and item.name in GUARDED:
+            array = escape_formulas(array)
+        arrays.append(array)
+    with writing(path, fmt, schema) as writer:
+        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
-        pq.write_table(table, path)
-    else:
-        from pyarrow import csv
 
-        csv.write_csv(table, path)
+def error_share(rows: list[dict[str, object]]) -> tuple[int, int]:
+    """(rows that ended in status=error, rows that were sent: all but ``invalid``)."""
+    sent = [row for row in rows if row["status"] != "invalid"]
+    return sum(row["status"] == "error" for row in sent), len(sent)
 
 
 def run(args: argparse.Namespace) -> int:
-    from airflow_doi.resolver import ProgressEvent, ResolverConfig, ResolverStats, resolve
+    # Imported before the file is read: a missing [resolve] extra is reported at once.
+    import sys
+
+    from airflow_doi.cli._files import csv_options, input_error, report_reading, say
+    from airflow_doi.io_tables import TableInputError, detect_format
+    from airflow_doi.resolver import ResolverConfig, ResolverStats, resolve
 
     try:
         config = ResolverConfig(
@@ -121,20 +200,51 @@ def run(args: argparse.Namespace) -> int:
             indexes=tuple(args.indexes),
             auth=args.auth,
         )
-    except (TypeError, ValueError) as error:
-        print(f"airflow-doi resolve: error: {error}", file=sys.stderr)
-        return 2
-    values = _read_column(args.input, args.column)
+        out_format = detect_format(args.output, args.format)
+        values, flags, reader = read_values(args.input, args.column, args)
+    except (TypeError, ValueError, TableInputError) as error:
+        return input_error("resolve", error)
+    sent = [None if flags and flags[i] else value for i, value in enumerate(values)]
     stats = ResolverStats()
-    bar: Any = None
-    if sys.stderr.isatty() and not args.no_progress:
-        from tqdm import tqdm
+    terminal = sys.stderr.isatty() and not args.no_progress
+    with _progress(terminal) as progress:
+        results = resolve(sent, config=config, cache=args.cache, progress=progress, stats=stats)
+    rows = _rows(results, values, flags)
+    try:
+        _write(args.output, out_format, rows, args.escape_formulas)
+    except TableInputError as error:
+        return input_error("resolve", error)
+    say("resolve", f"{args.output}: {stats.summary()}")
+    repaired = sum(row["error"] == "bad_encoding" for row in rows)
+    report_reading("resolve", reader, {args.column: repaired} if repaired else {},
+                   csv_options(args))
+    failed, tried = error_share(rows)
+    if tried and failed / tried > args.max_error_share:
+        say("resolve", f"error: {failed:,} of {tried:,} rows sent ended in status=error "
+            f"({failed / tried:.1%}, above --max-error-share {args.max_error_share:g}); "
+            f"{args.output} holds every row: check --base-url and the proxy, then run again "
+            "(with --cache only the failed rows are sent again)")
+        return EXIT_ERRORS
+    return 0
 
-        bar = tqdm(total=0, unit="doi", file=sys.stderr, dynamic_ncols=True)
 
-    def progress(event: ProgressEvent) -> None:
-        if bar is None:
-            return
+@contextmanager
+def _progress(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A tqdm bar on a terminal (log lines printed above it, not through it), else nothing."""
+    if not terminal:
+        yield None
+        return
+    import logging
+    import sys
+
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from airflow_doi.cli import LOGGER
+
+    bar = tqdm(total=0, unit="doi", file=sys.stderr, dynamic_ncols=True)
+
+    def update(event: Any) -> None:
         if bar.total != event.total:
             bar.total = event.total
             bar.refresh()
@@ -142,10 +252,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update(event.done - bar.n)  # update() rate-limits redraws; refresh() would not
 
     try:
-        results = resolve(values, config=config, cache=args.cache, progress=progress, stats=stats)
+        with logging_redirect_tqdm([logging.getLogger(LOGGER)], tqdm_class=tqdm):
+            yield update
     finally:
-        if bar is not None:
-            bar.close()
-    _write(args.output, [r.as_row() for r in results])
-    print(stats.summary(), file=sys.stderr)
-    return 0
+        bar.close()

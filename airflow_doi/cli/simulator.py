@@ -16,12 +16,22 @@ from typing import Any
 __all__ = ["register", "run"]
 
 
+DESCRIPTION = """\
+Serve the local DOI proxy simulator in the foreground.
+
+Prints its base URL on the first line of stdout, then serves until SIGINT or SIGTERM. Used by
+the offline demo and by tests that need the proxy in another process. Needs the [resolve]
+extra."""
+
+
 def register(subparsers: Any) -> None:
+    from airflow_doi.cli import HelpFormatter
+
     parser = subparsers.add_parser(
         "simulator",
         help="serve a local DOI proxy simulator (for tests and demos)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--records", type=Path, help="JSON object of handle -> record/values")
     parser.add_argument(
@@ -29,8 +39,8 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="every syntactically valid DOI exists with a URL value",
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added per answer")
     parser.add_argument("--rate-limit", type=float, help="requests/second before 429")
     parser.add_argument("--rate-burst", type=int, help="token-bucket size of the rate limit")
@@ -38,7 +48,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--drop-every", type=int, help="drop the connection every Mth request")
     parser.add_argument("--bad-json-every", type=int, help="malformed JSON every Kth request")
     parser.add_argument("--slow-every", type=int, help="slow answer every Sth request")
-    parser.add_argument("--slow-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--slow-seconds", type=float, default=1.0, help="how long a slow answer takes"
+    )
     parser.add_argument(
         "--outage-seconds",
         type=float,

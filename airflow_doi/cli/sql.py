@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+DESCRIPTION = """\
+Generated SQL: generate writes (or checks) sql/<dialect>/doi_functions.sql and the dbt
+macro bodies; duckdb-extension compiles the native DuckDB extension and prints its path."""
+
 
 def _default_root() -> Path:
     # The repository root when run from a checkout; otherwise the current directory.
@@ -19,11 +23,22 @@ def _default_root() -> Path:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("sql", help="generated SQL functions and dbt macro bodies")
-    actions = parser.add_subparsers(dest="sql_command", required=True)
+    from airflow_doi.cli import HelpFormatter
+
+    parser = subparsers.add_parser(
+        "sql", help="generated SQL functions and dbt macro bodies",
+        description=DESCRIPTION, formatter_class=HelpFormatter,
+    )
+    actions = parser.add_subparsers(
+        dest="sql_command", required=True, metavar="ACTION", help="generate or duckdb-extension"
+    )
     generate = actions.add_parser(
         "generate",
         help="write sql/<dialect>/doi_functions.sql and dbt_doi/macros/_generated/*.sql",
+        description="Write (or, with --check, verify) the generated SQL functions and dbt "
+        "macro bodies.\n\nExit status: 0 up to date or written; 1 --check found a file that "
+        "differs; 2 a missing extra.",
+        formatter_class=HelpFormatter,
     )
     generate.add_argument(
         "--root", type=Path, default=None, help="repository root (default: this checkout)"
@@ -37,6 +52,9 @@ def register(subparsers: Any) -> None:
     native = actions.add_parser(
         "duckdb-extension",
         help="compile the native DuckDB extension (doi_key & co.) and print its path",
+        description="Compile the native DuckDB extension (doi_key and friends) and print the "
+        "path to LOAD. Needs the [duckdb] extra and a C compiler.",
+        formatter_class=HelpFormatter,
     )
     native.add_argument(
         "--output", type=Path, default=None, help="directory (default: a per-user cache)"
@@ -46,21 +64,18 @@ def register(subparsers: Any) -> None:
 
 
 def run_duckdb_extension(args: argparse.Namespace) -> int:
-    try:
-        import duckdb  # noqa: F401  (the platform string comes from it)
+    # A missing duckdb reaches the CLI's table of extras (airflow_doi.cli.EXTRAS).
+    import duckdb  # noqa: F401  (the platform string comes from it)
 
-        from airflow_doi.duckdb_native import build
-    except ModuleNotFoundError as error:
-        raise RuntimeError(f"{error.name} is missing: pip install 'airflow-doi[duckdb]'") from None
+    from airflow_doi.duckdb_native import build
+
     print(build(args.output, force=args.force))
     return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    try:
-        from airflow_doi.sqlgen import generated_files
-    except ModuleNotFoundError as error:  # sqlglot is the "sql" extra
-        raise RuntimeError(f"{error.name} is missing: pip install 'airflow-doi[sql]'") from None
+    from airflow_doi.sqlgen import generated_files  # sqlglot: the [sql] extra
+
     root: Path = args.root or _default_root()
     stale = []
     for relative, text in generated_files().items():

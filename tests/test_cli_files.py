@@ -1,0 +1,368 @@
+"""The file commands read, fail and write alike: every fixture of ``tests/data/files`` goes
+through ``normalize``, ``resolve`` (against the bundled simulator, over loopback) and
+``repair`` (``--no-verify``: nothing sent), and no row may be lost; the files none can use give
+all three the same message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_doi.cli.repair import ADDED_COLUMNS as REPAIR_ADDED
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import ROOT
+
+FILES = ROOT / "tests" / "data" / "files"
+#: Fixture -> (extra arguments, rows both commands must write, input values (as text) in order).
+READABLE: dict[str, tuple[list[str], int]] = {
+    "latin1.csv": ([], 2),
+    "cp1252.csv": ([], 2),
+    "ragged.csv": ([], 4),
+    "header_only_no_newline.csv": ([], 0),
+    "semicolon.csv": (["--delimiter", ";"], 2),
+    "bom.csv": ([], 1),
+    "formulas.csv": ([], 5),
+    "one_column_blank_line.csv": ([], 3),
+    "blank_lines.csv": ([], 2),
+    "gzipped.csv.gz": ([], 3),
+    "gzip_named_plain.csv": ([], 3),
+    "binary_column.parquet": ([], 3),
+}
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_doi", *map(str, args)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    csv.field_size_limit(2**31 - 1)
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[str]:
+    with ProxySimulator(auto_records=True) as simulator:
+        yield simulator.url
+
+
+def normalize(source: Path, target: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("normalize", source, "--column", "doi", "--prefix", "n_", "-o", target, *args)
+
+
+def resolve(
+    source: Path, target: Path, proxy: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return cli("resolve", source, "--column", "doi", "-o", target, "--base-url", proxy,
+               "--rate", "200", *args)
+
+
+def repair(source: Path, target: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("repair", source, "--column", "doi", "-o", target, "--no-verify", *args)
+
+
+def input_names(source: Path, args: list[str]) -> list[str]:
+    """The input's column names, as the reader sees them."""
+    from airflow_doi.io_tables import CsvOptions, detect_format, open_table
+
+    options = CsvOptions(delimiter=args[1]) if args[:1] == ["--delimiter"] else None
+    return open_table(source, detect_format(source), chunk_rows=10, options=options).names
+
+
+def test_fixtures_are_what_the_generator_writes(tmp_path: Path) -> None:
+    """The committed files are reproducible from make_fixtures.py (CSV and gzip bytes)."""
+    from tests.data.files import make_fixtures
+
+    for name, content in make_fixtures.CSV_FILES.items():
+        assert (FILES / name).read_bytes() == content, name
+    assert gzip.decompress((FILES / "gzipped.csv.gz").read_bytes()) == make_fixtures.ROWS_GZ
+
+
+@pytest.mark.parametrize("name", sorted(READABLE))
+def test_both_commands_keep_every_row_of_every_fixture(
+    tmp_path: Path, proxy: str, name: str
+) -> None:
+    args, rows = READABLE[name]
+    source = FILES / name
+    normalized, resolved = tmp_path / "n.csv", tmp_path / "r.csv"
+    first = normalize(source, normalized, *args)
+    second = resolve(source, resolved, proxy, *args)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert "Traceback" not in first.stderr + second.stderr
+    out_n, out_r = read_csv(normalized), read_csv(resolved)
+    assert len(out_n) == len(out_r) == rows
+    # The same cell, row for row: both commands read the file the same way.
+    assert [row["doi"] for row in out_n] == [row["input"].lstrip("'") for row in out_r]
+    # repair keeps every row and every input column, cell for cell as normalize does.
+    third = repair(source, tmp_path / "p.csv", *args)
+    assert third.returncode == 0, third.stderr
+    assert "Traceback" not in third.stderr
+    out_p = read_csv(tmp_path / "p.csv")
+    assert len(out_p) == rows
+    names = input_names(source, args)
+    with (tmp_path / "p.csv").open(encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    assert header == [*names, *REPAIR_ADDED]
+    assert [{k: r[k] for k in names} for r in out_p] == [{k: r[k] for k in names} for r in out_n]
+    # ...and judge it the same way.
+    for n_row, r_row in zip(out_n, out_r, strict=True):
+        assert (n_row["n_doi_valid"] == "true") == (r_row["status"] == "resolved"), r_row
+        if n_row["n_doi_reason"] not in ("", "reserved_suffix"):
+            assert r_row["status"] == "invalid"
+            assert r_row["error"] == n_row["n_doi_reason"]
+
+
+def test_ragged_rows_are_flagged_alike(tmp_path: Path, proxy: str) -> None:
+    normalize(FILES / "ragged.csv", tmp_path / "n.csv")
+    run = resolve(FILES / "ragged.csv", tmp_path / "r.csv", proxy)
+    out = read_csv(tmp_path / "r.csv")
+    assert [r["status"] for r in out] == ["resolved", "invalid", "invalid", "resolved"]
+    assert [r["error"] for r in out] == ["", "malformed_row", "malformed_row", ""]
+    assert out[2]["input"] == "10.1000/3"  # the cell is kept, the row is never sent
+    assert [r["n_doi_reason"] for r in read_csv(tmp_path / "n.csv")] == [
+        "", "malformed_row", "malformed_row", ""
+    ]
+    assert "2 CSV rows had the wrong number of fields" in run.stderr
+    fixed = repair(FILES / "ragged.csv", tmp_path / "p.csv")
+    assert fixed.returncode == 0, fixed.stderr
+    out = read_csv(tmp_path / "p.csv")
+    assert [r["doi_suggestion_error"] for r in out] == ["", "malformed_row", "malformed_row", ""]
+    assert out[2]["doi"] == "10.1000/3"  # kept, and not looked at
+    assert "2 CSV rows had the wrong number of fields" in fixed.stderr
+
+
+def test_a_latin1_cell_is_flagged_per_row_with_a_hint(tmp_path: Path, proxy: str) -> None:
+    for command in ("normalize", "resolve", "repair"):
+        target = tmp_path / f"{command}.csv"
+        run = (normalize(FILES / "latin1.csv", target) if command == "normalize"
+               else repair(FILES / "latin1.csv", target) if command == "repair"
+               else resolve(FILES / "latin1.csv", target, proxy))
+        assert run.returncode == 0, run.stderr
+        assert "--encoding latin-1" in run.stderr and "not UTF-8" in run.stderr
+        first = read_csv(target)[0]
+        assert first["input" if command == "resolve" else "doi"] == "10.1000/caf\ufffd"
+    repaired = read_csv(tmp_path / "repair.csv")
+    assert [r["doi_suggestion_error"] for r in repaired] == ["bad_encoding", ""]
+    assert repaired[0]["doi_suggestion"] == ""  # never "repaired" by dropping the bad byte
+    assert read_csv(tmp_path / "resolve.csv")[0]["error"] == "bad_encoding"
+    assert read_csv(tmp_path / "normalize.csv")[0]["n_doi_reason"] == "bad_encoding"
+
+
+@pytest.mark.parametrize(("name", "encoding", "note"), [
+    ("latin1.csv", "latin-1", "Université"),
+    ("cp1252.csv", "cp1252", "€ 5"),
+])
+def test_encoding_reads_every_column_as_text_and_writes_utf8(
+    tmp_path: Path, proxy: str, name: str, encoding: str, note: str
+) -> None:
+    target = tmp_path / "n.csv"
+    run = normalize(FILES / name, target, "--encoding", encoding)
+    assert run.returncode == 0, run.stderr
+    assert f"read as {encoding}, written as UTF-8" in run.stderr
+    assert "U+FFFD" not in run.stderr
+    rows = read_csv(target)
+    assert rows[0]["note"] == note  # the same characters, in UTF-8
+    assert all(row["n_doi_valid"] == "true" for row in rows)
+    resolved = tmp_path / "r.csv"
+    assert resolve(FILES / name, resolved, proxy, "--encoding", encoding).returncode == 0
+    assert [r["status"] for r in read_csv(resolved)] == ["resolved", "resolved"]
+    if encoding == "latin-1":
+        assert read_csv(resolved)[0]["input"] == "10.1000/café"
+    fixed = repair(FILES / name, tmp_path / "p.csv", "--encoding", encoding)
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"read as {encoding}, written as UTF-8" in fixed.stderr
+    rows = read_csv(tmp_path / "p.csv")
+    assert rows[0]["note"] == note
+    assert [r["doi_suggestion_error"] for r in rows] == ["", ""]
+
+
+def test_default_read_warns_instead_of_silently_rewriting_other_columns(
+    tmp_path: Path,
+) -> None:
+    run = normalize(FILES / "cp1252.csv", tmp_path / "n.csv")
+    assert run.returncode == 0
+    assert "2 cells were not UTF-8" in run.stderr and "note (2)" in run.stderr
+    assert "--encoding cp1252" in run.stderr
+
+
+def test_a_row_larger_than_a_read_block_is_read(tmp_path: Path, proxy: str) -> None:
+    source = tmp_path / "big.csv"
+    big = "x" * 5_000_000
+    source.write_text(f"id,doi,note\n1,10.1000/a,{big}\n2,10.1000/b,short\n", encoding="utf-8")
+    run = normalize(source, tmp_path / "n.csv")
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(tmp_path / "n.csv")
+    assert [r["n_doi"] for r in rows] == ["10.1000/a", "10.1000/b"]
+    assert rows[0]["note"] == big
+    run = resolve(source, tmp_path / "r.csv", proxy)
+    assert run.returncode == 0, run.stderr
+    assert [r["status"] for r in read_csv(tmp_path / "r.csv")] == ["resolved", "resolved"]
+    run = repair(source, tmp_path / "p.csv")
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(tmp_path / "p.csv")
+    assert [r["doi"] for r in rows] == ["10.1000/a", "10.1000/b"] and rows[0]["note"] == big
+
+
+def test_parquet_binary_column_is_text_in_input(tmp_path: Path, proxy: str) -> None:
+    run = resolve(FILES / "binary_column.parquet", tmp_path / "r.parquet", proxy)
+    assert run.returncode == 0, run.stderr
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert table.column("input").to_pylist() == ["10.1000/a", "10.1000/\ufffd", None]
+    assert table.column("status").to_pylist() == ["resolved", "invalid", "invalid"]
+    assert table.column("error").to_pylist()[1] == "bad_encoding"
+    # normalize keeps the column's type in Parquet output and writes it as text in CSV
+    assert normalize(FILES / "binary_column.parquet", tmp_path / "n.parquet").returncode == 0
+    assert pq.read_table(tmp_path / "n.parquet").schema.field("doi").type == pa.binary()
+    assert normalize(FILES / "binary_column.parquet", tmp_path / "n.csv").returncode == 0
+    assert read_csv(tmp_path / "n.csv")[0]["doi"] == "10.1000/a"
+    # repair too, and flags the cell that is not UTF-8 instead of repairing it
+    assert repair(FILES / "binary_column.parquet", tmp_path / "p.parquet").returncode == 0
+    fixed = pq.read_table(tmp_path / "p.parquet")
+    assert fixed.schema.field("doi").type == pa.binary()
+    assert fixed.column("doi_suggestion_error").to_pylist() == [None, "bad_encoding", None]
+    run = repair(FILES / "binary_column.parquet", tmp_path / "p.csv")
+    assert run.returncode == 0, run.stderr
+    assert [r["doi"] for r in read_csv(tmp_path / "p.csv")] == ["10.1000/a", "10.1000/\ufffd", ""]
+
+
+def _zip(tmp_path: Path) -> Path:
+    path = tmp_path / "archive.csv"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("inner.csv", "doi\n10.1000/a\n")
+    return path
+
+
+def _bad_cp1252(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"id,doi\n1,10.1000/\x81\n")
+    return path
+
+
+#: (how to make the input, extra arguments, words both messages must contain)
+REFUSED = {
+    "missing file": (lambda tmp: tmp / "nope.csv", [], ["nope.csv: no such file"]),
+    "misspelt column": (
+        lambda tmp: FILES / "bom.csv", ["--column", "doi_rwa"],
+        ["no column 'doi_rwa'", "'id', 'doi'"],
+    ),
+    "duplicate columns csv": (
+        lambda tmp: FILES / "duplicate_columns.csv", [], ["'doi' appear more than once"],
+    ),
+    "duplicate columns parquet": (
+        lambda tmp: FILES / "duplicate_columns.parquet", [], ["'doi' appear more than once"],
+    ),
+    "wrong delimiter": (lambda tmp: FILES / "semicolon.csv", [], ["--delimiter ';'"]),
+    "zip archive": (_zip, [], ["zip archive"]),
+    "not the named encoding": (_bad_cp1252, ["--encoding", "cp1252"], ["not cp1252", "81"]),
+    "unknown encoding": (lambda tmp: FILES / "bom.csv", ["--encoding", "klingon"],
+                         ["unknown encoding 'klingon'"]),
+    "empty file": (lambda tmp: tmp / "empty.csv", [], ["empty file"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_both_commands_refuse_alike(tmp_path: Path, proxy: str, case: str) -> None:
+    make, args, words = REFUSED[case]
+    (tmp_path / "empty.csv").write_bytes(b"")
+    source = make(tmp_path)
+    outputs = []
+    for command in ("normalize", "resolve", "repair"):
+        target = tmp_path / f"{command}.csv"
+        line = {
+            "normalize": [command, source, "-o", target, "--prefix", "n_"],
+            "resolve": [command, source, "-o", target, "--base-url", proxy],
+            "repair": [command, source, "-o", target, "--base-url", proxy],
+        }[command]
+        if "--column" not in args:
+            line += ["--column", "doi"]
+        run = cli(*line, *args)
+        assert run.returncode == 2, (command, run.stderr)
+        assert "Traceback" not in run.stderr and not target.exists()
+        for word in words:
+            assert word in run.stderr, (command, run.stderr)
+        outputs.append(run.stderr.split(": error: ", 1)[1])
+    assert outputs[0] == outputs[1] == outputs[2]  # the very same message from each command
+
+
+def test_outputs_get_the_users_umask(tmp_path: Path, proxy: str) -> None:
+    old = os.umask(0o027)
+    try:
+        assert normalize(FILES / "bom.csv", tmp_path / "n.csv").returncode == 0
+        assert resolve(FILES / "bom.csv", tmp_path / "r.csv", proxy).returncode == 0
+        assert repair(FILES / "bom.csv", tmp_path / "p.csv").returncode == 0
+    finally:
+        os.umask(old)
+    for name in ("n.csv", "r.csv", "p.csv"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
+
+
+def test_resolve_escapes_formulas_in_raw_and_server_columns(tmp_path: Path, proxy: str) -> None:
+    run = resolve(FILES / "formulas.csv", tmp_path / "r.csv", proxy)
+    assert run.returncode == 0, run.stderr
+    inputs = [r["input"] for r in read_csv(tmp_path / "r.csv")]
+    assert inputs == ["'=HYPERLINK(\"http://x\")", "'+10.1000/a", "'-10.1000/b",
+                      "'\t10.1000/c", "10.1000/ok"]
+    unescaped = resolve(FILES / "formulas.csv", tmp_path / "raw.csv", proxy,
+                        "--no-escape-formulas")
+    assert unescaped.returncode == 0
+    assert read_csv(tmp_path / "raw.csv")[0]["input"] == '=HYPERLINK("http://x")'
+    # Parquet is not a spreadsheet format: nothing is changed there.
+    assert resolve(FILES / "formulas.csv", tmp_path / "r.parquet", proxy).returncode == 0
+    assert pq.read_table(tmp_path / "r.parquet").column("input")[1].as_py() == "+10.1000/a"
+
+
+def test_an_unsafe_url_value_reaches_the_csv_only_raw_and_escaped(tmp_path: Path) -> None:
+    """A server's ``=HYPERLINK(...)`` URL value: never ``url``, and a plain cell in url_raw."""
+    hostile = '=HYPERLINK("javascript:alert(1)","click")'
+    records = {"10.1000/evil": [{"index": 1, "type": "URL",
+                                 "data": {"format": "string", "value": hostile}}]}
+    source = tmp_path / "in.csv"
+    source.write_text("doi\n10.1000/evil\n", encoding="utf-8")
+    with ProxySimulator(records) as simulator:
+        run = resolve(source, tmp_path / "r.csv", simulator.url)
+    assert run.returncode == 0, run.stderr
+    (row,) = read_csv(tmp_path / "r.csv")
+    assert row["status"] == "no_values" and row["url"] == ""
+    assert row["url_raw"] == "'" + hostile
+
+
+def test_normalize_leaves_user_columns_alone_unless_asked(tmp_path: Path) -> None:
+    assert normalize(FILES / "formulas.csv", tmp_path / "plain.csv").returncode == 0
+    plain = read_csv(tmp_path / "plain.csv")
+    assert [r["note"] for r in plain] == ["=1+1", "@SUM(A1)", "-2", "plain", "fine"]
+    run = normalize(FILES / "formulas.csv", tmp_path / "safe.csv", "--escape-formulas")
+    assert run.returncode == 0, run.stderr
+    safe = read_csv(tmp_path / "safe.csv")
+    assert [r["note"] for r in safe] == ["'=1+1", "'@SUM(A1)", "'-2", "plain", "fine"]
+    # the DOI analysis still saw the cell as written
+    assert [r["n_doi_reason"] for r in safe] == [r["n_doi_reason"] for r in plain]
+
+
+def test_a_gzip_file_is_read_and_other_archives_are_named(tmp_path: Path) -> None:
+    run = normalize(FILES / "gzipped.csv.gz", tmp_path / "n.csv")
+    assert run.returncode == 0, run.stderr
+    assert [r["n_doi"] for r in read_csv(tmp_path / "n.csv")] == [
+        "10.1000/gz1", "10.1000/GZ2", ""
+    ]
+    bz = tmp_path / "in.csv.bz2"
+    import bz2
+
+    bz.write_bytes(bz2.compress(b"doi\n10.1000/a\n"))
+    run = normalize(bz, tmp_path / "o.csv")
+    assert run.returncode == 2 and "bzip2-compressed" in run.stderr

@@ -1,0 +1,196 @@
+"""``airflow-doi resolve`` as a stranger runs it: a dead proxy is loud (log lines, exit 3), the
+summary agrees with the rows, a missing extra names itself, and every ``--help`` is plain.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+import socket
+import subprocess
+import sys
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import pytest
+
+from airflow_doi.cli import EXTRAS, build_parser, main, missing_extra_message
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import ROOT
+
+FAST = ["--rate", "200", "--backoff-base", "0.01", "--timeout", "2"]
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_doi", *map(str, args)],
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+    )
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def dead_port() -> int:
+    """A loopback port where nothing listens (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture()
+def dois(tmp_path: Path) -> Path:
+    source = tmp_path / "in.csv"
+    source.write_text("doi\n" + "".join(f"10.1000/d{i}\n" for i in range(6)) + "not a doi\n")
+    return source
+
+
+def summary_number(stderr: str, name: str) -> int:
+    match = re.search(rf"(\d+) {name}", stderr)
+    assert match, stderr
+    return int(match.group(1))
+
+
+def retries_in_rows(rows: list[dict[str, str]]) -> int:
+    """Retries the rows account for: each distinct key's attempts after its first."""
+    attempts = {row["key"]: int(row["attempts"]) for row in rows if row["key"]}
+    return sum(max(count - 1, 0) for count in attempts.values())
+
+
+def test_a_dead_proxy_is_loud_and_exits_3(tmp_path: Path, dois: Path) -> None:
+    target = tmp_path / "out.csv"
+    run = cli("resolve", dois, "-o", target, "--base-url", f"http://127.0.0.1:{dead_port()}",
+              "--breaker-give-up", "2", *FAST)
+    assert run.returncode == 3, run.stderr
+    assert "6 of 6 rows sent ended in status=error" in run.stderr
+    assert "--max-error-share 0.1" in run.stderr and "Traceback" not in run.stderr
+    rows = read_csv(target)  # the output is still written, one row per input row
+    assert [r["status"] for r in rows] == ["error"] * 6 + ["invalid"]
+    # The resolver's own log lines reach stderr, one line each, in our format.
+    warnings = [line for line in run.stderr.splitlines() if ": warning: " in line]
+    assert warnings, run.stderr
+    assert all(line.startswith("airflow-doi resolve: warning: ") for line in warnings)
+    assert summary_number(run.stderr, "retries") == retries_in_rows(rows)
+
+
+def test_max_error_share_one_accepts_any_failure(tmp_path: Path, dois: Path) -> None:
+    run = cli("resolve", dois, "-o", tmp_path / "out.csv", "--base-url",
+              f"http://127.0.0.1:{dead_port()}", "--breaker-give-up", "1",
+              "--max-error-share", "1", *FAST)
+    assert run.returncode == 0, run.stderr
+    assert "error=6" in run.stderr
+
+
+@pytest.mark.parametrize("share", ["-0.1", "1.5", "half"])
+def test_max_error_share_must_be_a_share(tmp_path: Path, dois: Path, share: str) -> None:
+    run = cli("resolve", dois, "-o", tmp_path / "o.csv", "--max-error-share", share)
+    assert run.returncode == 2 and "is not a share between 0 and 1" in run.stderr
+
+
+def test_summary_retries_agree_with_rows_against_the_simulator(
+    tmp_path: Path, dois: Path
+) -> None:
+    target = tmp_path / "out.csv"
+    with ProxySimulator(auto_records=True, faults={"error_every": 2}) as simulator:
+        run = cli("resolve", dois, "-o", target, "--base-url", simulator.url, *FAST)
+        served = simulator.request_count
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(target)
+    assert [r["status"] for r in rows] == ["resolved"] * 6 + ["invalid"]
+    retries = summary_number(run.stderr, "retries")
+    assert retries == retries_in_rows(rows) > 0
+    assert summary_number(run.stderr, "requests") == served == 6 + retries
+
+
+def test_log_lines_are_one_line_each_in_our_format() -> None:
+    from airflow_doi.cli import _log_to_stderr
+
+    captured = io.StringIO()
+    with redirect_stderr(captured), _log_to_stderr("resolve"):
+        logging.getLogger("airflow_doi.resolver.breaker").warning("proxy failing:\n%s", "boom")
+        logging.getLogger("airflow_doi.resolver").info("not shown")
+    assert captured.getvalue() == "airflow-doi resolve: warning: proxy failing: boom\n"
+    assert not logging.getLogger("airflow_doi").handlers  # removed when the command ends
+
+
+@pytest.mark.parametrize(("module", "command", "extra"), [
+    ("aiolimiter", ["resolve", "in.csv", "-o", "o.csv"], "resolve"),
+    ("tqdm", ["resolve", "in.csv", "-o", "o.csv"], "resolve"),
+    ("aiohttp", ["simulator"], "resolve"),
+    ("sqlglot", ["sql", "generate", "--check"], "sql"),
+])
+def test_a_missing_extra_names_the_extra(
+    tmp_path: Path, module: str, command: list[str], extra: str
+) -> None:
+    """The module is made unimportable the way Python marks one (sys.modules[name] = None)."""
+    (tmp_path / "in.csv").write_text("doi\n10.1000/a\n")
+    probe = (f"import sys; sys.modules[{module!r}] = None; "
+             "from airflow_doi.cli import main; sys.exit(main(sys.argv[1:]))")
+    # tqdm is only needed for the bar: pretend to be on a terminal through --no-progress's
+    # absence and a terminal check that says yes.
+    if module == "tqdm":
+        probe = probe.replace("from airflow_doi", "sys.stderr.isatty = lambda: True; "
+                              "from airflow_doi")
+    run = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert f"pip install 'airflow-doi[{extra}]'" in run.stderr
+    assert "Traceback" not in run.stderr and "No module named" not in run.stderr
+
+
+def test_every_extra_message_names_an_install() -> None:
+    for module, extra in EXTRAS.items():
+        message = missing_extra_message(f"{module}.sub")
+        assert (f"airflow-doi[{extra}]" if extra else "--force-reinstall") in message
+
+
+def _parsers() -> list[tuple[str, object]]:
+    """Every (sub)command's parser, by its command line."""
+    found: list[tuple[str, object]] = []
+
+    def walk(prefix: str, parser: object) -> None:
+        found.append((prefix, parser))
+        for action in parser._actions:  # type: ignore[attr-defined]
+            choices = getattr(action, "choices", None)
+            if isinstance(choices, dict):
+                for name, child in choices.items():
+                    walk(f"{prefix} {name}", child)
+
+    walk("airflow-doi", build_parser())
+    return found
+
+
+def test_every_help_is_plain_and_every_option_has_help() -> None:
+    parsers = _parsers()
+    assert {name for name, _ in parsers} >= {
+        "airflow-doi normalize", "airflow-doi resolve", "airflow-doi simulator",
+        "airflow-doi sql generate", "airflow-doi demo",
+    }
+    for name, parser in parsers:
+        text = parser.format_help()  # type: ignore[attr-defined]
+        assert "`" not in text, name
+        assert not re.search(r":[a-z]+:`|:data:|:func:|:mod:", text), name
+        for action in parser._actions:  # type: ignore[attr-defined]
+            assert action.help, f"{name} {action.option_strings or action.dest}: no help"
+            shown = action.default not in (None, False, [], "==SUPPRESS==")
+            if action.option_strings and shown:
+                assert "default" in parser._get_formatter()._get_help_string(action), (
+                    name, action.option_strings,
+                )
+
+
+def test_help_runs_for_every_subcommand() -> None:
+    for name, _ in _parsers():
+        argv = name.split()[1:]
+        captured = io.StringIO()
+        with redirect_stderr(captured), pytest.raises(SystemExit) as stop:
+            from contextlib import redirect_stdout
+
+            with redirect_stdout(captured):
+                main([*argv, "--help"])
+        assert stop.value.code == 0, name
+        assert "`" not in captured.getvalue()
