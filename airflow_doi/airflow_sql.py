@@ -30,6 +30,7 @@ __all__ = [
     "dialect_named",
     "insert_values",
     "keyset_pages",
+    "missing_columns",
     "quote_identifier",
     "sibling_table",
     "upsert_rows",
@@ -143,25 +144,35 @@ def column_names(cursor: Any, table: str) -> list[str]:
     return names
 
 
-def add_missing_columns(
-    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
+def missing_columns(
+    cursor: Any, table: str, names: Sequence[str], *, case_sensitive: bool = True
 ) -> list[str]:
-    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added.
+    """The names of ``names`` that ``table`` has no column for, in the order given.
 
     Names are compared the way the engine matches quoted identifiers
     (:attr:`Dialect.case_sensitive_identifiers`): on PostgreSQL an existing ``"DOI"`` is
-    another column than ``"doi"``, which must be added; on SQLite it is the same column.
+    another column than ``"doi"``; on SQLite it is the same column.
     """
     def fold(name: str) -> str:
         return name if case_sensitive else name.lower()
 
     existing = {fold(name) for name in column_names(cursor, table)}
+    return [name for name in names if fold(name) not in existing]
+
+
+def add_missing_columns(
+    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
+) -> list[str]:
+    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added.
+
+    Names are compared as :func:`missing_columns` compares them: on PostgreSQL an existing
+    ``"DOI"`` does not stand for ``"doi"``, which must be added; on SQLite it does.
+    """
     added = []
-    for name, sql_type in columns.items():
-        if fold(name) not in existing:
-            column = quote_identifier(name)
-            cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {column} {sql_type}")
-            added.append(name)
+    for name in missing_columns(cursor, table, list(columns), case_sensitive=case_sensitive):
+        column = quote_identifier(name)
+        cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {column} {columns[name]}")
+        added.append(name)
     return added
 
 

@@ -16,14 +16,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlparse
 
 import duckdb
 import pytest
 
-from airflow_doi import validate
+from airflow_doi import comparison_key, normalize, validate
 from airflow_doi.resolver.simulator import ProxySimulator
 
 pytestmark = [pytest.mark.xdist_group("airflow_dags"), pytest.mark.slow]
@@ -44,6 +45,9 @@ def _sample_keys() -> set[str]:
 
 
 SAMPLE_KEYS = _sample_keys()
+SAMPLE_ROWS = sum(1 for _ in SAMPLE.open(encoding="utf-8")) - 1
+#: What the demo and these tests ask of the DAG; its defaults load nothing and run no dbt.
+SAMPLE_RUN = {"load_sample": True, "run_dbt": True}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,8 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _base_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AIRFLOW_CONN_") and k != "AIRFLOW_DOI_EXAMPLE_RETRIES"}
     env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
@@ -115,7 +120,7 @@ def simulator() -> Iterator[ProxySimulator]:
 
 def _assert_catalogue(rows: list[tuple], resolution: dict[str, str]) -> None:
     """The normalized columns agree with the standard module; every valid key is resolved."""
-    assert len(rows) == 30
+    assert len(rows) == SAMPLE_ROWS
     for raw, doi, key, valid, reason in rows:
         expected = validate(raw)
         assert (doi, key, bool(valid), reason) == (
@@ -134,16 +139,25 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
         conn.execute("CREATE TABLE works (id INTEGER)")
         conn.execute("INSERT INTO works VALUES (1), (2), (3)")
     env = _dag_env(airflow_home, {"conn_type": "duckdb", "host": str(path)}, simulator.url)
-    first = _dags_test(env, airflow_home)
+    first = _dags_test(env, airflow_home, **SAMPLE_RUN)
     assert _succeeded(first), _explain(first)
     assert _task_states(airflow_home, first)["dbt_build"] == "success"
     assert simulator.request_count == len(SAMPLE_KEYS)
     assert set(simulator.requests_by_key.values()) == {1}
 
     simulator.reset_counts()
-    second = _dags_test(env, airflow_home, run_dbt=False)  # dbt ran once already
+    second = _dags_test(env, airflow_home)  # the defaults: enrich the table as it is
     assert _succeeded(second), _explain(second)
+    assert _task_states(airflow_home, second)["load_sample_catalogue"] == "skipped"
+    assert _task_states(airflow_home, second)["dbt_build"] == "skipped"
     assert simulator.request_count == 0  # every key is fresh in doi_resolution
+
+    # Asking for the sample again on a table that now holds rows: refused, nothing deleted.
+    third = _dags_test(env, airflow_home, load_sample=True)
+    states = _task_states(airflow_home, third)
+    assert states["load_sample_catalogue"] == "failed", _explain(third)
+    assert states["normalize"] == "upstream_failed"
+    assert f"already exists and holds {SAMPLE_ROWS} rows" in third.stdout + third.stderr
 
     with duckdb.connect(str(path), read_only=True) as conn:
         _assert_catalogue(conn.execute(CATALOGUE_SQL.format("catalogue")).fetchall(),
@@ -169,7 +183,8 @@ def test_dag_on_sqlite_skips_dbt(airflow_home: Path, tmp_path: Path,
         conn.execute("CREATE TABLE works (id INTEGER)")
         conn.execute("INSERT INTO works VALUES (1)")
     env = _dag_env(airflow_home, {"conn_type": "sqlite", "host": str(path)}, simulator.url)
-    result = _dags_test(env, airflow_home, catalogue_table="library", doi_column="identifier")
+    result = _dags_test(env, airflow_home, catalogue_table="library", doi_column="identifier",
+                        **SAMPLE_RUN)
     assert _succeeded(result), _explain(result)
     assert _task_states(airflow_home, result)["dbt_build"] == "skipped"
     assert simulator.request_count == len(SAMPLE_KEYS)
@@ -194,7 +209,8 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
         conn.execute(f'CREATE TABLE "{postgres_schema}".works (id integer)')
         conn.execute(f'INSERT INTO "{postgres_schema}".works VALUES (1), (2)')
     env = _dag_env(airflow_home, connection, simulator.url)
-    result = _dags_test(env, airflow_home, catalogue_table=f"{postgres_schema}.catalogue")
+    result = _dags_test(env, airflow_home, catalogue_table=f"{postgres_schema}.catalogue",
+                        **SAMPLE_RUN)
     assert _succeeded(result), _explain(result)
     assert _task_states(airflow_home, result)["dbt_build"] == "success"
     assert simulator.request_count == len(SAMPLE_KEYS)
@@ -210,6 +226,182 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
             "WHERE record_id IS NOT NULL"
         ).fetchone()
     assert joined == (8,)
+
+
+#: A user's own table: five rows, the DOI column among other columns of theirs.
+USER_ROWS = [
+    (101, "Watson & Crick", "https://doi.org/10.1038/171737a0"),
+    (102, "A handbook", "doi:10.1000/182"),
+    (103, "Scanned card", "10.100O/182"),
+    (104, "No DOI yet", None),
+    (105, "Straße", " 10.1000/Straße "),
+]
+
+
+def _user_catalogue(kind: str, tmp_path: Path, postgres_dsn: str | None,
+                    schema: str | None) -> tuple[dict[str, object], str, Callable[[str], list]]:
+    """``my_works(record_id, title, doi_raw)`` holding :data:`USER_ROWS`, on one engine.
+
+    Returns the Airflow connection, the ``catalogue_table`` param and a query function.
+    """
+    if kind == "postgres":
+        import psycopg
+
+        assert postgres_dsn is not None and schema is not None
+        url = urlparse(postgres_dsn)
+        connection: dict[str, object] = {
+            "conn_type": "postgres", "host": url.hostname, "port": url.port or 5432,
+            "login": url.username, "password": url.password or "",
+            "schema": url.path.lstrip("/")}
+        table = f"{schema}.my_works"
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE TABLE "{schema}".my_works (record_id integer, title text, '
+                         "doi_raw text)")
+            with conn.cursor() as cursor:
+                cursor.executemany(f'INSERT INTO "{schema}".my_works VALUES (%s, %s, %s)',
+                                   USER_ROWS)
+
+        def query(sql: str) -> list:
+            with psycopg.connect(postgres_dsn) as conn:
+                return conn.execute(sql.replace("my_works", f'"{schema}".my_works')).fetchall()
+
+        return connection, table, query
+    if kind == "sqlite":
+        path = tmp_path / "works.sqlite"
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE my_works (record_id INTEGER, title TEXT, doi_raw TEXT)")
+            conn.executemany("INSERT INTO my_works VALUES (?, ?, ?)", USER_ROWS)
+
+        def query(sql: str) -> list:
+            with closing(sqlite3.connect(path)) as conn:
+                return conn.execute(sql).fetchall()
+
+        return {"conn_type": "sqlite", "host": str(path)}, "my_works", query
+    path = tmp_path / "works.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE my_works (record_id INTEGER, title VARCHAR, doi_raw VARCHAR)")
+        conn.executemany("INSERT INTO my_works VALUES (?, ?, ?)", USER_ROWS)
+
+    def query(sql: str) -> list:
+        with duckdb.connect(str(path), read_only=True) as conn:
+            return conn.execute(sql).fetchall()
+
+    return {"conn_type": "duckdb", "host": str(path)}, "my_works", query
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "duckdb", "postgres"])
+def test_the_documented_params_keep_a_users_rows(
+    kind: str, airflow_home: Path, tmp_path: Path, simulator: ProxySimulator,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Issue #10: only ``catalogue_conn_id``, ``catalogue_table``, ``doi_column`` on a table of
+    one's own: every row survives, gets the standard's columns, and nothing else changes."""
+    dsn = request.getfixturevalue("postgres_dsn") if kind == "postgres" else None
+    schema = request.getfixturevalue("postgres_schema") if kind == "postgres" else None
+    connection, table, query = _user_catalogue(kind, tmp_path, dsn, schema)
+    env = _dag_env(airflow_home, connection, simulator.url)
+    result = _dags_test(env, airflow_home, catalogue_conn_id="doi_catalogue",
+                        catalogue_table=table, doi_column="doi_raw")
+    assert _succeeded(result), _explain(result)
+    states = _task_states(airflow_home, result)
+    assert states["load_sample_catalogue"] == "skipped"
+    assert states["resolve"] == "success"
+    rows = query("SELECT record_id, title, doi_raw, doi, doi_key, doi_valid, doi_reason "
+                 "FROM my_works ORDER BY record_id")
+    assert [row[:3] for row in rows] == USER_ROWS  # every row, every value of theirs
+    for _, _, raw, doi, key, valid, reason in rows:
+        expected = validate(raw)
+        assert (bool(valid), reason) == (expected.valid, expected.reason), raw
+        if expected.valid:
+            assert (doi, key) == (normalize(raw), comparison_key(raw)), raw
+        else:
+            assert (doi, key) == (expected.doi, expected.key), raw
+    assert sum(bool(row[5]) for row in rows) == 3
+    assert simulator.request_count == 3
+    # The final task writes the quality report beside AIRFLOW_HOME and logs where.
+    assert states["quality_report"] == "success"
+    report = airflow_home / "doi_reports" / f"{table}.html"
+    page = report.read_text(encoding="utf-8")
+    assert f"Quality report: {report}" in result.stdout + result.stderr
+    assert f"{table}: DOI quality" in page and "10.100O/182" in page  # a failing cell
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=[\"']https?:", page)
+
+
+def test_run_dbt_leaves_a_users_table_of_a_dbt_name_alone(airflow_home: Path, tmp_path: Path,
+                                                          simulator: ProxySimulator) -> None:
+    """``run_dbt`` on a database whose ``reading_list`` is someone's: dbt is not run at all."""
+    connection, table, query = _user_catalogue("duckdb", tmp_path, None, None)
+    with duckdb.connect(str(connection["host"])) as conn:
+        conn.execute("CREATE TABLE reading_list (student VARCHAR, book VARCHAR)")
+        conn.execute("INSERT INTO reading_list VALUES ('ada', 'SICP')")
+    env = _dag_env(airflow_home, connection, simulator.url)
+    result = _dags_test(env, airflow_home, catalogue_table=table, run_dbt=True)
+    states = _task_states(airflow_home, result)
+    assert states["resolve"] == "success", _explain(result)
+    assert states["dbt_build"] == "failed"
+    assert "reading_list exists and is not the example dbt project's" in (
+        result.stdout + result.stderr)
+    assert query("FROM reading_list") == [("ada", "SICP")]
+    assert len(query("FROM my_works")) == len(USER_ROWS)
+
+
+def test_every_task_of_the_dag_is_retried(airflow_home: Path) -> None:
+    """The README's promise that Airflow retries a resolve task failed by a dead proxy."""
+    code = (
+        "import json; from airflow.dag_processing.dagbag import DagBag; "
+        f"bag = DagBag(dag_folder={str(DAGS)!r}); "
+        "print(json.dumps({d: {t.task_id: [t.retries, t.retry_delay.total_seconds()] "
+        "for t in bag.dags[d].tasks} for d in sorted(bag.dags)}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=_base_env(airflow_home),
+                            cwd=airflow_home, capture_output=True, text=True, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    retries = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(retries) == {DAG_ID, "doi_resolve_mapped"}
+    for dag_id, tasks in retries.items():
+        assert tasks, dag_id
+        for task_id, (count, delay) in tasks.items():
+            assert count >= 2 and delay >= 60, (dag_id, task_id, count, delay)
+
+
+def test_a_dead_proxy_leaves_resolve_up_for_retry(airflow_home: Path, tmp_path: Path) -> None:
+    """The proxy answers 500 to everything: the resolve task waits for its retry, not failed."""
+    path = tmp_path / "dead.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE catalogue (record_id INTEGER, doi_raw TEXT)")
+        conn.executemany("INSERT INTO catalogue VALUES (?, ?)",
+                         [(i, f"10.5555/D{i}") for i in range(5)])
+    with sqlite3.connect(airflow_home / "airflow.db") as conn:
+        before = {r for (r,) in conn.execute("SELECT run_id FROM dag_run")}
+    with ProxySimulator(faults={"always_500": True}) as dead:
+        env = _dag_env(airflow_home, {"conn_type": "sqlite", "host": str(path)}, dead.url)
+        env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
+            {"conn_type": "doi_proxy", "host": dead.url,
+             "extra": {"rate": 200, "max_attempts": 1, "breaker_threshold": 1000}})
+        command = [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps({"run_dbt": False})]
+        process = subprocess.Popen(command, env=env, cwd=airflow_home, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        state: tuple | None = None
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and process.poll() is None:
+                with closing(sqlite3.connect(airflow_home / "airflow.db", timeout=30)) as conn:
+                    rows = conn.execute(
+                        "SELECT run_id, state, try_number FROM task_instance "
+                        "WHERE dag_id = ? AND task_id = 'resolve'", (DAG_ID,)).fetchall()
+                state = next(((s, n) for run, s, n in rows if run not in before and s), None)
+                if state is not None and state[0] in ("up_for_retry", "failed", "success"):
+                    break
+                time.sleep(0.5)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+        assert dead.request_count == 5
+    assert state == ("up_for_retry", 1)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM doi_resolution WHERE status = 'error'"
+                            ).fetchone() == (5,)
 
 
 def test_killed_resolve_resumes_without_asking_again(airflow_home: Path, tmp_path: Path) -> None:
@@ -274,19 +466,80 @@ def test_mapped_resolution_dag(airflow_home: Path, tmp_path: Path,
         assert conn.execute("SELECT COUNT(*) FROM doi_resolution").fetchone() == (25,)
 
 
-def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
-    """``airflow-doi demo`` (the README's main command): fresh AIRFLOW_HOME, simulator, DAG."""
+def _demo(out: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__", "AIRFLOW_HOME"))}
-    result = subprocess.run(
-        [sys.executable, "-m", "airflow_doi", "demo", "--root", str(ROOT), "--out", str(tmp_path)],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_doi", "demo", "--root", str(ROOT), "--out", str(out)],
+        env=env, cwd=out, capture_output=True, text=True, timeout=900, check=False,
     )
+
+
+NEVER_REGISTERED = "10.5555/AIRFLOW-DOI-NEVER-REGISTERED"
+
+
+def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
+    """``airflow-doi demo`` (the README's main command): fresh AIRFLOW_HOME, simulator, DAG,
+    and it shows its result: enriched rows (resolved, not_found, invalid) and how to open it."""
+    result = _demo(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
     database = tmp_path / "catalogue.duckdb"
-    assert f"enriched tables in {database}" in result.stdout
-    assert "reading_list_holdings (9 rows)" in result.stdout
-    assert "bundled simulator" in result.stdout
+    assert f"enriched tables in {database}" in out
+    assert "reading_list_holdings (9 rows)" in out
+    assert "bundled simulator" in out
+    assert f"doi_resolution: not_found=1, resolved={len(SAMPLE_KEYS) - 1}" in out
+    catalogue = out[out.index("a few rows of catalogue"):out.index("a few rows of doi_resolution")]
+    resolution = out[out.index("a few rows of doi_resolution"):out.index("open the file")]
+    for shown in ("10.1002/ANDP.19053221004", "resolved", NEVER_REGISTERED, "not_found",
+                  "10.100O/182", "bad_registrant", "missing_suffix"):
+        assert shown in catalogue, shown
+    for shown in (NEVER_REGISTERED, "not_found", "404", "resolved", "https://records.example/"):
+        assert shown in resolution, shown
     with duckdb.connect(str(database), read_only=True) as conn:
         assert conn.execute("SELECT COUNT(*) FROM doi_resolution WHERE status = 'resolved'"
-                            ).fetchone() == (len(SAMPLE_KEYS),)
+                            ).fetchone() == (len(SAMPLE_KEYS) - 1,)
+        assert conn.execute("SELECT status FROM doi_resolution WHERE doi_key = ?",
+                            [NEVER_REGISTERED]).fetchone() == ("not_found",)
+
+    # The DAG's last task wrote the quality report; the demo says where and how to open it.
+    report = tmp_path / "report.html"
+    assert f"quality report of the catalogue: {report}" in out
+    assert report.as_uri() in out
+    assert "catalogue: DOI quality" in report.read_text(encoding="utf-8")
+
+    # The command it prints opens the file, here, as printed.
+    command = out.split("open the file", 1)[1].splitlines()[1].strip()
+    opened = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                            input="print('rows', db.sql('FROM catalogue').fetchall().__len__())\n",
+                            timeout=120, check=False)
+    assert opened.returncode == 0, opened.stderr
+    assert "doi_resolution" in opened.stdout  # SHOW TABLES
+    assert f"rows {SAMPLE_ROWS}" in opened.stdout + opened.stderr
+
+
+def test_demo_leaves_a_database_of_someone_elses_alone(tmp_path: Path) -> None:
+    """An ``out/catalogue.duckdb`` holding tables the demo did not make: exit 2, untouched."""
+    database = tmp_path / "catalogue.duckdb"
+    with duckdb.connect(str(database)) as conn:
+        conn.execute("CREATE TABLE catalogue (record_id INTEGER, doi_raw VARCHAR)")
+        conn.execute("INSERT INTO catalogue VALUES (1, '10.1000/mine')")
+        conn.execute("CREATE TABLE thesis_notes (note VARCHAR)")
+    result = _demo(tmp_path)
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "holds tables the demo did not create (thesis_notes)" in result.stderr
+    assert "Traceback" not in result.stderr
+    with duckdb.connect(str(database), read_only=True) as conn:
+        assert conn.execute("FROM catalogue").fetchall() == [(1, "10.1000/mine")]
+
+
+def test_demo_replaces_only_its_own_previous_database(tmp_path: Path) -> None:
+    from airflow_doi.cli.demo import DEMO_TABLES, fresh_database
+
+    database = tmp_path / "catalogue.duckdb"
+    with duckdb.connect(str(database)) as conn:
+        for name in sorted(DEMO_TABLES):
+            conn.execute(f"CREATE TABLE {name} (x INTEGER)")
+    fresh_database(database)
+    assert not database.exists()
+    fresh_database(database)  # nothing there: nothing to do

@@ -97,6 +97,29 @@ def test_provider_info_matches_the_schema_and_imports_nothing() -> None:
     assert probe.stdout.strip() == "[]"
 
 
+def test_one_import_line_for_the_operators_and_the_hooks() -> None:
+    """``from airflow_doi.operators import ...`` (the README's line) and the same for hooks;
+    ``import airflow_doi`` and ``import airflow_doi.hooks`` alone still import no Airflow."""
+    code = (
+        "import sys; import airflow_doi, airflow_doi.hooks, airflow_doi.operators; "
+        "print(sorted(n for n in sys.modules if n.split('.')[0] == 'airflow')); "
+        "from airflow_doi.operators import DoiNormalizeOperator, DoiResolveOperator, "
+        "DoiValidateOperator; from airflow_doi.hooks import DoiProxyHook, DuckDbHook; "
+        "from airflow.sdk import BaseHook, BaseOperator; "
+        "print(all(issubclass(c, BaseOperator) for c in (DoiNormalizeOperator, "
+        "DoiResolveOperator, DoiValidateOperator)), issubclass(DoiProxyHook, BaseHook), "
+        "DuckDbHook.conn_type, DoiNormalizeOperator.__module__)"
+    )
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.splitlines() == ["[]", "True True duckdb airflow_doi.operators.normalize"]
+    import airflow_doi.operators
+
+    with pytest.raises(AttributeError, match="DoiMissingOperator"):
+        airflow_doi.operators.DoiMissingOperator  # noqa: B018
+
+
 # -- the doi_proxy connection ----------------------------------------------------------------
 def test_config_from_connection_fields() -> None:
     from airflow_doi.hooks.doi_proxy import base_url_from_parts, resolver_config_from_connection
@@ -274,6 +297,19 @@ def test_normalize_writes_the_standard_columns(database: Database) -> None:
     assert database.run(f"SELECT COUNT(*) FROM {works}") == [(2,)]
 
 
+def test_normalize_never_touches_a_users_table_named_like_its_stage(database: Database) -> None:
+    """The staging table is a TEMPORARY one with a per-run name: a user's table called
+    ``doi_normalize_stage`` (the old fixed name) keeps its rows, and no stage is left behind."""
+    from airflow_doi.operators.normalize import _STAGE_PREFIX
+
+    theirs = quote_identifier(sibling_table(database.table, "doi_normalize_stage"))
+    database.run(f"CREATE TABLE {theirs} (raw TEXT, doi TEXT)")
+    database.run(f"INSERT INTO {theirs} VALUES (?, ?)", [("mine", "10.1000/mine")])
+    _normalize(database)
+    assert database.run(f"SELECT raw, doi FROM {theirs}") == [("mine", "10.1000/mine")]
+    assert _STAGE_PREFIX.startswith("doi_normalize_stage_")
+
+
 def test_normalize_refuses_to_overwrite_its_source(database: Database) -> None:
     from airflow_doi.operators.normalize import DoiNormalizeOperator
 
@@ -339,6 +375,20 @@ def test_resolve_asks_once_per_key_and_resumes(database: Database, simulator) ->
         f"SELECT COUNT(*) FROM {quote_identifier(sibling_table(database.table, 'works'))}"
     ) == [(2,)]
     assert database.run(f"SELECT COUNT(*) FROM {quote_identifier(database.table)}") == [(11,)]
+
+
+def test_resolve_refuses_a_users_table_named_doi_resolution(database: Database,
+                                                             simulator) -> None:
+    """A ``doi_resolution`` that is not ours is refused with a message, before any write."""
+    results = quote_identifier(database.results)
+    database.run(f"CREATE TABLE {results} (doi_key TEXT PRIMARY KEY, note TEXT)")
+    database.run(f"INSERT INTO {results} VALUES (?, ?)", [("10.1000/ABC", "keep me")])
+    _normalize(database)
+    with pytest.raises(ValueError, match=r"already exists and is not one DoiResolveOperator "
+                                         r"wrote \(no column doi, status, .*results_table="):
+        _resolve(database)
+    assert simulator.request_count == 0
+    assert database.run(f"SELECT doi_key, note FROM {results}") == [("10.1000/ABC", "keep me")]
 
 
 def test_errors_are_stored_and_retried_next_run(database: Database,
@@ -547,3 +597,37 @@ def test_existing_upper_case_column_is_matched_as_the_engine_does(database: Data
     else:  # SQLite and DuckDB match quoted identifiers case-insensitively: "DOI" is "doi"
         assert "doi" not in names
         assert database.run(f'SELECT "DOI" FROM {table} WHERE id = 0') == [("10.1000/ABC",)]
+
+
+def test_resolve_with_repair_column_stores_verified_suggestions_once(database: Database,
+                                                                     simulator) -> None:
+    """``repair_column``: invalid or not_found cells get suggestions in ``doi_repair``, verified
+    on the proxy; valid cells that resolved are not touched, and a re-run sends nothing."""
+    from airflow_doi.operators.resolve import DoiResolveOperator
+
+    table = quote_identifier(database.table)
+    database.run(f"INSERT INTO {table} VALUES (?, ?)",
+                 [(20, "10.1000/ABC."), (21, "10.5555/Q”"), (22, "10.1000/ABC.")])
+    _normalize(database)
+
+    def run() -> dict:
+        return DoiResolveOperator(task_id="resolve", conn_id=database.conn_id,
+                                  table=database.table, repair_column="doi_raw").execute({})
+
+    first = run()
+    repairs = quote_identifier(sibling_table(database.table, "doi_repair"))
+    stored = {raw: (doi, rule, verified) for raw, doi, rule, verified in database.run(
+        f"SELECT raw_value, doi_suggestion, doi_suggestion_rule, doi_suggestion_verified "
+        f"FROM {repairs}")}
+    assert stored["10.1000/ABC."][0] == "10.1000/ABC"
+    assert stored["10.1000/ABC."][1] == "trailing_punctuation"
+    assert bool(stored["10.1000/ABC."][2]) is True
+    assert stored["10.5555/Q”"][0] == "10.5555/Q" and bool(stored["10.5555/Q”"][2]) is True
+    assert "junk" in stored and stored["junk"][0] is None  # invalid: checked, nothing found
+    assert "10.1000/ABC" not in stored  # resolved: never a repair candidate
+    assert first["repair_cells"] == len(stored) and first["repair_verified"] >= 2
+    assert database.run(f"SELECT COUNT(*) FROM {table}") == [(14,)]  # the user's rows, all
+
+    simulator.reset_counts()
+    again = run()
+    assert again["repair_cells"] == 0 and simulator.request_count == 0

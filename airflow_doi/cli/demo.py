@@ -3,7 +3,8 @@
 The demo is a list of steps run in order; each step is a small function that takes the demo
 context and prints what it produced: normalize the messy sample CSV, then run the Airflow DAG
 ``doi_enrich_catalogue`` end to end on a DuckDB file (offline: against the bundled proxy
-simulator). Later steps append themselves to :data:`STEPS`.
+simulator), print a few enriched rows and the command that opens the file. Later steps append
+themselves to :data:`STEPS`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,20 @@ def normalize_sample(context: DemoContext) -> None:
 DAG_ID = "doi_enrich_catalogue"
 DAGS = Path("examples/dags")
 PROXY_CONN_ENV = "AIRFLOW_CONN_DOI_PROXY_DEFAULT"
+#: What the demo asks of the DAG, explicitly: its defaults never load the sample or run dbt.
+DAG_CONF: dict[str, object] = {"load_sample": True, "run_dbt": True}
+#: The DOIs the offline simulator knows; any other valid DOI is ``not_found``.
+REGISTRY = Path("examples/data/simulated_registry.txt")
+#: Every table and view a demo run creates in ``catalogue.duckdb`` (the DAG's and dbt's); a
+#: file holding anything else is not the demo's to replace.
+DEMO_TABLES = frozenset({
+    "catalogue", "doi_resolution", "reading_list", "stg_catalogue", "stg_reading_list",
+    "reading_list_holdings",
+})
+
+
+class DemoError(Exception):
+    """A demo step cannot go on; the message says why and what to do (exit code 2)."""
 
 
 def _airflow(args: list[str], env: dict[str, str], log: Path) -> None:
@@ -68,13 +83,61 @@ def _airflow(args: list[str], env: dict[str, str], log: Path) -> None:
                            f"see {log}")
 
 
+def registry_records(path: Path) -> dict[str, Any]:
+    """Simulator records for the DOIs listed in ``path`` (one a line, ``#`` comments)."""
+    from airflow_doi.resolver.simulator import make_records
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return make_records(line.strip() for line in lines if line.strip() and
+                        not line.lstrip().startswith("#"))
+
+
+def _relations(database: Path) -> set[str]:
+    """The user tables and views in a DuckDB file (read-only look)."""
+    import duckdb
+
+    with duckdb.connect(str(database), read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary "
+            "UNION SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary"
+        ).fetchall()
+    return {name for (name,) in rows}
+
+
+def fresh_database(database: Path) -> None:
+    """Remove the previous demo run's ``catalogue.duckdb``, and only that.
+
+    The DAG loads the sample only into a new table, so each demo run starts from a new file.
+    A file holding any table the demo does not create is someone's data: refuse, untouched.
+    """
+    if not database.exists():
+        return
+    try:
+        found = _relations(database)
+    except Exception as error:  # not a DuckDB file, or locked by another process
+        raise DemoError(
+            f"{database} exists and cannot be read as the previous demo's DuckDB file "
+            f"({type(error).__name__}); move it away or pass --out to another folder"
+        ) from None
+    foreign = sorted(found - DEMO_TABLES)
+    if foreign:
+        raise DemoError(
+            f"{database} holds tables the demo did not create ({', '.join(foreign)}); it was "
+            "left untouched: move it away or pass --out to another folder"
+        )
+    database.unlink()
+    database.with_name(database.name + ".wal").unlink(missing_ok=True)
+    print(f"airflow: replaced the previous demo's {database.name}")
+
+
 def airflow_pipeline(context: DemoContext) -> None:
-    """Run the Airflow DAG ``doi_enrich_catalogue`` on ``out/catalogue.duckdb``.
+    """Run the Airflow DAG ``doi_enrich_catalogue`` on a new ``out/catalogue.duckdb``.
 
     A private ``AIRFLOW_HOME`` under ``out/airflow`` (SQLite metadata, no scheduler) is
-    migrated, and the DAG runs through ``airflow dags test``. DOIs are resolved against the
-    bundled proxy simulator unless ``AIRFLOW_CONN_DOI_PROXY_DEFAULT`` names a proxy (e.g. the
-    real one: ``{"conn_type": "doi_proxy", "host": "https://doi.org", "extra": {"rate": 3}}``).
+    migrated, and the DAG runs through ``airflow dags test`` with :data:`DAG_CONF`. DOIs are
+    resolved against the bundled proxy simulator, which knows the DOIs of :data:`REGISTRY`,
+    unless ``AIRFLOW_CONN_DOI_PROXY_DEFAULT`` names a proxy (e.g. the real one:
+    ``{"conn_type": "doi_proxy", "host": "https://doi.org", "extra": {"rate": 3}}``).
     """
     import contextlib
     import json
@@ -82,10 +145,12 @@ def airflow_pipeline(context: DemoContext) -> None:
 
     dags = (context.root / DAGS).resolve()
     if not (dags / f"{DAG_ID}.py").is_file():
-        raise FileNotFoundError(f"{dags / DAG_ID}.py not found: run from the repository checkout")
+        raise DemoError(f"{dags / DAG_ID}.py not found: run from the repository checkout "
+                        "or pass --root")
     home = (context.out / "airflow").resolve()
     home.mkdir(parents=True, exist_ok=True)
     database = (context.out / "catalogue.duckdb").resolve()
+    fresh_database(database)
     log = home / "demo.log"
     log.write_text("", encoding="utf-8")
     env = {
@@ -94,6 +159,8 @@ def airflow_pipeline(context: DemoContext) -> None:
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_DOI_CATALOGUE": json.dumps({"conn_type": "duckdb", "host": str(database)}),
+        # One-shot run: a failed task should end the demo now, not after the DAG's retry delays.
+        "AIRFLOW_DOI_EXAMPLE_RETRIES": "0",
     }
     print(f"airflow: AIRFLOW_HOME={home} (log: {log})")
     _airflow(["db", "migrate"], env, log)
@@ -103,14 +170,90 @@ def airflow_pipeline(context: DemoContext) -> None:
         else:
             from airflow_doi.resolver.simulator import ProxySimulator
 
-            simulator = stack.enter_context(ProxySimulator(auto_records=True))
+            registry = context.root / REGISTRY
+            simulator = stack.enter_context(ProxySimulator(registry_records(registry)))
             env[PROXY_CONN_ENV] = json.dumps({
                 "conn_type": "doi_proxy", "host": simulator.url,
                 "extra": {"rate": 50, "concurrency": 4},
             })
-            print(f"airflow: resolving against the bundled simulator at {simulator.url} "
-                  f"(set {PROXY_CONN_ENV} to use a real proxy)")
-        _airflow(["dags", "test", DAG_ID], env, log)
+            print(f"airflow: resolving against the bundled simulator at {simulator.url}, which "
+                  f"knows the DOIs listed in {REGISTRY} (set {PROXY_CONN_ENV} to use a real "
+                  "proxy)")
+        report = (context.out / "report.html").resolve()
+        conf = {**DAG_CONF, "report_path": str(report)}
+        _airflow(["dags", "test", DAG_ID, "--conf", json.dumps(conf)], env, log)
+    show_results(database)
+    if not report.is_file():
+        raise RuntimeError(f"the DAG's quality_report task wrote no {report}")
+    print(f"airflow: the quality report of the catalogue: {report}")
+    print(f"  open it in a browser: {report.as_uri()}")
+
+
+#: A few catalogue rows per outcome (resolved, not_found, ..., invalid), joined to their
+#: resolution; invalid DOIs are never sent to the proxy, so they have no resolution row.
+_CATALOGUE_ROWS = """
+WITH joined AS (
+    SELECT c.record_id, c.doi_raw, c.doi_key, c.doi_valid, c.doi_reason,
+           r.status AS resolution,
+           CASE WHEN c.doi_valid THEN r.status ELSE 'invalid' END AS outcome
+    FROM catalogue AS c LEFT JOIN doi_resolution AS r ON r.doi_key = c.doi_key
+)
+SELECT record_id, doi_raw, doi_key, doi_valid, doi_reason, resolution FROM joined
+QUALIFY row_number() OVER (PARTITION BY outcome ORDER BY record_id) <= 2
+ORDER BY record_id
+"""
+_RESOLUTION_ROWS = """
+SELECT doi_key, status, http_status, url FROM doi_resolution
+QUALIFY row_number() OVER (PARTITION BY status ORDER BY length(doi_key), doi_key) <= 2
+ORDER BY status, length(doi_key), doi_key
+"""
+#: Cells longer than this are cut (with an ellipsis) so each row fits on one line.
+_CELL_WIDTH = 40
+
+
+def _cell(value: object) -> str:
+    """One table cell: ``-`` for NULL, invisible characters escaped, long text cut."""
+    if value is None:
+        return "-"
+    text = str(value)
+    if not text.isprintable():
+        text = ascii(text)[1:-1]
+    return text if len(text) <= _CELL_WIDTH else text[:_CELL_WIDTH - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def format_rows(names: list[str], rows: list[tuple[Any, ...]], indent: str = "  ") -> str:
+    """A plain left-aligned text table, one line per row (for the terminal and for logs)."""
+    cells = [names, *[[_cell(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(names))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(indent + line for line in lines)
+
+
+def _query(conn: Any, sql: str) -> str:
+    cursor = conn.execute(sql)
+    return format_rows([d[0] for d in cursor.description], cursor.fetchall())
+
+
+def open_command(database: Path) -> tuple[str, str]:
+    """The shell command that opens ``database`` here (the DuckDB CLI, else this Python with
+    the duckdb module), and a first query to type in it."""
+    import json
+    import shlex
+    import shutil
+
+    if shutil.which("duckdb"):
+        return (f"duckdb -readonly {shlex.quote(str(database))}",
+                "FROM reading_list_holdings;")
+    code = (f"import duckdb; db = duckdb.connect({json.dumps(str(database))}, read_only=True); "
+            'print(db.sql("SHOW TABLES"))')
+    return (f"{shlex.quote(sys.executable)} -i -c {shlex.quote(code)}",
+            'db.sql("FROM reading_list_holdings").show()')
+
+
+def show_results(database: Path) -> None:
+    """Print the tables the DAG wrote, a few enriched rows, and how to open the file."""
     import duckdb
 
     with duckdb.connect(str(database), read_only=True) as conn:
@@ -120,11 +263,20 @@ def airflow_pipeline(context: DemoContext) -> None:
         statuses = conn.execute(
             "SELECT status, COUNT(*) FROM doi_resolution GROUP BY status ORDER BY status"
         ).fetchall()
+        catalogue = _query(conn, _CATALOGUE_ROWS)
+        resolution = _query(conn, _RESOLUTION_ROWS)
     print(f"airflow: {DAG_ID} succeeded; enriched tables in {database}:")
     for name, rows in tables:
         print(f"airflow:   {name} ({rows} rows)")
     print("airflow: doi_resolution: " + ", ".join(f"{s}={n}" for s, n in statuses))
     print("airflow: the two catalogues joined on doi_key: table reading_list_holdings")
+    print("airflow: a few rows of catalogue (invalid DOIs are never sent to the proxy):")
+    print(catalogue)
+    print("airflow: a few rows of doi_resolution:")
+    print(resolution)
+    command, first_query = open_command(database)
+    print(f"airflow: open the file (then try {first_query}):")
+    print(f"  {command}")
 
 
 Step = Callable[[DemoContext], None]
@@ -157,5 +309,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for name, step in STEPS:
         print(f"== {name}")
-        step(context)
+        try:
+            step(context)
+        except DemoError as error:
+            print(f"airflow-doi demo: error: {error}", file=sys.stderr)
+            return 2
     return 0

@@ -1,6 +1,27 @@
 """Airflow hooks: the doi.org proxy (rate-limited resolver) and DuckDB files.
 
-Import the hook classes from their modules (``airflow_doi.hooks.doi_proxy``,
-``airflow_doi.hooks.duckdb``); this package imports nothing so that Airflow's provider
-discovery stays cheap.
+``from airflow_doi.hooks import DoiProxyHook, DuckDbHook`` works; the names are resolved on
+first use (module ``__getattr__``), so this package imports nothing by itself and Airflow's
+provider discovery stays cheap.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_doi._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from airflow_doi.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.hooks.duckdb import DuckDbHook
+
+__all__ = ["DoiProxyHook", "DuckDbHook"]
+
+#: Exported name -> the module that defines it.
+_LAZY: dict[str, str] = {
+    "DoiProxyHook": "airflow_doi.hooks.doi_proxy",
+    "DuckDbHook": "airflow_doi.hooks.duckdb",
+}
+
+
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -36,7 +36,15 @@ from airflow_doi.syntax import Decode, Validation, validate
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
 
-_STAGE = "doi_normalize_stage"
+#: Prefix of the per-run staging table: a TEMPORARY table with a random suffix, so it can never
+#: be (or shadow) a table of the user's, and is only ever emptied and dropped by that name.
+_STAGE_PREFIX = "doi_normalize_stage_"
+
+
+def _stage_name() -> str:
+    import uuid
+
+    return f"{_STAGE_PREFIX}{uuid.uuid4().hex[:16]}"
 
 
 def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
@@ -125,8 +133,9 @@ class DoiNormalizeOperator(DoiSqlOperator):
         )
         if added:
             self.log.info("Added columns %s to %s", ", ".join(added), self.table)
+        stage = _stage_name()
         cursor.execute(
-            f"CREATE TEMPORARY TABLE {_STAGE} (raw {text} PRIMARY KEY, doi {text}, "
+            f"CREATE TEMPORARY TABLE {stage} (raw {text} PRIMARY KEY, doi {text}, "
             f"doi_key {text}, doi_valid {boolean}, doi_reason {text})"
         )
         conn.commit()
@@ -134,7 +143,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         cursor.execute(f"SELECT COUNT(DISTINCT {binary}) FROM {table} WHERE {source} IS NOT NULL")
         (total,) = cursor.fetchone()
         progress = Progress(f"normalize {self.table}", int(total), self.log, unit="values")
-        apply = self._apply_statement(dialect, table, binary, (doi, key, valid, reason))
+        apply = self._apply_statement(dialect, table, binary, (doi, key, valid, reason), stage)
         valid_values = 0
         for page in keyset_pages(
             cursor, dialect, select=f"{binary} FROM {table}", key=binary,
@@ -145,10 +154,10 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 result = _validate_cell(raw, decode)
                 valid_values += result.valid
                 rows.append((raw, result.doi, result.key, result.valid, result.reason))
-            insert_values(cursor, dialect, f"INSERT INTO {_STAGE}", rows,
+            insert_values(cursor, dialect, f"INSERT INTO {stage}", rows,
                           types=(text, text, text, boolean, text))
             cursor.execute(apply)
-            cursor.execute(f"DELETE FROM {_STAGE}")
+            cursor.execute(f"DELETE FROM {stage}")
             conn.commit()
             progress.advance(len(page))
 
@@ -159,7 +168,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         )
         cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
         (null_rows,) = cursor.fetchone()
-        cursor.execute(f"DROP TABLE {_STAGE}")
+        cursor.execute(f"DROP TABLE {stage}")
         conn.commit()
         progress.report(force=True)
         return {
@@ -170,7 +179,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     @staticmethod
     def _apply_statement(
-        dialect: Dialect, table: str, source: str, targets: tuple[str, str, str, str]
+        dialect: Dialect, table: str, source: str, targets: tuple[str, str, str, str], stage: str
     ) -> str:
         """Copy the staged page onto the catalogue rows whose source value matches.
 
@@ -184,11 +193,11 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 for target, staged in zip(targets, stage_columns, strict=True)
             )
             return (
-                f"UPDATE {table} SET {assignments} FROM {_STAGE} AS m "
+                f"UPDATE {table} SET {assignments} FROM {stage} AS m "
                 f"WHERE {table}.{source} = m.raw"
             )
         assignments = ", ".join(
-            f"{target} = (SELECT m.{staged} FROM {_STAGE} AS m WHERE {table}.{source} = m.raw)"
+            f"{target} = (SELECT m.{staged} FROM {stage} AS m WHERE {table}.{source} = m.raw)"
             for target, staged in zip(targets, stage_columns, strict=True)
         )
-        return f"UPDATE {table} SET {assignments} WHERE {source} IN (SELECT raw FROM {_STAGE})"
+        return f"UPDATE {table} SET {assignments} WHERE {source} IN (SELECT raw FROM {stage})"

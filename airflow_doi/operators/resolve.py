@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_doi.airflow_sql import (
     Dialect,
     keyset_pages,
+    missing_columns,
     quote_identifier,
     sibling_table,
     upsert_rows,
@@ -107,8 +108,16 @@ def resolution_types(dialect: Dialect) -> tuple[str, ...]:
     return (text, text, text, text, integer, integer, integer, text, stamp, stamp)
 
 
+#: The columns that make an existing table one this module wrote (its first version's).
+_OWN_COLUMNS = RESOLUTION_COLUMNS[:10]
+
+
 def ensure_resolution_table(cursor: Any, dialect: Dialect, results_table: str) -> None:
-    """``CREATE TABLE IF NOT EXISTS`` the results table with ``doi_key`` as primary key."""
+    """``CREATE TABLE IF NOT EXISTS`` the results table with ``doi_key`` as primary key.
+
+    Rows of the results table are replaced by key, so a table of the same name that is not
+    one of ours (a user's ``doi_resolution``) is refused before any write, untouched.
+    """
     text, integer, stamp = dialect.text_type, dialect.integer_type, dialect.timestamp_type
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {quote_identifier(results_table)} ("
@@ -116,6 +125,14 @@ def ensure_resolution_table(cursor: Any, dialect: Dialect, results_table: str) -
         f'"url" {text}, "response_code" {integer}, "http_status" {integer}, '
         f'"attempts" {integer}, "error" {text}, "resolved_at" {stamp}, "expires_at" {stamp})'
     )
+    missing = missing_columns(cursor, results_table, _OWN_COLUMNS,
+                              case_sensitive=dialect.case_sensitive_identifiers)
+    if missing:
+        raise ValueError(
+            f"the results table {results_table} already exists and is not one DoiResolveOperator "
+            f"wrote (no column {', '.join(missing)}); it was left untouched: pass "
+            "results_table='another_name' to write the resolutions elsewhere"
+        )
 
 
 @dataclass(frozen=True)
@@ -367,11 +384,15 @@ class DoiResolveOperator(DoiSqlOperator):
     :param resolver_options: :class:`~airflow_doi.resolver.ResolverConfig` fields that win over
         the connection (e.g. ``{"rate": 10}``).
     :param batch_size: keys per request batch and per commit (the most a kill can lose).
+    :param repair_column: the raw DOI column (e.g. ``doi_raw``); when given, the cells of rows
+        that are invalid or whose key is ``not_found`` get verified repair suggestions in
+        ``repair_table`` (default ``doi_repair`` beside the table, keyed by the raw cell; see
+        :mod:`airflow_doi.operators.repairs`). Off by default.
     """
 
     template_fields: Sequence[str] = (
         "conn_id", "table", "batch_size", "results_table", "doi_proxy_conn_id",
-        "resolver_options",
+        "resolver_options", "repair_column", "repair_table",
     )
 
     def __init__(
@@ -384,9 +405,13 @@ class DoiResolveOperator(DoiSqlOperator):
         valid_column: str = "doi_valid",
         resolver_options: dict[str, Any] | None = None,
         batch_size: int | str = 1000,
+        repair_column: str | None = None,
+        repair_table: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(batch_size=batch_size, **kwargs)
+        self.repair_column = repair_column
+        self.repair_table = repair_table
         self.doi_proxy_conn_id = doi_proxy_conn_id
         self.results_table = results_table
         self.key_column = key_column
@@ -411,4 +436,15 @@ class DoiResolveOperator(DoiSqlOperator):
             log=self.log,
         )
         self.emit_assets(context, results_table)
-        return summary.as_dict()
+        outcome = summary.as_dict()
+        if self.repair_column:
+            from airflow_doi.operators.repairs import store_repairs
+
+            outcome.update(store_repairs(
+                self.get_db_hook(),
+                DoiProxyHook(self.doi_proxy_conn_id, **(self.resolver_options or {})),
+                table=self.table, raw_column=self.repair_column, results_table=results_table,
+                repair_table=self.repair_table, key_column=self.key_column,
+                valid_column=self.valid_column, log=self.log,
+            ))
+        return outcome

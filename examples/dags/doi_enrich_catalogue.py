@@ -1,18 +1,33 @@
-"""doi_enrich_catalogue: load a messy catalogue, normalize, validate and resolve its DOIs, run dbt.
+"""doi_enrich_catalogue: normalize, validate and resolve the DOIs of a catalogue table, run dbt.
 
-Tasks: ``load_sample_catalogue`` -> ``normalize`` -> ``validate`` -> ``resolve`` -> ``dbt_build``.
+Tasks: ``load_sample_catalogue`` -> ``normalize`` -> ``validate`` -> ``resolve`` -> ``dbt_build``
+-> ``quality_report``.
 
 Params (all optional):
 
 * ``catalogue_conn_id``: any SQL connection with a DB-API hook; default ``doi_catalogue``
   (the demo defines it as a DuckDB file: ``AIRFLOW_CONN_DOI_CATALOGUE='{"conn_type": "duckdb",
   "host": "/path/catalogue.duckdb"}'``). ``doi_resolution`` is written beside the table.
-* ``catalogue_table`` (``schema.table`` allowed) and ``doi_column``;
-* ``load_sample``: (re)load ``examples/data/catalogue.csv`` into the table first; set it to
-  false to enrich a table of your own;
-* ``run_dbt``: build ``examples/dbt`` (dbt-duckdb on a DuckDB connection, dbt-postgres on a
-  PostgreSQL one); other engines (SQLite) skip the step with a log line saying so;
-* ``resolve_batch_size``: keys per request batch and per commit.
+* ``catalogue_table`` (``schema.table`` allowed) and ``doi_column``: your table and the column
+  holding its DOIs. The DAG only adds and fills the columns ``doi``, ``doi_key``,
+  ``doi_valid`` and ``doi_reason``; it never deletes a row.
+* ``load_sample`` (default false): create the table and load ``examples/data/catalogue.csv``
+  into it (the demo sets it). It only ever loads into a table that does not exist yet, or
+  exists with no rows: a table that holds rows fails the task, untouched, with a message;
+* ``run_dbt`` (default false): build the example project ``examples/dbt`` (its seed
+  ``reading_list`` and models ``stg_catalogue``, ``stg_reading_list``,
+  ``reading_list_holdings`` are (re)created in the catalogue's schema, so a table of one of
+  those names that dbt did not build fails the task before dbt runs; dbt-duckdb on a DuckDB
+  connection, dbt-postgres on a PostgreSQL one); other engines skip the step with a log line;
+* ``resolve_batch_size``: keys per request batch and per commit;
+* ``report_path``: where ``quality_report`` writes the HTML quality report of the DOI column
+  and ``doi_resolution`` (default: ``$AIRFLOW_HOME/doi_reports/<table>.html``); the task logs
+  the path. It reads the table and writes only that file (the ``[report]`` extra; without it
+  the task is skipped with a line saying what to install).
+
+Every task is retried, 3 times 5 minutes apart (:data:`DEFAULT_ARGS`): when the DOI proxy is
+down the resolve task fails and Airflow tries it again later, asking only for the keys not
+stored yet.
 
 The DOI proxy is the ``doi_proxy_default`` connection; without it, https://doi.org is used.
 Offline, start the bundled simulator (``airflow-doi simulator --auto-records``) and set
@@ -28,18 +43,16 @@ import subprocess
 import sys
 import tempfile
 from contextlib import closing
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import AssetAlias, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airflow_doi.airflow_sql import dialect_named, quote_identifier, sibling_table
+from airflow_doi.airflow_sql import dialect_named, missing_columns, quote_identifier, sibling_table
 from airflow_doi.assets import table_asset
+from airflow_doi.operators import DoiNormalizeOperator, DoiResolveOperator, DoiValidateOperator
 from airflow_doi.operators.base import dialect_of, sql_hook
-from airflow_doi.operators.normalize import DoiNormalizeOperator
-from airflow_doi.operators.resolve import DoiResolveOperator
-from airflow_doi.operators.validate import DoiValidateOperator
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 SAMPLE_CSV = EXAMPLES / "data" / "catalogue.csv"
@@ -51,11 +64,23 @@ IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 CONN = "{{ params.catalogue_conn_id }}"
 TABLE = "{{ params.catalogue_table }}"
 COLUMN = "{{ params.doi_column }}"
+#: A failed task (the DOI proxy down, a database restarting) is tried again later, 3 times 5
+#: minutes apart; ``AIRFLOW_DOI_EXAMPLE_RETRIES`` changes the count (the demo, a one-shot
+#: ``airflow dags test``, sets 0 so that a failure shows at once). Refusals a retry cannot fix
+#: (a table that holds rows, too many invalid DOIs) fail at once anyway.
+DEFAULT_ARGS = {
+    "retries": int(os.environ.get("AIRFLOW_DOI_EXAMPLE_RETRIES", "3")),
+    "retry_delay": timedelta(minutes=5),
+}
 
 
 @task(outlets=[CATALOGUE_TABLES])
 def load_sample_catalogue() -> int:
-    """(Re)load the sample CSV into the catalogue table, every value as a bound parameter."""
+    """Load the sample CSV into a new (or empty) catalogue table, every value bound.
+
+    Never into a table that holds rows: those are someone's data, and the sample is only a
+    demonstration. Such a table fails the task without a retry and is left as it was.
+    """
     context = get_current_context()
     params = context["params"]
     if not params["load_sample"]:
@@ -67,16 +92,30 @@ def load_sample_catalogue() -> int:
         rows = [(int(r["record_id"]), r["title"], r["doi_raw"] or None)
                 for r in csv.DictReader(handle)]
     quoted = quote_identifier(table)
+    columns = ("record_id", "title", column)
     with closing(hook.get_conn()) as conn:
         cursor = conn.cursor()
-        # Keep the table (dbt views may depend on it); replace its rows.
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {quoted} (record_id {dialect.integer_type}, "
             f"title {dialect.text_type}, {quote_identifier(column)} {dialect.text_type})"
         )
-        cursor.execute(f"DELETE FROM {quoted}")
+        cursor.execute(f"SELECT COUNT(*) FROM {quoted}")
+        (existing,) = cursor.fetchone()
+        if existing:
+            raise AirflowFailException(
+                f"load_sample: {table} already exists and holds {existing} rows; the sample is "
+                "loaded only into a new or empty table, and yours was left untouched. Run "
+                "with load_sample=false to enrich it, or name another catalogue_table."
+            )
+        missing = missing_columns(cursor, table, columns,
+                                  case_sensitive=dialect.case_sensitive_identifiers)
+        if missing:
+            raise AirflowFailException(
+                f"load_sample: the empty table {table} has no column {', '.join(missing)} for "
+                "the sample; name a new catalogue_table and the DAG creates it."
+            )
         cursor.executemany(
-            f"INSERT INTO {quoted} (record_id, title, {quote_identifier(column)}) "
+            f"INSERT INTO {quoted} ({', '.join(quote_identifier(c) for c in columns)}) "
             f"VALUES ({dialect.p(3)})",
             rows,
         )
@@ -114,6 +153,37 @@ def _dbt_environment(conn_id: str, table: str) -> dict[str, str]:
     )
 
 
+#: What dbt (re)creates beside the catalogue, with columns only its own builds have: a
+#: relation of that name without them is someone else's, and dbt would replace it.
+DBT_RELATIONS: dict[str, tuple[str, ...]] = {
+    "reading_list": ("course", "week", "cited_as"),
+    "stg_reading_list": ("course", "week", "cited_as", "doi_key"),
+    "stg_catalogue": ("sql_doi_key",),
+    "reading_list_holdings": ("doi_key", "copies", "resolution_status", "resolved_url"),
+}
+
+
+def _refuse_foreign_relations(conn_id: str, table: str) -> None:
+    """Fail, before dbt runs, when a table dbt would replace is not one it built."""
+    hook = sql_hook(conn_id)
+    dialect = dialect_of(hook)
+    for name, own_columns in DBT_RELATIONS.items():
+        relation = sibling_table(table, name)
+        with closing(hook.get_conn()) as conn:
+            cursor = conn.cursor()
+            try:
+                missing = missing_columns(cursor, relation, own_columns,
+                                          case_sensitive=dialect.case_sensitive_identifiers)
+            except Exception:  # the relation does not exist (each engine says so its own way)
+                continue
+        if missing:
+            raise AirflowFailException(
+                f"run_dbt: {relation} exists and is not the example dbt project's (no column "
+                f"{', '.join(missing)}); dbt would replace it, so nothing was run and it was "
+                "left untouched. Run with run_dbt=false, or use another schema."
+            )
+
+
 @task(outlets=[CATALOGUE_TABLES])
 def dbt_build() -> str:
     """``dbt deps`` + ``dbt build`` of examples/dbt against the catalogue's database."""
@@ -125,6 +195,7 @@ def dbt_build() -> str:
     quote_identifier(table)
     quote_identifier(params["doi_column"])
     env = {**os.environ, **_dbt_environment(params["catalogue_conn_id"], table)}
+    _refuse_foreign_relations(params["catalogue_conn_id"], table)
     dbt_vars = {
         "catalogue_table": table.rpartition(".")[2],
         "doi_column": params["doi_column"],
@@ -155,21 +226,49 @@ def dbt_build() -> str:
     return env["DOI_DBT_TARGET"]
 
 
+@task(trigger_rule="none_failed")
+def quality_report() -> str:
+    """Write the HTML quality report of the DOI column and its resolutions; log its path."""
+    context = get_current_context()
+    params = context["params"]
+    table = params["catalogue_table"]
+    try:
+        import matplotlib  # noqa: F401  (the [report] extra)
+
+        from airflow_doi.report import write_report
+    except ModuleNotFoundError as error:
+        raise AirflowSkipException(
+            f"the quality report needs the [report] extra ({error.name} is not installed): "
+            "pip install 'airflow-doi[report]'"
+        ) from None
+    default = Path(os.environ.get("AIRFLOW_HOME", tempfile.gettempdir())) / "doi_reports"
+    target = params["report_path"] or str(default / f"{table}.html")
+    written = write_report(
+        target, None, params["doi_column"], table=table, conn_id=params["catalogue_conn_id"],
+        resolution_table=sibling_table(table, "doi_resolution"),
+        title=f"{table}: DOI quality",
+    )
+    print(f"Quality report: {written}")
+    return str(written)
+
+
 @dag(
     dag_id="doi_enrich_catalogue",
     schedule=None,
     start_date=datetime(2025, 1, 1),
     catchup=False,
     tags=["doi", "example"],
+    default_args=DEFAULT_ARGS,
     params={
         "catalogue_conn_id": Param("doi_catalogue", type="string"),
         "catalogue_table": Param(
             "catalogue", type="string", pattern=rf"^{IDENTIFIER}(\.{IDENTIFIER})?$"
         ),
         "doi_column": Param("doi_raw", type="string", pattern=rf"^{IDENTIFIER}$"),
-        "load_sample": Param(True, type="boolean"),
-        "run_dbt": Param(True, type="boolean"),
+        "load_sample": Param(False, type="boolean"),
+        "run_dbt": Param(False, type="boolean"),
         "resolve_batch_size": Param(500, type="integer", minimum=1),
+        "report_path": Param("", type="string"),
     },
     doc_md=__doc__,
 )
@@ -187,7 +286,7 @@ def doi_enrich_catalogue() -> None:
         task_id="resolve", conn_id=CONN, table=TABLE,
         batch_size="{{ params.resolve_batch_size }}", outlets=[CATALOGUE_TABLES],
     )
-    load >> normalize >> validate >> resolve >> dbt_build()
+    load >> normalize >> validate >> resolve >> dbt_build() >> quality_report()
 
 
 doi_enrich_catalogue()

@@ -4,15 +4,19 @@ For catalogues too large for one task (or to spread resolution over several work
 one rate limit through the ``doi_proxy`` connection's ``redis_url``): ``plan`` splits the due
 keys into ranges of ``batch_size`` keys, and ``resolve`` is mapped over them with
 ``expand_kwargs``. Each mapped task stores its keys in ``doi_resolution`` as it goes, so a
-failed map index is retried on its own and asks only for the keys of its range still due.
+failed map index is retried on its own (every task has retries, :data:`DEFAULT_ARGS`) and
+asks only for the keys of its range still due.
 
 Params: ``catalogue_conn_id``, ``catalogue_table``, ``doi_column`` (as in
-``doi_enrich_catalogue``, whose sample table this DAG can run on) and ``batch_size``.
+``doi_enrich_catalogue``, whose sample table this DAG can run on) and ``batch_size``. Like
+that DAG, it only adds and fills the ``doi*`` columns of the table and writes
+``doi_resolution`` beside it; it never deletes a row.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import os
+from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 
@@ -20,6 +24,12 @@ from airflow_doi.operators.normalize import DoiNormalizeOperator
 from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
 
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+#: A failed map index (the DOI proxy down) is tried again later, on its own; the count as in
+#: doi_enrich_catalogue (``AIRFLOW_DOI_EXAMPLE_RETRIES``, default 3).
+DEFAULT_ARGS = {
+    "retries": int(os.environ.get("AIRFLOW_DOI_EXAMPLE_RETRIES", "3")),
+    "retry_delay": timedelta(minutes=5),
+}
 
 
 @task
@@ -51,6 +61,7 @@ def summarize(summaries: list[dict]) -> dict:
     start_date=datetime(2025, 1, 1),
     catchup=False,
     tags=["doi", "example"],
+    default_args=DEFAULT_ARGS,
     params={
         "catalogue_conn_id": Param("doi_catalogue", type="string"),
         "catalogue_table": Param(
