@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Make sure the real services the test suite talks to are up: PostgreSQL, Redis, a Java
-# runtime for Spark and a C compiler for the native DuckDB extension. Where one is missing (a
-# fresh machine) it is installed from Debian's packages and started. DSNs come from
-# AIRFLOW_DOI_TEST_POSTGRES_DSN / AIRFLOW_DOI_TEST_REDIS_URL; only a server on this machine is ever
-# installed or started.
+# runtime for Spark, a C compiler for the native DuckDB extension, Chromium for the report,
+# and MariaDB. Where one is missing (a fresh machine) it is installed from Debian's packages
+# and started. DSNs come from AIRFLOW_DOI_TEST_POSTGRES_DSN / AIRFLOW_DOI_TEST_REDIS_URL /
+# AIRFLOW_DOI_TEST_MYSQL_DSN; only a server on this machine is ever installed or started.
 set -euo pipefail
 
 PG_HOST=${PGHOST_FOR_TESTS:-127.0.0.1}
@@ -54,6 +54,23 @@ if ! (command -v redis-cli >/dev/null 2>&1 && redis-cli -h 127.0.0.1 -p "$REDIS_
   for _ in $(seq 1 30); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.5; done
 fi
 
+# --- MariaDB ------------------------------------------------------------------------------
+MYSQL_PORT=${MYSQL_PORT_FOR_TESTS:-3306}
+mysql_up() { (exec 3<>"/dev/tcp/127.0.0.1/$MYSQL_PORT") 2>/dev/null; }
+if ! mysql_up; then
+  if [[ ! -x /usr/sbin/mariadbd ]]; then
+    echo "services: installing MariaDB from Debian's packages"
+    apt_install mariadb-server
+  fi
+  echo "services: starting MariaDB"
+  $SUDO mkdir -p /run/mysqld && $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
+  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  for _ in $(seq 1 30); do mysql_up && break; sleep 1; done
+fi
+if command -v mariadb >/dev/null 2>&1; then
+  mariadb -h 127.0.0.1 -P "$MYSQL_PORT" -u root -e "create database if not exists test" || true
+fi
+
 # --- Java (Spark runs the generated Spark SQL for real) ------------------------------------
 if ! command -v java >/dev/null 2>&1; then
   echo "services: installing a Java runtime from Debian's packages"
@@ -64,4 +81,9 @@ if ! command -v cc >/dev/null 2>&1 && [[ -z ${CC:-} ]]; then
   echo "services: installing a C compiler from Debian's packages"
   apt_install gcc libc6-dev
 fi
-echo "services: PostgreSQL, Redis, Java and a C compiler ready"
+# --- Chromium (the HTML quality report is checked in a real browser) -------------------------
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "services: installing Chromium from Debian's packages"
+  apt_install chromium fonts-dejavu-core
+fi
+echo "services: PostgreSQL, MariaDB, Redis, Java, a C compiler and Chromium ready"

@@ -1,0 +1,205 @@
+"""Each extra installs what its commands import, as a stranger's ``pip install`` gets it.
+
+One wheel is built from the working tree, then one fresh virtualenv per user-facing install
+(the base package, ``[pandas]``, ``[resolve]``, ``[report]``) gets it with only that extra.
+Each venv runs its extra's commands the way a person does: on a terminal (``script``, so
+progress bars and colour paths run) and in a pipe. A command whose extra is missing must say
+which extra to install, with exit code 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.xdist_group("extras"), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+CSV_ROWS = "record_id,doi_raw\n1,doi:10.1000/ABC\n2,https://doi.org/10.1000/abc\n3,not a doi\n"
+#: Left out of the copy the wheel is built from: local state, never part of a release.
+IGNORED = shutil.ignore_patterns(
+    ".venv", ".git", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+    ".mypy_cache", ".ruff_cache", ".hypothesis", "target", "dbt_packages", "logs",
+)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built from a copy of the working tree (the tree stays clean)."""
+    scratch = tmp_path_factory.mktemp("wheel")
+    source = scratch / "src"
+    shutil.copytree(ROOT, source, ignore=IGNORED)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(scratch), str(source)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (built,) = scratch.glob("airflow_doi-*.whl")
+    return built
+
+
+def _venv(root: Path, wheel: Path, extra: str) -> Path:
+    """A fresh virtualenv holding the wheel with exactly one extra (or none)."""
+    venv = root / (extra or "base")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    target = f"{wheel}[{extra}]" if extra else str(wheel)
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+         "--disable-pip-version-check", target],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return venv
+
+
+@pytest.fixture(scope="module")
+def venvs(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("venvs")
+    extras = ("", "pandas", "resolve", "report")
+    return {extra or "base": _venv(root, wheel, extra) for extra in extras}
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "catalogue.csv").write_text(CSV_ROWS, encoding="utf-8")
+    return tmp_path
+
+
+def _env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["TERM"] = env.get("TERM") or "xterm"
+    return env
+
+
+def _run(venv: Path, command: str, cwd: Path, *, terminal: bool) -> subprocess.CompletedProcess:
+    """Run ``command`` with the venv first on PATH, on a pseudo-terminal or through a pipe."""
+    argv = (["script", "-qec", command, "/dev/null"] if terminal
+            else ["bash", "-c", command])
+    return subprocess.run(argv, cwd=cwd, env=_env(venv), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _assert_names_extra(result: subprocess.CompletedProcess, extra: str) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert f"airflow-doi[{extra}]" in output, output
+    assert "Traceback" not in output and "No module named" not in output, output
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_base_install_normalizes(venvs: dict[str, Path], workdir: Path, terminal: bool) -> None:
+    result = _run(venvs["base"], "airflow-doi normalize catalogue.csv --column doi_raw "
+                  "--output out.csv", workdir, terminal=terminal)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = (workdir / "out.csv").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4  # header + every input row
+    assert "10.1000/ABC" in lines[1] and "10.1000/ABC" in lines[2]
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        ("airflow-doi resolve catalogue.csv --column doi_raw --output r.csv", "resolve"),
+        ("airflow-doi simulator --auto-records", "resolve"),
+        ("airflow-doi sql generate --check", "sql"),
+        ("airflow-doi report catalogue.csv --column doi_raw -o report.html", "report"),
+    ],
+    ids=["resolve", "simulator", "sql", "report"],
+)
+def test_base_install_names_the_missing_extra(
+    venvs: dict[str, Path], workdir: Path, command: str, extra: str, terminal: bool
+) -> None:
+    _assert_names_extra(_run(venvs["base"], command, workdir, terminal=terminal), extra)
+
+
+def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path],
+                                                      workdir: Path) -> None:
+    result = _run(venvs["base"], "python -c 'import airflow_doi.pandas'", workdir,
+                  terminal=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "airflow-doi[pandas]" in output, output
+
+
+def test_base_install_imports_only_the_standard_library(venvs: dict[str, Path],
+                                                        workdir: Path) -> None:
+    probe = ("import sys, airflow_doi; "
+             "print(airflow_doi.comparison_key('doi: 10.1000/straße')); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "{'pyarrow', 'numpy', 'pandas', 'aiohttp', 'airflow'}))")
+    result = _run(venvs["base"], f'python -c "{probe}"', workdir, terminal=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["10.1000/STRAßE", "[]"]
+
+
+def test_pandas_extra_accessor(venvs: dict[str, Path], workdir: Path) -> None:
+    script = workdir / "accessor.py"
+    script.write_text(
+        "import json\n"
+        "import pandas as pd\n"
+        "import airflow_doi.pandas  # registers Series.doi\n"
+        "s = pd.Series(['doi:10.1000/ABC', 'https://doi.org/10.1000/abc', 'n/a', None])\n"
+        "report = s.doi.validate()\n"
+        "print(json.dumps({'key': s.doi.key().tolist(), 'reason': report['reason'].tolist(),\n"
+        "                  'url': s.doi.url().tolist()}, default=str))\n",
+        encoding="utf-8",
+    )
+    for terminal in (True, False):
+        result = _run(venvs["pandas"], "python accessor.py", workdir, terminal=terminal)
+        assert result.returncode == 0, result.stdout + result.stderr
+        answer = json.loads(result.stdout.strip().splitlines()[-1])
+        assert answer["key"][:2] == ["10.1000/ABC", "10.1000/ABC"]
+        assert answer["url"][0] == "https://doi.org/10.1000/ABC"
+        assert answer["reason"][2] == "bad_directory"
+
+
+@pytest.fixture()
+def simulator(venvs: dict[str, Path], workdir: Path) -> Iterator[str]:
+    """``airflow-doi simulator`` from the ``[resolve]`` venv, in its own process."""
+    process = subprocess.Popen(
+        ["airflow-doi", "simulator", "--auto-records"], cwd=workdir, env=_env(venvs["resolve"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_resolve_extra_resolves(venvs: dict[str, Path], workdir: Path, simulator: str,
+                                terminal: bool) -> None:
+    result = _run(venvs["resolve"], f"airflow-doi resolve catalogue.csv --column doi_raw "
+                  f"--output r.csv --base-url {simulator} --rate 50", workdir, terminal=terminal)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    import csv
+
+    with (workdir / "r.csv").open(encoding="utf-8", newline="") as handle:
+        statuses = [row["status"] for row in csv.DictReader(handle)]
+    assert statuses == ["resolved", "resolved", "invalid"]
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_report_extra_writes_the_page(venvs: dict[str, Path], workdir: Path,
+                                      terminal: bool) -> None:
+    result = _run(venvs["report"], "airflow-doi report catalogue.csv --column doi_raw "
+                  "-o report.html", workdir, terminal=terminal)
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (workdir / "report.html").read_text(encoding="utf-8")
+    assert "<svg" in page or "data:image/svg+xml" in page
+    assert "10.1000/ABC" in page

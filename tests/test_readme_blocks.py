@@ -1,0 +1,213 @@
+"""Every code block of the README runs, as a reader would copy it.
+
+``test_readme.py`` runs the ``>>>`` examples as doctests; this module runs the rest: each
+``python`` block is executed, each command line of the ``bash`` blocks after the set-up block is
+run in a shell, and the ``sql`` block is run on DuckDB with the generated functions. What the
+text promises (in its comments) is asserted. The only substitution is the proxy: a block that
+names ``https://doi.org`` is pointed at the bundled simulator on loopback (this machine is
+offline), exactly as the README tells users to do for a local stand-in.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from airflow_doi.resolver.simulator import ProxySimulator
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+SAMPLE = ROOT / "examples" / "data" / "catalogue.csv"
+PROXY = "https://doi.org"
+
+pytestmark = pytest.mark.xdist_group("readme_blocks")
+
+
+def blocks(language: str) -> list[tuple[str, str]]:
+    """(heading, text) of every fenced block in ``language``, in order."""
+    found: list[tuple[str, str]] = []
+    heading = ""
+    fence: str | None = None
+    lines: list[str] = []
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if fence is None and line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif fence is None and line.startswith("```"):
+            fence, lines = line[3:].strip(), []
+        elif fence is not None and line.startswith("```"):
+            if fence == language:
+                found.append((heading, "\n".join(lines) + "\n"))
+            fence = None
+        elif fence is not None:
+            lines.append(line)
+    return found
+
+
+def block_under(language: str, heading: str) -> str:
+    matches = [text for head, text in blocks(language) if head == heading]
+    assert len(matches) == 1, f"expected one {language} block under '{heading}'"
+    return matches[0]
+
+
+def commands(text: str) -> list[str]:
+    """Shell command lines of a bash block: continuations joined, comments dropped."""
+    joined = text.replace("\\\n", " ")
+    result = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            result.append(shlex.join(words))
+    return result
+
+
+def test_every_python_block_is_covered() -> None:
+    """A new ``python`` block must get a test here (doctest blocks run in test_readme.py)."""
+    plain = [head for head, text in blocks("python") if not text.lstrip().startswith(">>>")]
+    assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
+                                    "Airflow provider"])
+    bash = [head for head, _ in blocks("bash")]
+    assert bash[1:] == ["Command line", "Quality report"]  # the latter: tests/test_report.py
+
+
+def test_pandas_block() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(block_under("python", "pandas"), "README:pandas", "exec"), namespace)
+    s = namespace["s"]
+    assert isinstance(s, pd.Series)
+    assert s.doi.key().tolist() == ["10.1000/ABC", "10.1000/ABC", pd.NA, pd.NA]
+    report = s.doi.validate()
+    assert list(report.columns) == ["doi", "key", "valid", "reason"]
+    assert report["reason"].tolist()[2:] == ["bad_directory", "empty"]
+    assert s.doi.url().tolist()[0] == "https://doi.org/10.1000/ABC"
+
+
+def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = block_under("python", "Resolving against the doi.org proxy REST API")
+    assert f'base_url="{PROXY}"' in text
+    monkeypatch.chdir(tmp_path)
+    with ProxySimulator(auto_records=True) as sim:
+        namespace: dict[str, object] = {}
+        code = text.replace(f'base_url="{PROXY}"', f'base_url="{sim.url}"')
+        exec(compile(code, "README:resolve", "exec"), namespace)
+        assert sim.request_count == 1  # "one request was sent"
+    statuses = [r.status for r in namespace["results"]]  # type: ignore[attr-defined]
+    assert statuses == ["resolved", "resolved", "invalid"]
+    assert (tmp_path / "doi-cache.sqlite").exists()
+
+
+def test_command_line_block(tmp_path: Path) -> None:
+    """Each line of the CLI block, as written, in a fresh folder holding the sample catalogue."""
+    shutil.copy(SAMPLE, tmp_path / "catalogue.csv")
+    with SAMPLE.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    lines = commands(block_under("bash", "Command line"))
+    assert [shlex.split(c)[:2] for c in lines] == [
+        ["airflow-doi", "normalize"], ["airflow-doi", "resolve"],
+        ["airflow-doi", "simulator"], ["airflow-doi", "sql"]]
+    normalize, resolve, simulator, sql = lines
+
+    done = subprocess.run(normalize, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    with (tmp_path / "catalogue.normalized.csv").open(encoding="utf-8", newline="") as handle:
+        normalized = list(csv.DictReader(handle))
+    assert len(normalized) == len(rows)
+    assert {"doi", "doi_key", "doi_valid", "doi_reason", "doi_url"} <= set(normalized[0])
+
+    # The simulator line as written: it prints its URL first, then serves until stopped.
+    server = subprocess.Popen(shlex.split(simulator), cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:8080/?", url), url
+        assert PROXY in resolve
+        done = subprocess.run(resolve.replace(PROXY, url.rstrip("/")), shell=True, cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    with (tmp_path / "resolved.csv").open(encoding="utf-8", newline="") as handle:
+        resolved = list(csv.DictReader(handle))
+    assert len(resolved) == len(rows)
+    assert {r["status"] for r in resolved} >= {"resolved", "invalid"}
+    assert (tmp_path / "resolved.sqlite").exists()
+
+    done = subprocess.run(sql, shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_sql_block_on_duckdb() -> None:
+    """The analyst's join with the generated DuckDB functions matches what UPPER(TRIM()) misses."""
+    (query,) = [text for _, text in blocks("sql")]
+    con = duckdb.connect()
+    con.execute((ROOT / "sql" / "duckdb" / "doi_functions.sql").read_text(encoding="utf-8"))
+    con.execute("create table catalogue_a (id integer, doi varchar)")
+    con.execute("create table catalogue_b (id integer, doi varchar)")
+    con.executemany("insert into catalogue_a values (?, ?)",
+                    [(1, "doi:10.1000/Straße"), (2, "https://doi.org/10.1000/abc%23x"),
+                     (3, "10.1000/none")])
+    con.executemany("insert into catalogue_b values (?, ?)",
+                    [(10, "10.1000/STRAßE "), (20, "10.1000/ABC#X"), (30, "10.1000/STRASSE")])
+    pairs = sorted(con.execute(query).fetchall())
+    assert pairs == [(1, 10), (2, 20)]
+
+
+def test_airflow_block_runs_as_a_dag(tmp_path: Path) -> None:
+    """The operators block, saved as a DAG file, runs to success with ``airflow dags test``."""
+    text = block_under("python", "Airflow provider")
+    match = re.search(r'DAG\(\s*"([^"]+)"', text)
+    assert match, "the Airflow block defines its DAG with DAG(\"dag_id\", ...)"
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "readme_dag.py").write_text(textwrap.dedent(text), encoding="utf-8")
+    database = tmp_path / "catalogue.db"
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        conn.execute("create table works (record_id integer, title text, doi_raw text)")
+        conn.executemany("insert into works values (?, ?, ?)",
+                         [(1, "a", "doi:10.1000/ABC"), (2, "b", "https://doi.org/10.1000/abc"),
+                          (3, "c", "10.1000/xyz"), (4, "d", "not a doi")])
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+               AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False",
+               AIRFLOW_CONN_CATALOGUE=json.dumps({"conn_type": "sqlite", "host": str(database)}))
+    airflow = str(BIN / "airflow")
+    migrate = subprocess.run([airflow, "db", "migrate"], env=env, cwd=home, capture_output=True,
+                             text=True, timeout=600, check=False)
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    with ProxySimulator(auto_records=True) as sim:
+        env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
+            {"conn_type": "doi_proxy", "host": sim.url, "extra": {"rate": 100}})
+        run = subprocess.run([airflow, "dags", "test", match.group(1)], env=env, cwd=home,
+                             capture_output=True, text=True, timeout=600, check=False)
+        output = run.stdout + run.stderr
+        assert run.returncode == 0 and "state=success" in output, output[-5000:]
+        assert sim.request_count == 2  # 10.1000/ABC and 10.1000/XYZ
+    with sqlite3.connect(database) as conn:
+        rows = conn.execute("select record_id, doi_key, doi_valid from works "
+                            "order by record_id").fetchall()
+        resolved = conn.execute("select count(*) from doi_resolution").fetchone()
+    assert [r[0] for r in rows] == [1, 2, 3, 4]  # the user's rows, all of them
+    assert [r[1] for r in rows] == ["10.1000/ABC", "10.1000/ABC", "10.1000/XYZ", None]
+    assert resolved == (2,)
