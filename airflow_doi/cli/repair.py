@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from airflow_doi.repair import REPAIR_COLUMNS
@@ -53,7 +52,7 @@ DEFAULT_CHUNK_ROWS = 100_000
 def register(subparsers: Any) -> None:
     from airflow_doi.cli import HelpFormatter
     from airflow_doi.cli._files import add_file_options
-    from airflow_doi.cli.resolve import DEFAULT_MAX_ERROR_SHARE, _share
+    from airflow_doi.cli.resolve import add_proxy_options
 
     parser = subparsers.add_parser(
         "repair",
@@ -66,23 +65,13 @@ def register(subparsers: Any) -> None:
     # ones hold DOIs (they start with "10.") and our own words, never a formula.
     add_file_options(parser, escape_default=False)
     parser.add_argument("--no-verify", action="store_true", help="suggest only; send nothing")
-    parser.add_argument("--base-url", default="https://doi.org", help="proxy base URL")
-    parser.add_argument("--rate", type=float, default=3.0, help="requests per second")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
-    parser.add_argument("--cache", type=Path, help="SQLite cache file (shared with resolve)")
-    parser.add_argument("--contact", help="contact e-mail named in the User-Agent")
-    # The same resolver settings, names and defaults as resolve's (see cli/resolve.py).
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
-    parser.add_argument("--max-attempts", type=int, default=6, help="retry budget per DOI")
-    parser.add_argument("--backoff-base", type=float, default=0.5, help="first backoff, seconds")
-    parser.add_argument(
-        "--breaker-give-up", type=float, default=120.0,
-        help="seconds of continuous proxy failure after which unchecked rows stay undecided",
-    )
-    parser.add_argument(
-        "--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE, metavar="F",
-        help="exit 3 when more than this share (0 to 1) of the rows checked on the proxy "
-        "were left undecided because it failed; 0 fails on any, 1 never",
+    add_proxy_options(
+        parser,
+        cache_help="SQLite cache file (shared with resolve)",
+        give_up_help="seconds of continuous proxy failure after which unchecked rows stay "
+        "undecided",
+        error_share_help="exit 3 when more than this share (0 to 1) of the rows checked on the "
+        "proxy were left undecided because it failed; 0 fails on any, 1 never",
     )
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     parser.set_defaults(func=run)
@@ -93,17 +82,12 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from airflow_doi.cli._files import csv_options, input_error, report_reading, say
-    from airflow_doi.cli.resolve import EXIT_ERRORS, _progress
+    from airflow_doi.cli.resolve import EXIT_ERRORS, _progress, proxy_config
     from airflow_doi.io_tables import TableInputError, detect_format
-    from airflow_doi.resolver import ResolverConfig
     from airflow_doi.resolver.repair import RepairStats, repair
 
     try:
-        config = ResolverConfig(
-            base_url=args.base_url, rate=args.rate, concurrency=args.concurrency,
-            contact=args.contact, timeout=args.timeout, max_attempts=args.max_attempts,
-            backoff_base=args.backoff_base, breaker_give_up=args.breaker_give_up,
-        )
+        config = proxy_config(args)
     except (TypeError, ValueError) as error:
         return input_error("repair", ValueError(f"{error}; check the resolver options"))
     try:

@@ -55,24 +55,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--column", default="doi", help="column holding the DOIs")
     add_file_options(parser, escape_default=True)
-    parser.add_argument("--base-url", default="https://doi.org", help="proxy base URL")
-    parser.add_argument("--rate", type=float, default=3.0, help="requests per second")
-    parser.add_argument("--burst", type=int, default=1, help="requests allowed back to back")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
-    parser.add_argument("--cache", type=Path, help="SQLite cache file (also the checkpoint)")
-    parser.add_argument("--contact", help="contact e-mail named in the User-Agent")
-    parser.add_argument("--redis-url", help="share the rate limit through this Redis")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
-    parser.add_argument("--max-attempts", type=int, default=6, help="retry budget per DOI")
-    parser.add_argument("--backoff-base", type=float, default=0.5, help="first backoff, seconds")
-    parser.add_argument(
-        "--breaker-give-up", type=float, default=120.0,
-        help="seconds of continuous proxy failure after which unfinished rows end as error",
-    )
-    parser.add_argument(
-        "--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE, metavar="F",
-        help="exit 3 when more than this share (0 to 1) of the rows sent to the proxy ended "
-        "in status=error; 0 fails on any error, 1 never",
+    add_proxy_options(
+        parser,
+        cache_help="SQLite cache file (also the checkpoint)",
+        give_up_help="seconds of continuous proxy failure after which unfinished rows end as error",
+        error_share_help="exit 3 when more than this share (0 to 1) of the rows sent to the "
+        "proxy ended in status=error; 0 fails on any error, 1 never",
     )
     parser.add_argument(
         "--type", action="append", default=[], dest="types",
@@ -85,6 +73,39 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--auth", action="store_true", help="ask the proxy to bypass its cache")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     parser.set_defaults(func=run)
+
+
+def add_proxy_options(
+    parser: argparse.ArgumentParser, *, cache_help: str, give_up_help: str, error_share_help: str
+) -> None:
+    """The options of every command that talks to the proxy (resolve, repair): one set of
+    names and defaults, so a setting learnt on one command means the same on the other."""
+    parser.add_argument("--base-url", default="https://doi.org", help="proxy base URL")
+    parser.add_argument("--rate", type=float, default=3.0, help="requests per second")
+    parser.add_argument("--burst", type=int, default=1, help="requests allowed back to back")
+    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight at most")
+    parser.add_argument("--cache", type=Path, help=cache_help)
+    parser.add_argument("--contact", help="contact e-mail named in the User-Agent")
+    parser.add_argument("--redis-url", help="share the rate limit through this Redis")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    parser.add_argument("--max-attempts", type=int, default=6, help="retry budget per DOI")
+    parser.add_argument("--backoff-base", type=float, default=0.5, help="first backoff, seconds")
+    parser.add_argument("--breaker-give-up", type=float, default=120.0, help=give_up_help)
+    parser.add_argument("--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE,
+                        metavar="F", help=error_share_help)
+
+
+def proxy_config(args: argparse.Namespace, **extra: Any) -> Any:
+    """The :class:`~airflow_doi.resolver.ResolverConfig` the options of
+    :func:`add_proxy_options` ask for (raises ``ValueError``/``TypeError`` on bad values)."""
+    from airflow_doi.resolver import ResolverConfig
+
+    return ResolverConfig(
+        base_url=args.base_url, rate=args.rate, burst=args.burst, concurrency=args.concurrency,
+        timeout=args.timeout, contact=args.contact, redis_url=args.redis_url,
+        max_attempts=args.max_attempts, backoff_base=args.backoff_base,
+        breaker_give_up=args.breaker_give_up, **extra,
+    )
 
 
 def _share(text: str) -> float:
@@ -182,24 +203,11 @@ def run(args: argparse.Namespace) -> int:
 
     from airflow_doi.cli._files import csv_options, input_error, report_reading, say
     from airflow_doi.io_tables import TableInputError, detect_format
-    from airflow_doi.resolver import ResolverConfig, ResolverStats, resolve
+    from airflow_doi.resolver import ResolverStats, resolve
 
     try:
-        config = ResolverConfig(
-            base_url=args.base_url,
-            rate=args.rate,
-            burst=args.burst,
-            concurrency=args.concurrency,
-            timeout=args.timeout,
-            contact=args.contact,
-            redis_url=args.redis_url,
-            max_attempts=args.max_attempts,
-            backoff_base=args.backoff_base,
-            breaker_give_up=args.breaker_give_up,
-            types=tuple(args.types),
-            indexes=tuple(args.indexes),
-            auth=args.auth,
-        )
+        config = proxy_config(args, types=tuple(args.types), indexes=tuple(args.indexes),
+                              auth=args.auth)
         out_format = detect_format(args.output, args.format)
         values, flags, reader = read_values(args.input, args.column, args)
     except (TypeError, ValueError, TableInputError) as error:
