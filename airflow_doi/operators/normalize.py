@@ -32,6 +32,7 @@ from airflow_doi.airflow_sql import (
 )
 from airflow_doi.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.operators.progress import Progress
+from airflow_doi.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
 from airflow_doi.syntax import Decode, Validation, validate
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
@@ -76,22 +77,29 @@ class DoiNormalizeOperator(DoiSqlOperator):
     :param output_prefix: name of the normalized DOI column; the others get suffixes.
     :param decode: percent-decoding rule of :func:`airflow_doi.syntax.validate`
         (``auto``, ``always`` or ``never``); templated.
+    :param mode: ``auto`` (default): one ``UPDATE`` in the database where the engine has the
+        rules (DuckDB, PostgreSQL, SQLite), else page by page in the worker; ``sql``: in the
+        database or fail; ``python``: always in the worker. Templated. See
+        :mod:`airflow_doi.operators.pushdown`.
     """
 
     template_fields: Sequence[str] = (
-        "conn_id", "table", "batch_size", "doi_column", "output_prefix", "decode",
+        "conn_id", "table", "batch_size", "doi_column", "output_prefix", "decode", "mode",
     )
 
     def __init__(
         self, *, doi_column: str, output_prefix: str = "doi", decode: str = "auto",
-        **kwargs: Any,
+        mode: str = "auto", **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.doi_column = doi_column
         self.output_prefix = output_prefix
         self.decode = decode
+        self.mode = mode
         if "{{" not in str(decode):
             _decode_choice(decode)  # fail at parse time when it is not templated
+        if "{{" not in str(mode):
+            check_mode(mode)
 
     def execute(self, context: Any) -> dict[str, int]:
         decode = _decode_choice(self.decode)
@@ -108,15 +116,53 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 f"doi_column {self.doi_column!r} would be overwritten by the normalized columns "
                 f"{columns}: choose another output_prefix"
             )
+        where = plan(check_mode(self.mode), dialect.name, decode)
+        self.log.info("Normalizing %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = conn.cursor()
-            summary = self._normalize(conn, cursor, dialect, columns, decode)
+            if where.in_database:
+                summary = self._normalize_in_database(conn, cursor, dialect, columns)
+            else:
+                summary = self._normalize(conn, cursor, dialect, columns, decode)
         self.log.info(
             "Normalized %s: %d distinct values (%d valid), %d empty rows",
             self.table, summary["distinct_values"], summary["valid_values"], summary["null_rows"],
         )
         self.emit_assets(context, self.table)
         return summary
+
+    def _add_columns(self, cursor: Any, dialect: Dialect, columns: tuple[str, ...]) -> None:
+        text, boolean = dialect.text_type, dialect.boolean_type
+        added = add_missing_columns(
+            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
+            case_sensitive=dialect.case_sensitive_identifiers,
+        )
+        if added:
+            self.log.info("Added columns %s to %s", ", ".join(added), self.table)
+
+    def _normalize_in_database(
+        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
+    ) -> dict[str, int]:
+        """One ``UPDATE`` of every row, the rules inlined (see :mod:`.pushdown`)."""
+        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        binary = f"{source}{dialect.binary_collation}"
+        self._add_columns(cursor, dialect, columns)
+        exprs = column_sql(conn, dialect.name, self.doi_column)
+        targets = (quote_identifier(c) for c in columns)
+        assignments = ", ".join(
+            f"{target} = {exprs[name]}" for target, name in zip(targets, FUNCTIONS, strict=True)
+        )
+        cursor.execute(f"UPDATE {table} SET {assignments}")
+        conn.commit()
+        valid = quote_identifier(columns[2])
+        cursor.execute(
+            f"SELECT COUNT(DISTINCT {binary}), "
+            f"COUNT(DISTINCT CASE WHEN {valid} THEN {binary} END), "
+            f"COUNT(*) - COUNT({source}) FROM {table}"
+        )
+        distinct, valid_values, null_rows = (int(n or 0) for n in cursor.fetchone())
+        return {"distinct_values": distinct, "valid_values": valid_values,
+                "null_rows": null_rows}
 
     def _normalize(
         self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
@@ -127,12 +173,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         binary = f"{source}{dialect.binary_collation}"
         doi, key, valid, reason = (quote_identifier(c) for c in columns)
         text, boolean = dialect.text_type, dialect.boolean_type
-        added = add_missing_columns(
-            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
-            case_sensitive=dialect.case_sensitive_identifiers,
-        )
-        if added:
-            self.log.info("Added columns %s to %s", ", ".join(added), self.table)
+        self._add_columns(cursor, dialect, columns)
         stage = _stage_name()
         cursor.execute(
             f"CREATE TEMPORARY TABLE {stage} (raw {text} PRIMARY KEY, doi {text}, "

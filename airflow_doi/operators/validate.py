@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, Literal
 
-from airflow_doi.airflow_sql import keyset_pages, quote_identifier
+from airflow_doi.airflow_sql import Dialect, keyset_pages, quote_identifier
 from airflow_doi.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.operators.progress import Progress
+from airflow_doi.operators.pushdown import check_mode, column_sql, plan
 from airflow_doi.syntax import validate
 
 __all__ = ["DoiValidateOperator"]
@@ -40,9 +41,12 @@ class DoiValidateOperator(DoiSqlOperator):
     :param allow_empty: NULL / blank cells are not counted as invalid.
     :param on_breach: ``"fail"`` (the task fails without retries) or ``"warn"``.
     :param top: how many reasons to list in the log.
+    :param mode: ``auto`` (default): one ``GROUP BY`` query in the database where the engine
+        has the rules, else page by page in the worker; ``sql`` or ``python`` to insist.
+        Templated. See :mod:`airflow_doi.operators.pushdown`.
     """
 
-    template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "doi_column")
+    template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "doi_column", "mode")
 
     def __init__(
         self,
@@ -52,6 +56,7 @@ class DoiValidateOperator(DoiSqlOperator):
         allow_empty: bool = False,
         on_breach: Literal["fail", "warn"] = "fail",
         top: int = 5,
+        mode: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -64,41 +69,22 @@ class DoiValidateOperator(DoiSqlOperator):
         self.allow_empty = allow_empty
         self.on_breach = on_breach
         self.top = top
+        self.mode = mode
+        if "{{" not in str(mode):
+            check_mode(mode)
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_identifiers(self.doi_column)
         hook = self.get_db_hook()
         dialect = dialect_of(hook)
-        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
-        # Byte-wise grouping: a case-insensitive collation must not merge distinct values.
-        binary = f"{source}{dialect.binary_collation}"
-        reasons: Counter[str] = Counter()
-        examples: dict[str, list[str]] = {}
+        where = plan(check_mode(self.mode), dialect.name)
+        self.log.info("Validating %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = conn.cursor()
-            cursor.execute(
-                f"SELECT COUNT(*), COUNT(DISTINCT {binary}) FROM {table}"
-            )
-            total_rows, distinct = (int(n) for n in cursor.fetchone())
-            cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
-            (null_rows,) = cursor.fetchone()
-            if null_rows:
-                reasons["empty"] += int(null_rows)
-                examples["empty"] = ["NULL"]
-            progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
-            for page in keyset_pages(
-                cursor, dialect, select=f"{binary}, COUNT(*) FROM {table}", key=binary,
-                where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
-            ):
-                for value, count in page:
-                    reason = _reason_of(value)
-                    if reason is None:
-                        continue
-                    reasons[reason] += int(count)
-                    shown = examples.setdefault(reason, [])
-                    if len(shown) < _EXAMPLES_PER_REASON:
-                        shown.append(repr(value)[:_EXAMPLE_WIDTH])
-                progress.advance(len(page))
+            if where.in_database:
+                total_rows, reasons, examples = self._count_in_database(conn, cursor, dialect)
+            else:
+                total_rows, reasons, examples = self._count(cursor, dialect)
         if self.allow_empty:
             reasons.pop("empty", None)
         invalid = sum(reasons.values())
@@ -127,3 +113,58 @@ class DoiValidateOperator(DoiSqlOperator):
                 raise AirflowFailException(message)
             self.log.warning("%s", message)
         return summary
+
+    def _count_in_database(
+        self, conn: Any, cursor: Any, dialect: Dialect
+    ) -> tuple[int, Counter[str], dict[str, list[str]]]:
+        """One ``GROUP BY`` over the rule's reason, two example values per reason."""
+        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        binary = f"{source}{dialect.binary_collation}"
+        reason = column_sql(conn, dialect.name, self.doi_column)["doi_reason"]
+        cursor.execute(
+            f"SELECT r, COUNT(*), MIN(v), MAX(v) FROM (SELECT {reason} AS r, {binary} AS v "
+            f"FROM {table}) AS doi_reasons GROUP BY r"
+        )
+        reasons: Counter[str] = Counter()
+        examples: dict[str, list[str]] = {}
+        total_rows = 0
+        for name, count, low, high in cursor.fetchall():
+            total_rows += int(count)
+            if name is None:
+                continue
+            reasons[str(name)] += int(count)
+            shown = [repr(v)[:_EXAMPLE_WIDTH] for v in dict.fromkeys((low, high)) if v is not None]
+            examples[str(name)] = shown or ["NULL"]
+        return total_rows, reasons, examples
+
+    def _count(
+        self, cursor: Any, dialect: Dialect
+    ) -> tuple[int, Counter[str], dict[str, list[str]]]:
+        """Page by page in the worker: distinct values and their row counts, checked here."""
+        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
+        # Byte-wise grouping: a case-insensitive collation must not merge distinct values.
+        binary = f"{source}{dialect.binary_collation}"
+        reasons: Counter[str] = Counter()
+        examples: dict[str, list[str]] = {}
+        cursor.execute(f"SELECT COUNT(*), COUNT(DISTINCT {binary}) FROM {table}")
+        total_rows, distinct = (int(n) for n in cursor.fetchone())
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
+        (null_rows,) = cursor.fetchone()
+        if null_rows:
+            reasons["empty"] += int(null_rows)
+            examples["empty"] = ["NULL"]
+        progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
+        for page in keyset_pages(
+            cursor, dialect, select=f"{binary}, COUNT(*) FROM {table}", key=binary,
+            where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
+        ):
+            for value, count in page:
+                reason = _reason_of(value)
+                if reason is None:
+                    continue
+                reasons[reason] += int(count)
+                shown = examples.setdefault(reason, [])
+                if len(shown) < _EXAMPLES_PER_REASON:
+                    shown.append(repr(value)[:_EXAMPLE_WIDTH])
+            progress.advance(len(page))
+        return total_rows, reasons, examples

@@ -1,0 +1,124 @@
+"""Where the catalogue operators compute: in the database (push-down) or in the worker.
+
+The project generates exact SQL for the DOI rules (:mod:`airflow_doi.sqlgen`); an operator
+that pulled every value through the Python worker would ignore it and scale with the worker,
+not the warehouse. So wherever the engine has generated SQL, normalize is one ``UPDATE`` and
+validate one ``GROUP BY``, with the rules inlined as expressions of the source column: nothing
+is installed in the user's database (no function, no schema), the statement carries its own
+definition. SQLite has no SQL functions of its own: the Python ones are registered on the
+task's connection (:mod:`airflow_doi.sqlite_udf`), still one statement.
+
+``mode="python"`` keeps the page-by-page path, which is also what every other engine and any
+``decode`` other than ``auto`` (the generated SQL implements ``auto``) get. Both modes write
+the same columns (the test suite compares them row by row).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+__all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
+
+Mode = Literal["auto", "sql", "python"]
+_MODES: tuple[str, ...] = get_args(Mode)
+
+#: Engines whose rules run in the database: generated SQL (DuckDB, PostgreSQL) or the
+#: registered Python functions (SQLite, one statement in the engine's own loop).
+PUSHDOWN_ENGINES: tuple[str, ...] = ("duckdb", "postgres", "sqlite")
+
+#: The four expressions the operators need, by the public SQL function they come from.
+FUNCTIONS = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason")
+
+
+def check_mode(mode: object) -> Mode:
+    """``mode`` checked (it may come from a template)."""
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one run computes, and why (the operators log ``why``)."""
+
+    in_database: bool
+    why: str
+
+
+def plan(mode: Mode, engine: str, decode: str = "auto") -> Plan:
+    """Push down when asked (``sql``) or possible (``auto``); ``sql`` that cannot be honoured
+    is an error naming what to change, never a silent fallback."""
+    if mode == "python":
+        return Plan(False, "in the worker, page by page (mode='python')")
+    problem = None
+    if engine not in PUSHDOWN_ENGINES:
+        problem = (f"the {engine} connection has no generated DOI SQL in the operators "
+                   f"(they push down on {', '.join(PUSHDOWN_ENGINES)})")
+    elif decode != "auto":
+        problem = f"decode={decode!r} is only implemented in Python (the SQL follows 'auto')"
+    if problem is None:
+        how = ("the Python functions registered on the connection" if engine == "sqlite"
+               else f"the generated {engine} SQL, inlined: nothing is installed")
+        return Plan(True, f"in the database, one statement with {how}")
+    if mode == "sql":
+        raise ValueError(f"mode='sql' cannot run here: {problem}; use mode='auto' or 'python'")
+    return Plan(False, f"in the worker, page by page: {problem}")
+
+
+def column_sql(conn: Any, engine: str, column: str) -> dict[str, str]:
+    """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`.
+
+    On SQLite the functions are registered on ``conn`` (the task's own connection) first.
+    On DuckDB and PostgreSQL the generator writes each function's body around the column, cast
+    to text, so a number or a date in a DOI column is judged as its text, as in Python mode.
+    """
+    if engine == "sqlite":
+        from airflow_doi.airflow_sql import quote_identifier
+        from airflow_doi.sqlite_udf import register
+
+        register(conn)
+        return {name: f"{name}({quote_identifier(column)})" for name in FUNCTIONS}
+    try:
+        from sqlglot import exp
+    except ImportError as error:  # pragma: no cover - the [airflow] extra installs it
+        raise RuntimeError(
+            "in-database DOI rules need sqlglot: pip install 'airflow-doi[airflow]' "
+            "(or pass mode='python')"
+        ) from error
+    if engine == "postgres":
+        with conn.cursor() as cursor:
+            cursor.execute(_pg_temp_functions())
+        text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
+        argument = text.sql(dialect="postgres")
+        return {name: f"pg_temp.{name}({argument})" for name in FUNCTIONS}
+    return dict(zip(FUNCTIONS, _inline(engine, column), strict=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _inline(engine: str, column: str) -> tuple[str, ...]:
+    """The :data:`FUNCTIONS`' bodies around ``CAST(column AS text)`` (generating them takes
+    sqlglot a good part of a second: once per process and column)."""
+    from sqlglot import exp
+
+    from airflow_doi.sqlgen.dialects import DIALECTS
+    from airflow_doi.sqlgen.render import public_body
+
+    dialect = DIALECTS[engine]
+    binding = dialect.dbt_binding or dialect.binding
+    text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
+    return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
+
+
+@functools.lru_cache(maxsize=1)
+def _pg_temp_functions() -> str:
+    """The generated PostgreSQL functions, every name (definitions and calls) in ``pg_temp``:
+    PostgreSQL never looks up an unqualified function name there, by design."""
+    from airflow_doi.sqlgen import generate
+
+    text = generate("postgres")
+    names = re.findall(r"CREATE OR REPLACE FUNCTION (\w+)\(", text)
+    calls = re.compile(r"\b(" + "|".join(names) + r")\(", re.IGNORECASE)  # bodies say DOI_KEY(
+    return calls.sub(r"pg_temp.\1(", text)
