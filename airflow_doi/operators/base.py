@@ -76,6 +76,10 @@ class DoiSqlOperator(BaseOperator):
         for name in (self.table, *names):
             quote_identifier(name)
 
+    def lineage_source(self) -> tuple[Any, Any]:
+        """(hook, connection) for naming OpenLineage datasets (:mod:`.lineage`)."""
+        return self.get_db_hook(), BaseHook.get_connection(self.conn_id)
+
     def emit_assets(self, context: Any, *tables: str) -> None:
         from airflow_doi.assets import emit_table_assets, table_asset
 

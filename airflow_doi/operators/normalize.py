@@ -131,6 +131,17 @@ class DoiNormalizeOperator(DoiSqlOperator):
         self.emit_assets(context, self.table)
         return summary
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Reads ``table``, writes the four columns of ``table``, each from ``doi_column``."""
+        from airflow_doi.operators.lineage import dataset, operator_lineage
+
+        hook, connection = self.lineage_source()
+        source = dataset(hook, connection, self.table)
+        columns = normalized_columns(self.output_prefix)
+        target = dataset(hook, connection, self.table, {c: [self.doi_column] for c in columns},
+                         (source.namespace, source.name))
+        return operator_lineage([source], [target])
+
     def _add_columns(self, cursor: Any, dialect: Dialect, columns: tuple[str, ...]) -> None:
         text, boolean = dialect.text_type, dialect.boolean_type
         added = add_missing_columns(

@@ -448,3 +448,22 @@ class DoiResolveOperator(DoiSqlOperator):
                 valid_column=self.valid_column, log=self.log,
             ))
         return outcome
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Reads ``table`` (key, DOI, valid flag), writes ``doi_resolution`` keyed by the key
+        column (and ``doi_repair`` from ``repair_column`` when asked)."""
+        from airflow_doi.operators.lineage import dataset, operator_lineage
+
+        hook, connection = self.lineage_source()
+        source = dataset(hook, connection, self.table)
+        origin = (source.namespace, source.name)
+        results_table = self.results_table or sibling_table(self.table, RESOLUTION_TABLE)
+        outputs = [dataset(hook, connection, results_table,
+                           {"doi_key": [self.key_column], "doi": [self.doi_column]}, origin)]
+        if self.repair_column:
+            from airflow_doi.operators.repairs import REPAIR_TABLE
+
+            repair_table = self.repair_table or sibling_table(self.table, REPAIR_TABLE)
+            outputs.append(dataset(hook, connection, repair_table,
+                                   {"raw_value": [self.repair_column]}, origin))
+        return operator_lineage([source], outputs)

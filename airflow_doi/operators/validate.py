@@ -114,6 +114,13 @@ class DoiValidateOperator(DoiSqlOperator):
             self.log.warning("%s", message)
         return summary
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Reads ``table``; writes nothing."""
+        from airflow_doi.operators.lineage import dataset, operator_lineage
+
+        hook, connection = self.lineage_source()
+        return operator_lineage([dataset(hook, connection, self.table)], [])
+
     def _count_in_database(
         self, conn: Any, cursor: Any, dialect: Dialect
     ) -> tuple[int, Counter[str], dict[str, list[str]]]:
