@@ -17,6 +17,7 @@ stays bounded by the page size.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,12 +26,14 @@ from typing import Any
 
 __all__ = [
     "Dialect",
+    "TranslatingCursor",
     "add_missing_columns",
     "column_names",
     "dialect_named",
     "insert_values",
     "keyset_pages",
     "missing_columns",
+    "native_cursor",
     "quote_identifier",
     "sibling_table",
     "upsert_rows",
@@ -92,6 +95,13 @@ class Dialect:
     #: Quoted identifiers are case-sensitive (``"DOI"`` is not ``"doi"``): PostgreSQL,
     #: Snowflake, standard SQL. SQLite, DuckDB and Redshift match them case-insensitively.
     case_sensitive_identifiers: bool = True
+    #: sqlglot's name for an engine whose statements are rewritten from the ANSI form written
+    #: here (identifiers, types, ``ORDER BY`` null order): BigQuery and MySQL quote with
+    #: backticks, BigQuery has no ``VARCHAR``. None: the statements run as written.
+    sqlglot_dialect: str | None = None
+    #: Fold every identifier to upper case, as the engine folds unquoted names: on Snowflake a
+    #: table created as ``works`` is ``WORKS``, and ``"works"`` would miss it.
+    fold_upper: bool = False
 
     def p(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
@@ -103,6 +113,69 @@ class Dialect:
             return value
         return value.isoformat(timespec="microseconds")
 
+    def quote(self, name: str) -> str:
+        """``name`` checked (:func:`quote_identifier`) and quoted as this engine quotes it."""
+        quoted = quote_identifier(name.upper() if self.fold_upper else name)
+        return quoted if self.sqlglot_dialect is None else self.translate_identifier(quoted)
+
+    def translate_identifier(self, quoted: str) -> str:
+        from sqlglot import exp
+
+        parts = [part.strip('"') for part in quoted.split(".")]
+        return ".".join(exp.to_identifier(p, quoted=True).sql(dialect=self.sqlglot_dialect)
+                        for p in parts)
+
+    def translate(self, sql: str) -> str:
+        """``sql``, written in the ANSI form of this module, in this engine's own dialect."""
+        if self.sqlglot_dialect is None:
+            return sql
+        return _translate(sql, self.sqlglot_dialect, self.fold_upper, self.placeholder)
+
+    def cursor(self, conn: Any) -> Any:
+        """A cursor of ``conn`` that runs this module's statements in the engine's dialect."""
+        raw = conn.cursor()
+        return raw if self.sqlglot_dialect is None else TranslatingCursor(raw, self)
+
+
+@functools.lru_cache(maxsize=1024)
+def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str:
+    import sqlglot
+    from sqlglot import exp
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Identifier) and fold_upper:
+            return exp.Identifier(this=node.this.upper(), quoted=True)
+        if isinstance(node, exp.Placeholder):
+            return exp.Var(this=placeholder)  # the driver's own marker, never "?" in a literal
+        return node
+
+    trees = sqlglot.parse(sql, read="postgres")
+    return "; ".join(tree.transform(rewrite).sql(dialect=target) for tree in trees if tree)
+
+
+class TranslatingCursor:
+    """A DB-API cursor whose ``execute``/``executemany`` take this module's ANSI statements and
+    run them in the engine's dialect (:meth:`Dialect.translate`); ``native`` is the cursor
+    itself, for statements already written in that dialect (generated SQL)."""
+
+    def __init__(self, cursor: Any, dialect: Dialect) -> None:
+        self.native = cursor
+        self.dialect = dialect
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self.native.execute(self.dialect.translate(sql), *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self.native.executemany(self.dialect.translate(sql), *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.native, name)
+
+
+def native_cursor(cursor: Any) -> Any:
+    """The engine's own cursor under a :class:`TranslatingCursor` (or ``cursor`` itself)."""
+    return getattr(cursor, "native", cursor)
+
 
 _DIALECTS: dict[str, Dialect] = {
     "sqlite": Dialect(
@@ -112,7 +185,22 @@ _DIALECTS: dict[str, Dialect] = {
     "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
                         binary_collation=' COLLATE "C"'),
     "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False),
-    "snowflake": Dialect("snowflake", on_conflict=False, timestamp_type="TIMESTAMP_TZ"),
+    "snowflake": Dialect("snowflake", on_conflict=False, timestamp_type="TIMESTAMP_TZ",
+                         sqlglot_dialect="snowflake", fold_upper=True,
+                         case_sensitive_identifiers=False),
+    # BigQuery reads "x" as a string: identifiers take backticks; types are STRING/BOOL/INT64.
+    "bigquery": Dialect("bigquery", placeholder="%s", text_type="STRING", boolean_type="BOOL",
+                        integer_type="INT64", timestamp_type="TIMESTAMP", on_conflict=False,
+                        update_from=True, sqlglot_dialect="bigquery",
+                        case_sensitive_identifiers=False),
+    # Databricks (Spark SQL) reads "x" as a string too: backticks.
+    "databricks": Dialect("databricks", text_type="STRING", on_conflict=False,
+                          sqlglot_dialect="databricks", case_sensitive_identifiers=False),
+    "trino": Dialect("trino", on_conflict=False, update_from=False),
+    # MySQL and MariaDB: backticks; byte-wise comparison through the utf8mb4_bin collation.
+    "mysql": Dialect("mysql", placeholder="%s", text_type="TEXT", timestamp_type="DATETIME(6)",
+                     on_conflict=False, update_from=False, sqlglot_dialect="mysql",
+                     binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False),
     # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
     # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
     # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.
@@ -129,7 +217,8 @@ def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
     Unknown engines get ANSI SQL without ``ON CONFLICT`` and without ``UPDATE ... FROM``
     (delete-then-insert and correlated sub-queries instead), which every engine accepts.
     """
-    key = {"postgresql": "postgres"}.get(name, name)
+    key = {"postgresql": "postgres", "mariadb": "mysql", "gcpbigquery": "bigquery",
+           "google_cloud_platform": "bigquery"}.get(name, name)
     dialect = _DIALECTS.get(key) or Dialect(key, on_conflict=False, update_from=False)
     if placeholder and placeholder != dialect.placeholder:
         dialect = Dialect(**{**dialect.__dict__, "placeholder": placeholder})

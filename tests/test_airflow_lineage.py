@@ -8,7 +8,10 @@ from the DOI column to each output column.
 from __future__ import annotations
 
 from airflow_doi.airflow_sql import sibling_table
-from tests.test_airflow_provider import Database, database  # noqa: F401 (fixture)
+from tests import test_airflow_provider as provider
+
+Database = provider.Database
+database = provider.database  # the fixture: SQLite, DuckDB and PostgreSQL catalogues
 
 
 def _expected_names(db: Database, table: str) -> tuple[str, str]:

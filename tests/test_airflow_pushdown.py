@@ -13,8 +13,11 @@ import pytest
 from airflow_doi.airflow_sql import quote_identifier
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, mixtures
 from airflow_doi.syntax import validate
+from tests import test_airflow_provider as provider
 from tests.conftest import syntax_vectors
-from tests.test_airflow_provider import Database, database  # noqa: F401 (fixture)
+
+Database = provider.Database
+database = provider.database  # the fixture: SQLite, DuckDB and PostgreSQL catalogues
 
 
 def _storable(value: str | None, kind: str) -> bool:
@@ -36,7 +39,7 @@ def _catalogue(db: Database) -> list[str | None]:
     values: list[str | None] = [
         v for v in [*inputs, *EXTRA_CASES, *mixtures(300)] if _storable(v, db.kind)
     ]
-    values += values[:50] + [None, None, ""]  # duplicates, NULLs, an empty cell
+    values += [*values[:50], None, None, ""]  # duplicates, NULLs, an empty cell
     table = quote_identifier(_table(db))
     db.run(f"CREATE TABLE {table} (id INTEGER, doi_raw TEXT)")
     db.run(f"INSERT INTO {table} VALUES (?, ?)", list(enumerate(values)))
@@ -86,11 +89,13 @@ def test_validate_counts_the_same_in_both_modes(database: Database) -> None:
 def test_mode_sql_where_it_cannot_run_is_an_error_naming_the_way_out() -> None:
     from airflow_doi.operators.pushdown import plan
 
-    with pytest.raises(ValueError, match="mode='sql' cannot run here: the snowflake"):
-        plan("sql", "snowflake")
+    with pytest.raises(ValueError, match="mode='sql' cannot run here: the oracle"):
+        plan("sql", "oracle")
+    with pytest.raises(ValueError, match="Redshift's generated SQL cannot decode non-ASCII"):
+        plan("sql", "redshift")  # its SQL cannot decode non-ASCII escapes: Python mode
     with pytest.raises(ValueError, match="decode='never' is only implemented in Python"):
         plan("sql", "duckdb", "never")
-    assert not plan("auto", "snowflake").in_database
+    assert not plan("auto", "oracle").in_database and plan("auto", "snowflake").in_database
     assert not plan("auto", "postgres", "always").in_database
     assert plan("auto", "postgres").in_database and not plan("python", "duckdb").in_database
 

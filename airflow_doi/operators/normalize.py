@@ -28,6 +28,7 @@ from airflow_doi.airflow_sql import (
     add_missing_columns,
     insert_values,
     keyset_pages,
+    native_cursor,
     quote_identifier,
 )
 from airflow_doi.operators.base import DoiSqlOperator, dialect_of
@@ -119,7 +120,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         where = plan(check_mode(self.mode), dialect.name, decode)
         self.log.info("Normalizing %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
-            cursor = conn.cursor()
+            cursor = dialect.cursor(conn)
             if where.in_database:
                 summary = self._normalize_in_database(conn, cursor, dialect, columns)
             else:
@@ -158,12 +159,15 @@ class DoiNormalizeOperator(DoiSqlOperator):
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
         binary = f"{source}{dialect.binary_collation}"
         self._add_columns(cursor, dialect, columns)
-        exprs = column_sql(conn, dialect.name, self.doi_column)
-        targets = (quote_identifier(c) for c in columns)
+        exprs = column_sql(conn, dialect, self.doi_column)
         assignments = ", ".join(
-            f"{target} = {exprs[name]}" for target, name in zip(targets, FUNCTIONS, strict=True)
+            f"{dialect.quote(target)} = {exprs[name]}"
+            for target, name in zip(columns, FUNCTIONS, strict=True)
         )
-        cursor.execute(f"UPDATE {table} SET {assignments}")
+        # Written in the engine's own dialect (the generated bodies are): no translation.
+        # WHERE 1 = 1: BigQuery refuses an UPDATE without a WHERE clause.
+        native_cursor(cursor).execute(
+            f"UPDATE {dialect.quote(self.table)} SET {assignments} WHERE 1 = 1")
         conn.commit()
         valid = quote_identifier(columns[2])
         cursor.execute(

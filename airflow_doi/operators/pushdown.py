@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from airflow_doi.airflow_sql import Dialect
+
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
 
 Mode = Literal["auto", "sql", "python"]
@@ -27,7 +29,12 @@ _MODES: tuple[str, ...] = get_args(Mode)
 
 #: Engines whose rules run in the database: generated SQL (DuckDB, PostgreSQL) or the
 #: registered Python functions (SQLite, one statement in the engine's own loop).
-PUSHDOWN_ENGINES: tuple[str, ...] = ("duckdb", "postgres", "sqlite")
+#: Snowflake, BigQuery, Trino and Databricks get their generated bodies inlined, in their own
+#: dialect (proven by running the bodies, transpiled, on DuckDB: docs/sql-support.md).
+#: Redshift is left out: its SQL cannot decode non-ASCII escapes, Python can.
+PUSHDOWN_ENGINES: tuple[str, ...] = (
+    "duckdb", "postgres", "sqlite", "snowflake", "bigquery", "trino", "databricks",
+)
 
 #: The four expressions the operators need, by the public SQL function they come from.
 FUNCTIONS = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason")
@@ -54,7 +61,10 @@ def plan(mode: Mode, engine: str, decode: str = "auto") -> Plan:
     if mode == "python":
         return Plan(False, "in the worker, page by page (mode='python')")
     problem = None
-    if engine not in PUSHDOWN_ENGINES:
+    if engine == "redshift":
+        problem = ("Redshift's generated SQL cannot decode non-ASCII percent-escapes, so its "
+                   "answers would differ from Python's (docs/sql-support.md)")
+    elif engine not in PUSHDOWN_ENGINES:
         problem = (f"the {engine} connection has no generated DOI SQL in the operators "
                    f"(they push down on {', '.join(PUSHDOWN_ENGINES)})")
     elif decode != "auto":
@@ -68,19 +78,22 @@ def plan(mode: Mode, engine: str, decode: str = "auto") -> Plan:
     return Plan(False, f"in the worker, page by page: {problem}")
 
 
-def column_sql(conn: Any, engine: str, column: str) -> dict[str, str]:
-    """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`.
+def column_sql(conn: Any, dialect: Dialect, column: str) -> dict[str, str]:
+    """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`,
+    written in the engine's own dialect (run them on :func:`native_cursor`).
 
     On SQLite the functions are registered on ``conn`` (the task's own connection) first.
     On DuckDB and PostgreSQL the generator writes each function's body around the column, cast
     to text, so a number or a date in a DOI column is judged as its text, as in Python mode.
     """
+    engine = dialect.name
+    if dialect.fold_upper:
+        column = column.upper()
     if engine == "sqlite":
-        from airflow_doi.airflow_sql import quote_identifier
         from airflow_doi.sqlite_udf import register
 
         register(conn)
-        return {name: f"{name}({quote_identifier(column)})" for name in FUNCTIONS}
+        return {name: f"{name}({dialect.quote(column)})" for name in FUNCTIONS}
     try:
         from sqlglot import exp
     except ImportError as error:  # pragma: no cover - the [airflow] extra installs it

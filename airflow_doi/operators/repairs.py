@@ -73,7 +73,7 @@ def store_repairs(
     dialect = dialect_of(db_hook)
     raw = f"c.{quote_identifier(raw_column)}"
     with closing(db_hook.get_conn()) as conn:
-        cursor = conn.cursor()
+        cursor = dialect.cursor(conn)
         _ensure_table(cursor, dialect, repair_table)
         conn.commit()
         cursor.execute(

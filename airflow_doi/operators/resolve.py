@@ -226,7 +226,7 @@ def resolve_due_keys(
     log.info("Resolving %s through %s at %.1f requests/s (concurrency %d)",
              table, redact_url(config.base_url), config.rate, config.concurrency)
     with closing(db_hook.get_conn()) as conn:
-        cursor = conn.cursor()
+        cursor = dialect.cursor(conn)
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
         summary.due_keys = due.count(cursor, dialect, now, after, upto)
@@ -321,7 +321,7 @@ def plan_resolve_batches(
     due = _DueKeys(table, results_table, key_column, valid_column)
     ranges: list[dict[str, str | None]] = []
     with closing(db_hook.get_conn()) as conn:
-        cursor = conn.cursor()
+        cursor = dialect.cursor(conn)
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
         now = datetime.now(timezone.utc)

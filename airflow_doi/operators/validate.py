@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, Literal
 
-from airflow_doi.airflow_sql import Dialect, keyset_pages, quote_identifier
+from airflow_doi.airflow_sql import Dialect, keyset_pages, native_cursor, quote_identifier
 from airflow_doi.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.operators.progress import Progress
 from airflow_doi.operators.pushdown import check_mode, column_sql, plan
@@ -80,7 +80,7 @@ class DoiValidateOperator(DoiSqlOperator):
         where = plan(check_mode(self.mode), dialect.name)
         self.log.info("Validating %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
-            cursor = conn.cursor()
+            cursor = dialect.cursor(conn)
             if where.in_database:
                 total_rows, reasons, examples = self._count_in_database(conn, cursor, dialect)
             else:
@@ -125,12 +125,13 @@ class DoiValidateOperator(DoiSqlOperator):
         self, conn: Any, cursor: Any, dialect: Dialect
     ) -> tuple[int, Counter[str], dict[str, list[str]]]:
         """One ``GROUP BY`` over the rule's reason, two example values per reason."""
-        table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
-        binary = f"{source}{dialect.binary_collation}"
-        reason = column_sql(conn, dialect.name, self.doi_column)["doi_reason"]
+        # In the engine's own dialect, as the generated body is: no translation.
+        source, table = dialect.quote(self.doi_column), dialect.quote(self.table)
+        reason = column_sql(conn, dialect, self.doi_column)["doi_reason"]
+        cursor = native_cursor(cursor)
         cursor.execute(
-            f"SELECT r, COUNT(*), MIN(v), MAX(v) FROM (SELECT {reason} AS r, {binary} AS v "
-            f"FROM {table}) AS doi_reasons GROUP BY r"
+            f"SELECT r, COUNT(*), MIN(v), MAX(v) FROM (SELECT {reason} AS r, "
+            f"{source}{dialect.binary_collation} AS v FROM {table}) AS doi_reasons GROUP BY r"
         )
         reasons: Counter[str] = Counter()
         examples: dict[str, list[str]] = {}
