@@ -102,6 +102,9 @@ class Dialect:
     #: Fold every identifier to upper case, as the engine folds unquoted names: on Snowflake a
     #: table created as ``works`` is ``WORKS``, and ``"works"`` would miss it.
     fold_upper: bool = False
+    #: How the operators' staging tables declare their key column: MySQL cannot index a TEXT
+    #: column without a prefix length, so there the stage has no key (it holds one page).
+    stage_key: str = " PRIMARY KEY"
 
     def p(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
@@ -200,7 +203,8 @@ _DIALECTS: dict[str, Dialect] = {
     # MySQL and MariaDB: backticks; byte-wise comparison through the utf8mb4_bin collation.
     "mysql": Dialect("mysql", placeholder="%s", text_type="TEXT", timestamp_type="DATETIME(6)",
                      on_conflict=False, update_from=False, sqlglot_dialect="mysql",
-                     binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False),
+                     binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False,
+                     stage_key=""),
     # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
     # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
     # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.

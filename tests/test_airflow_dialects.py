@@ -10,9 +10,12 @@ statements' shape and the operators' logic on them, not the warehouses' behaviou
 
 from __future__ import annotations
 
+import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import duckdb
 import pytest
@@ -143,3 +146,70 @@ def test_push_down_statements_parse_in_the_dialect_and_quote_as_it_needs(dialect
     column = {"bigquery": "`doi_raw`", "snowflake": '"DOI_RAW"', "trino": '"doi_raw"',
               "databricks": "`doi_raw`"}[dialect]
     assert column in exprs["doi_key"]
+
+
+MARIADB_DSN = os.environ.get("AIRFLOW_DOI_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:3306/test")
+
+
+class MariaDbHook:
+    """A DB-API hook on the real MariaDB server (PyMySQL), one fresh database per test."""
+
+    conn_type = "mysql"
+    placeholder = "%s"
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+
+    def get_conn(self) -> Any:
+        import pymysql
+
+        url = urlparse(MARIADB_DSN)
+        return pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
+                               password=url.password or "", database=self.database,
+                               charset="utf8mb4")
+
+
+@pytest.fixture()
+def mariadb() -> Any:
+    import pymysql
+
+    url = urlparse(MARIADB_DSN)
+    name = f"doi_ops_{uuid.uuid4().hex[:10]}"
+    admin = pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
+                            password=url.password or "", autocommit=True)
+    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
+                           "COLLATE utf8mb4_general_ci")  # the server's case-blind default
+    try:
+        yield MariaDbHook(name)
+    finally:
+        admin.cursor().execute(f"DROP DATABASE `{name}`")  # our own database, never another
+        admin.close()
+
+
+def test_operators_on_real_mariadb_keep_case_and_match_python(
+    mariadb: MariaDbHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python mode on MariaDB, whose default collation folds case (and ``ß`` with ``s``):
+    every row still gets its own value's answer."""
+    from airflow_doi.operators.base import DoiSqlOperator
+    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.operators.validate import DoiValidateOperator
+
+    values = [*VALUES, "10.1000/abc", "10.1000/Straße", "10.1000/STRASSE", "10.1000/strasse"]
+    conn = mariadb.get_conn()
+    with conn.cursor() as cursor:
+        cursor.execute("CREATE TABLE works (id INTEGER, doi_raw TEXT)")
+        cursor.executemany("INSERT INTO works VALUES (%s, %s)", list(enumerate(values)))
+    conn.commit()
+    monkeypatch.setattr(DoiSqlOperator, "get_db_hook", lambda self: mariadb)
+    common = {"conn_id": "catalogue", "table": "works", "doi_column": "doi_raw"}
+    DoiNormalizeOperator(task_id="n", batch_size=4, **common).execute({})
+    report = DoiValidateOperator(task_id="v", max_invalid_share=1.0, **common).execute({})
+    assert report["rows"] == len(values) and report["invalid_rows"] == 4
+    conn = mariadb.get_conn()
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT doi_raw, doi, doi_key, doi_valid, doi_reason FROM works ORDER BY id")
+        rows = cursor.fetchall()
+    assert [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows] == [
+        (v, validate(v).doi, validate(v).key, validate(v).valid, validate(v).reason)
+        for v in values]

@@ -191,7 +191,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         self._add_columns(cursor, dialect, columns)
         stage = _stage_name()
         cursor.execute(
-            f"CREATE TEMPORARY TABLE {stage} (raw {text} PRIMARY KEY, doi {text}, "
+            f"CREATE TEMPORARY TABLE {stage} (raw {text}{dialect.stage_key}, doi {text}, "
             f"doi_key {text}, doi_valid {boolean}, doi_reason {text})"
         )
         conn.commit()
