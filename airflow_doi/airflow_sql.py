@@ -105,6 +105,13 @@ class Dialect:
     #: How the operators' staging tables declare their key column: MySQL cannot index a TEXT
     #: column without a prefix length, so there the stage has no key (it holds one page).
     stage_key: str = " PRIMARY KEY"
+    #: Type of the key columns the operators create (``doi_key``, ``raw_value``); None: text.
+    #: MySQL can only index a bounded VARCHAR (768 utf8mb4 characters fill its 3072 bytes).
+    key_type: str | None = None
+
+    @property
+    def key_text(self) -> str:
+        return self.key_type or self.text_type
 
     def p(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
@@ -201,7 +208,10 @@ _DIALECTS: dict[str, Dialect] = {
                           sqlglot_dialect="databricks", case_sensitive_identifiers=False),
     "trino": Dialect("trino", on_conflict=False, update_from=False),
     # MySQL and MariaDB: backticks; byte-wise comparison through the utf8mb4_bin collation.
-    "mysql": Dialect("mysql", placeholder="%s", text_type="TEXT", timestamp_type="DATETIME(6)",
+    # Every text column the operators create compares byte-wise (utf8mb4_bin): under the
+    # server's default *_general_ci, "STRAßE" equals "STRASE" and keys would collide.
+    "mysql": Dialect("mysql", placeholder="%s", text_type="TEXT COLLATE utf8mb4_bin",
+                     key_type="VARCHAR(768) COLLATE utf8mb4_bin", timestamp_type="DATETIME(6)",
                      on_conflict=False, update_from=False, sqlglot_dialect="mysql",
                      binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False,
                      stage_key=""),

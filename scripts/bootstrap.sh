@@ -9,6 +9,15 @@ fi
 extra=${1:-dev}
 stamp=.venv/.airflow-doi-installed-$extra   # one per extra: demo installs [all], tests [dev]
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  # The dev extra's MySQL provider builds mysqlclient: it needs MariaDB's client headers.
+  if [[ $extra == dev ]] && ! command -v mariadb_config >/dev/null 2>&1 \
+      && ! command -v mysql_config >/dev/null 2>&1; then
+    echo "bootstrap: installing libmariadb-dev and pkg-config from Debian's packages"
+    SUDO=""; if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libmariadb-dev pkg-config \
+      >/dev/null
+  fi
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[$extra]"
   touch "$stamp"

@@ -3,7 +3,7 @@
 # runtime for Spark, a C compiler for the native DuckDB extension, Chromium for the report,
 # and MariaDB. Where one is missing (a fresh machine) it is installed from Debian's packages
 # and started. DSNs come from AIRFLOW_DOI_TEST_POSTGRES_DSN / AIRFLOW_DOI_TEST_REDIS_URL /
-# AIRFLOW_DOI_TEST_MYSQL_DSN; only a server on this machine is ever installed or started.
+# AIRFLOW_DOI_TEST_MARIADB_DSN; only a server on this machine is ever installed or started.
 set -euo pipefail
 
 PG_HOST=${PGHOST_FOR_TESTS:-127.0.0.1}

@@ -24,6 +24,7 @@ POSTGRES_DSN = os.environ.get(
     "AIRFLOW_DOI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("AIRFLOW_DOI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+MARIADB_DSN = os.environ.get("AIRFLOW_DOI_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:3306/test")
 
 
 def load_vectors() -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ import pytest
 
 from airflow_doi import comparison_key, normalize, validate
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import MARIADB_DSN
 
 pytestmark = [pytest.mark.xdist_group("airflow_dags"), pytest.mark.slow]
 
@@ -266,6 +267,26 @@ def _user_catalogue(kind: str, tmp_path: Path, postgres_dsn: str | None,
                 return conn.execute(sql.replace("my_works", f'"{schema}".my_works')).fetchall()
 
         return connection, table, query
+    if kind == "mariadb":
+        import pymysql
+
+        assert schema is not None  # the per-test database of the mariadb_database fixture
+        url = urlparse(MARIADB_DSN)
+        login = {"host": url.hostname, "port": url.port or 3306, "user": url.username,
+                 "password": url.password or "", "database": schema, "charset": "utf8mb4"}
+        with closing(pymysql.connect(**login)) as conn, conn.cursor() as cursor:
+            cursor.execute("CREATE TABLE my_works (record_id INTEGER, title TEXT, doi_raw TEXT)")
+            cursor.executemany("INSERT INTO my_works VALUES (%s, %s, %s)", USER_ROWS)
+            conn.commit()
+
+        def query(sql: str) -> list:
+            with closing(pymysql.connect(**login)) as conn, conn.cursor() as cursor:
+                cursor.execute(sql)
+                return [tuple(row) for row in cursor.fetchall()]
+
+        return ({"conn_type": "mysql", "host": url.hostname, "port": url.port or 3306,
+                 "login": url.username, "password": url.password or "", "schema": schema},
+                "my_works", query)
     if kind == "sqlite":
         path = tmp_path / "works.sqlite"
         with sqlite3.connect(path) as conn:
@@ -289,7 +310,30 @@ def _user_catalogue(kind: str, tmp_path: Path, postgres_dsn: str | None,
     return {"conn_type": "duckdb", "host": str(path)}, "my_works", query
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "duckdb", "postgres"])
+
+
+@pytest.fixture()
+def mariadb_database() -> Iterator[str]:
+    """A database of its own on the real MariaDB server (its default, case-blind collation),
+    dropped afterwards: the test never touches another."""
+    import pymysql
+
+    url = urlparse(MARIADB_DSN)
+    name = f"doi_dag_{os.urandom(5).hex()}"
+    admin = pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
+                            password=url.password or "", autocommit=True)
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
+                       "COLLATE utf8mb4_general_ci")
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE `{name}`")
+        admin.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "duckdb", "postgres", "mariadb"])
 def test_the_documented_params_keep_a_users_rows(
     kind: str, airflow_home: Path, tmp_path: Path, simulator: ProxySimulator,
     request: pytest.FixtureRequest,
@@ -298,6 +342,8 @@ def test_the_documented_params_keep_a_users_rows(
     one's own: every row survives, gets the standard's columns, and nothing else changes."""
     dsn = request.getfixturevalue("postgres_dsn") if kind == "postgres" else None
     schema = request.getfixturevalue("postgres_schema") if kind == "postgres" else None
+    if kind == "mariadb":
+        schema = request.getfixturevalue("mariadb_database")
     connection, table, query = _user_catalogue(kind, tmp_path, dsn, schema)
     env = _dag_env(airflow_home, connection, simulator.url)
     result = _dags_test(env, airflow_home, catalogue_conn_id="doi_catalogue",

@@ -10,7 +10,6 @@ statements' shape and the operators' logic on them, not the warehouses' behaviou
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import sqlglot
 
 from airflow_doi.syntax import validate
+from tests.conftest import MARIADB_DSN
 from tests.test_airflow_provider import VALUES
 
 #: Identifiers as each engine needs them: BigQuery backticks (``"x"`` is a string there),
@@ -148,7 +148,6 @@ def test_push_down_statements_parse_in_the_dialect_and_quote_as_it_needs(dialect
     assert column in exprs["doi_key"]
 
 
-MARIADB_DSN = os.environ.get("AIRFLOW_DOI_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:3306/test")
 
 
 class MariaDbHook:

@@ -38,7 +38,7 @@ def _ensure_table(cursor: Any, dialect: Any, table: str) -> None:
     text, stamp = dialect.text_type, dialect.timestamp_type
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {quote_identifier(table)} ("
-        f'"raw_value" {text} NOT NULL PRIMARY KEY, "doi_suggestion" {text}, '
+        f'"raw_value" {dialect.key_text} NOT NULL PRIMARY KEY, "doi_suggestion" {text}, '
         f'"doi_suggestion_rule" {text}, "doi_suggestion_verified" {dialect.boolean_type}, '
         f'"error" {text}, "checked_at" {stamp})'
     )

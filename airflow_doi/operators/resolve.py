@@ -121,7 +121,8 @@ def ensure_resolution_table(cursor: Any, dialect: Dialect, results_table: str) -
     text, integer, stamp = dialect.text_type, dialect.integer_type, dialect.timestamp_type
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {quote_identifier(results_table)} ("
-        f'"doi_key" {text} NOT NULL PRIMARY KEY, "doi" {text} NOT NULL, "status" {text} NOT NULL, '
+        f'"doi_key" {dialect.key_text} NOT NULL PRIMARY KEY, "doi" {text} NOT NULL, '
+        f'"status" {text} NOT NULL, '
         f'"url" {text}, "response_code" {integer}, "http_status" {integer}, '
         f'"attempts" {integer}, "error" {text}, "resolved_at" {stamp}, "expires_at" {stamp})'
     )

@@ -163,6 +163,10 @@ def _from_sql(
     query = f"SELECT {selected} FROM {quoted_table}"
     where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
     connection = _connect(str(url) if url is not None else None, conn_id, where)
+    if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
+        from airflow_doi.operators.base import dialect_of, sql_hook
+
+        query = dialect_of(sql_hook(conn_id)).translate(query)
     try:
         try:
             if type(connection).__module__.startswith(("duckdb", "_duckdb")):
