@@ -1,9 +1,9 @@
 """Lazy package exports: ``from package import Name`` without importing every module up front.
 
-The Airflow-facing packages (``airflow_doi.operators``, ``airflow_doi.hooks``) export their
-classes at the package level, the Airflow convention, but must stay cheap to import: provider
-discovery imports ``airflow_doi.hooks`` and nothing should follow from that. Standard library
-only.
+The Airflow-facing packages (``airflow_doi.provider.operators``,
+``airflow_doi.provider.hooks``) export their classes at the package level, the Airflow
+convention, but must stay cheap to import: provider discovery imports
+``airflow_doi.provider.hooks`` and nothing should follow from that. Standard library only.
 """
 
 from __future__ import annotations

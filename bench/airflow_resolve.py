@@ -119,9 +119,9 @@ def main() -> int:
             "conn_type": "doi_proxy", "host": url,
             "extra": {"rate": args.rate, "concurrency": args.concurrency},
         })
-        from airflow_doi.operators.normalize import DoiNormalizeOperator
-        from airflow_doi.operators.resolve import DoiResolveOperator
-        from airflow_doi.operators.validate import DoiValidateOperator
+        from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+        from airflow_doi.provider.operators.resolve import DoiResolveOperator
+        from airflow_doi.provider.operators.validate import DoiValidateOperator
 
         common = {"conn_id": "bench_db", "table": "catalogue"}
         rss_start = peak_rss_mib()

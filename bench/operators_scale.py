@@ -70,8 +70,8 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def operators(conn_id: str, table: str, mode: str) -> None:
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     common = {"conn_id": conn_id, "table": table, "doi_column": "doi_raw", "mode": mode}
     DoiNormalizeOperator(task_id="n", batch_size=10_000, **common).execute({})

@@ -96,9 +96,9 @@ class StandInHook:
 def test_python_mode_statements_parse_quote_and_run_in_the_dialect(
     dialect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_doi.operators.base import DoiSqlOperator
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.base import DoiSqlOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     path = tmp_path / "warehouse.duckdb"
     with duckdb.connect(str(path)) as con:  # created unquoted, as users do
@@ -129,8 +129,8 @@ def test_python_mode_statements_parse_quote_and_run_in_the_dialect(
 
 @pytest.mark.parametrize("dialect", ["bigquery", "snowflake", "trino", "databricks"])
 def test_push_down_statements_parse_in_the_dialect_and_quote_as_it_needs(dialect: str) -> None:
-    from airflow_doi.airflow_sql import dialect_named
-    from airflow_doi.operators.pushdown import FUNCTIONS, column_sql, plan
+    from airflow_doi.provider.operators.pushdown import FUNCTIONS, column_sql, plan
+    from airflow_doi.provider.sql import dialect_named
 
     assert plan("auto", dialect).in_database
     target = dialect_named(dialect)
@@ -190,9 +190,9 @@ def test_operators_on_real_mariadb_keep_case_and_match_python(
 ) -> None:
     """Python mode on MariaDB, whose default collation folds case (and ``ß`` with ``s``):
     every row still gets its own value's answer."""
-    from airflow_doi.operators.base import DoiSqlOperator
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.base import DoiSqlOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     values = [*VALUES, "10.1000/abc", "10.1000/Straße", "10.1000/STRASSE", "10.1000/strasse"]
     conn = mariadb.get_conn()

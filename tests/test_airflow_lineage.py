@@ -7,7 +7,7 @@ from the DOI column to each output column.
 
 from __future__ import annotations
 
-from airflow_doi.airflow_sql import sibling_table
+from airflow_doi.provider.sql import sibling_table
 from tests import test_airflow_provider as provider
 
 Database = provider.Database
@@ -31,7 +31,7 @@ def _expected_names(db: Database, table: str) -> tuple[str, str]:
 def test_normalize_lineage_maps_the_doi_column_to_the_four_columns(database: Database) -> None:
     from openlineage.client.serde import Serde
 
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
     operator = DoiNormalizeOperator(task_id="n", conn_id=database.conn_id, table=database.table,
                                     doi_column="doi_raw", output_prefix="work_doi")
@@ -49,8 +49,8 @@ def test_normalize_lineage_maps_the_doi_column_to_the_four_columns(database: Dat
 
 
 def test_validate_reads_and_resolve_writes_its_results_table(database: Database) -> None:
-    from airflow_doi.operators.resolve import DoiResolveOperator
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     common = {"conn_id": database.conn_id, "table": database.table}
     validate = DoiValidateOperator(task_id="v", doi_column="doi_raw", **common)

@@ -25,7 +25,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 import duckdb
 
-from airflow_doi.airflow_sql import quote_identifier, sibling_table
+from airflow_doi.provider.sql import quote_identifier, sibling_table
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +71,8 @@ def test_providers_list_shows_the_provider() -> None:
 def test_connection_types_and_form_fields_are_registered() -> None:
     hooks = json.loads(_airflow("providers", "hooks", "-o", "json").stdout)
     by_type = {h["connection_type"]: h for h in hooks}
-    assert by_type["doi_proxy"]["class"] == "airflow_doi.hooks.doi_proxy.DoiProxyHook"
-    assert by_type["duckdb"]["class"] == "airflow_doi.hooks.duckdb.DuckDbHook"
+    assert by_type["doi_proxy"]["class"] == "airflow_doi.provider.hooks.doi_proxy.DoiProxyHook"
+    assert by_type["duckdb"]["class"] == "airflow_doi.provider.hooks.duckdb.DuckDbHook"
     widgets = json.loads(_airflow("providers", "widgets", "-o", "json").stdout)
     fields = {w["connection_parameter_name"]: w["field_type"] for w in widgets}
     for name, kind in [("rate", "number"), ("concurrency", "integer"), ("timeout", "number"),
@@ -85,12 +85,12 @@ def test_provider_info_matches_the_schema_and_imports_nothing() -> None:
     import jsonschema
 
     schema_path = Path(airflow.__file__).with_name("provider_info.schema.json")
-    from airflow_doi.get_provider_info import get_provider_info
+    from airflow_doi.provider.get_provider_info import get_provider_info
 
     jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import sys, airflow_doi.get_provider_info as m; m.get_provider_info();"
+         "import sys, airflow_doi.provider.get_provider_info as m; m.get_provider_info();"
          " print(sorted(n for n in sys.modules if n.split('.')[0] in ('airflow', 'aiohttp')))"],
         capture_output=True, text=True, check=True,
     )
@@ -98,13 +98,15 @@ def test_provider_info_matches_the_schema_and_imports_nothing() -> None:
 
 
 def test_one_import_line_for_the_operators_and_the_hooks() -> None:
-    """``from airflow_doi.operators import ...`` (the README's line) and the same for hooks;
-    ``import airflow_doi`` and ``import airflow_doi.hooks`` alone still import no Airflow."""
+    """``from airflow_doi.provider.operators import ...`` (the README's line) and the same for
+    hooks; ``import airflow_doi`` and ``import airflow_doi.provider.hooks`` alone still import
+    no Airflow."""
     code = (
-        "import sys; import airflow_doi, airflow_doi.hooks, airflow_doi.operators; "
+        "import sys; import airflow_doi, airflow_doi.provider, airflow_doi.provider.hooks, "
+        "airflow_doi.provider.operators; "
         "print(sorted(n for n in sys.modules if n.split('.')[0] == 'airflow')); "
-        "from airflow_doi.operators import DoiNormalizeOperator, DoiResolveOperator, "
-        "DoiValidateOperator; from airflow_doi.hooks import DoiProxyHook, DuckDbHook; "
+        "from airflow_doi.provider.operators import DoiNormalizeOperator, DoiResolveOperator, "
+        "DoiValidateOperator; from airflow_doi.provider.hooks import DoiProxyHook, DuckDbHook; "
         "from airflow.sdk import BaseHook, BaseOperator; "
         "print(all(issubclass(c, BaseOperator) for c in (DoiNormalizeOperator, "
         "DoiResolveOperator, DoiValidateOperator)), issubclass(DoiProxyHook, BaseHook), "
@@ -113,16 +115,20 @@ def test_one_import_line_for_the_operators_and_the_hooks() -> None:
     probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=120, check=False)
     assert probe.returncode == 0, probe.stderr[-3000:]
-    assert probe.stdout.splitlines() == ["[]", "True True duckdb airflow_doi.operators.normalize"]
-    import airflow_doi.operators
+    assert probe.stdout.splitlines() == [
+        "[]", "True True duckdb airflow_doi.provider.operators.normalize"]
+    import airflow_doi.provider.operators
 
     with pytest.raises(AttributeError, match="DoiMissingOperator"):
-        airflow_doi.operators.DoiMissingOperator  # noqa: B018
+        airflow_doi.provider.operators.DoiMissingOperator  # noqa: B018
 
 
 # -- the doi_proxy connection ----------------------------------------------------------------
 def test_config_from_connection_fields() -> None:
-    from airflow_doi.hooks.doi_proxy import base_url_from_parts, resolver_config_from_connection
+    from airflow_doi.provider.hooks.doi_proxy import (
+        base_url_from_parts,
+        resolver_config_from_connection,
+    )
 
     assert base_url_from_parts(None) == "https://doi.org"
     assert base_url_from_parts("https://doi.org/") == "https://doi.org"
@@ -147,7 +153,7 @@ def test_config_from_connection_fields() -> None:
 
 
 def test_proxy_hook_reads_the_connection_and_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_doi.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
 
     with ProxySimulator(make_records(["10.1000/182"])) as sim:
         monkeypatch.setenv("AIRFLOW_CONN_MY_PROXY", json.dumps(
@@ -263,14 +269,14 @@ def simulator(monkeypatch: pytest.MonkeyPatch):
 
 
 def _normalize(db: Database, **kwargs: object) -> dict:
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
     return DoiNormalizeOperator(task_id="normalize", conn_id=db.conn_id, table=db.table,
                                 doi_column="doi_raw", batch_size=3, **kwargs).execute({})
 
 
 def _resolve(db: Database, batch_size: int = 2) -> dict:
-    from airflow_doi.operators.resolve import DoiResolveOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
 
     return DoiResolveOperator(task_id="resolve", conn_id=db.conn_id, table=db.table,
                               batch_size=batch_size).execute({})
@@ -300,7 +306,7 @@ def test_normalize_writes_the_standard_columns(database: Database) -> None:
 def test_normalize_never_touches_a_users_table_named_like_its_stage(database: Database) -> None:
     """The staging table is a TEMPORARY one with a per-run name: a user's table called
     ``doi_normalize_stage`` (the old fixed name) keeps its rows, and no stage is left behind."""
-    from airflow_doi.operators.normalize import _STAGE_PREFIX
+    from airflow_doi.provider.operators.normalize import _STAGE_PREFIX
 
     theirs = quote_identifier(sibling_table(database.table, "doi_normalize_stage"))
     database.run(f"CREATE TABLE {theirs} (raw TEXT, doi TEXT)")
@@ -311,7 +317,7 @@ def test_normalize_never_touches_a_users_table_named_like_its_stage(database: Da
 
 
 def test_normalize_refuses_to_overwrite_its_source(database: Database) -> None:
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
     with pytest.raises(ValueError, match="overwritten"):
         DoiNormalizeOperator(task_id="n", conn_id=database.conn_id, table=database.table,
@@ -324,7 +330,7 @@ def test_normalize_refuses_to_overwrite_its_source(database: Database) -> None:
 def test_validate_gate_fails_or_warns(database: Database) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     common = {"conn_id": database.conn_id, "table": database.table, "doi_column": "doi_raw",
               "batch_size": 4}
@@ -393,7 +399,7 @@ def test_resolve_refuses_a_users_table_named_doi_resolution(database: Database,
 
 def test_errors_are_stored_and_retried_next_run(database: Database,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_doi.operators.resolve import ProxyUnavailableError
+    from airflow_doi.provider.operators.resolve import ProxyUnavailableError
 
     _normalize(database)
     with ProxySimulator(faults={"always_500": True}) as broken:
@@ -416,7 +422,7 @@ def test_errors_are_stored_and_retried_next_run(database: Database,
 
 
 def test_mapped_key_ranges_cover_the_due_keys(database: Database, simulator) -> None:
-    from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+    from airflow_doi.provider.operators.resolve import plan_resolve_batches, resolve_key_range
 
     _normalize(database)
     ranges = plan_resolve_batches(conn_id=database.conn_id, table=database.table, batch_size=4)
@@ -431,7 +437,7 @@ def test_mapped_key_ranges_cover_the_due_keys(database: Database, simulator) -> 
 
 
 def test_duckdb_hook_speaks_common_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_doi.hooks.duckdb import DuckDbHook
+    from airflow_doi.provider.hooks.duckdb import DuckDbHook
 
     path = tmp_path / "hook.duckdb"
     monkeypatch.setenv("AIRFLOW_CONN_DUCK", json.dumps({"conn_type": "duckdb", "host": str(path)}))
@@ -466,7 +472,7 @@ class _RecordingCursor:
 
 
 def test_redshift_upserts_by_delete_then_multi_row_insert() -> None:
-    from airflow_doi.airflow_sql import dialect_named, upsert_rows
+    from airflow_doi.provider.sql import dialect_named, upsert_rows
 
     dialect = dialect_named("redshift", "%s")
     assert dialect.name == "redshift"
@@ -485,8 +491,8 @@ def test_redshift_upserts_by_delete_then_multi_row_insert() -> None:
 
 
 def test_keyset_pages_refuses_to_loop_or_to_drop_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_doi import airflow_sql
-    from airflow_doi.airflow_sql import dialect_named, keyset_pages
+    from airflow_doi.provider import sql as airflow_sql
+    from airflow_doi.provider.sql import dialect_named, keyset_pages
 
     dialect = dialect_named("sqlite")
     stuck = _RecordingCursor([[("a",), ("b",)], [("a",), ("b",)], [("a",), ("b",)]])
@@ -507,7 +513,7 @@ def test_keyset_pages_refuses_to_loop_or_to_drop_rows(monkeypatch: pytest.Monkey
 
 
 def test_redact_url_drops_userinfo() -> None:
-    from airflow_doi.hooks.doi_proxy import redact_url, resolver_config_from_connection
+    from airflow_doi.provider.hooks.doi_proxy import redact_url, resolver_config_from_connection
 
     assert redact_url("http://user:s3cret@127.0.0.1:8080/p?q=1") == "http://127.0.0.1:8080/p?q=1"
     assert redact_url("https://doi.org") == "https://doi.org"
@@ -519,7 +525,7 @@ def test_redact_url_drops_userinfo() -> None:
 def test_mapped_ranges_are_capped_and_take_the_column_names(
     database: Database, simulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+    from airflow_doi.provider.operators.resolve import plan_resolve_batches, resolve_key_range
 
     _normalize(database, output_prefix="ident")
     columns = {"key_column": "ident_key", "valid_column": "ident_valid"}
@@ -542,7 +548,7 @@ def test_mapped_ranges_are_capped_and_take_the_column_names(
 def test_normalize_decode_is_a_checked_templated_parameter(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_doi import validate
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
     assert "decode" in DoiNormalizeOperator.template_fields
     with pytest.raises(ValueError, match="decode must be one of auto, always, never"):
@@ -579,7 +585,7 @@ def test_normalize_keeps_each_rows_case_under_nocase(tmp_path: Path,
 
 
 def test_existing_upper_case_column_is_matched_as_the_engine_does(database: Database) -> None:
-    from airflow_doi.airflow_sql import column_names
+    from airflow_doi.provider.sql import column_names
 
     table = quote_identifier(database.table)
     database.run(f'ALTER TABLE {table} ADD COLUMN "DOI" TEXT')
@@ -603,7 +609,7 @@ def test_resolve_with_repair_column_stores_verified_suggestions_once(database: D
                                                                      simulator) -> None:
     """``repair_column``: invalid or not_found cells get suggestions in ``doi_repair``, verified
     on the proxy; valid cells that resolved are not touched, and a re-run sends nothing."""
-    from airflow_doi.operators.resolve import DoiResolveOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
 
     table = quote_identifier(database.table)
     database.run(f"INSERT INTO {table} VALUES (?, ?)",
@@ -631,3 +637,22 @@ def test_resolve_with_repair_column_stores_verified_suggestions_once(database: D
     simulator.reset_counts()
     again = run()
     assert again["repair_cells"] == 0 and simulator.request_count == 0
+
+
+def test_only_the_provider_subpackage_imports_airflow() -> None:
+    """The house: Airflow is known in ``airflow_doi/provider/`` and nowhere else of the package
+    (the standard, the Arrow engine, the SQL generator, the resolver, the CLI, the report)."""
+    import ast
+
+    package = ROOT / "airflow_doi"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "provider":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name == "airflow" or name.startswith("airflow.") for name in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+    assert (package / "provider" / "operators" / "normalize.py").is_file()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_doi.airflow_sql import quote_identifier
+from airflow_doi.provider.sql import quote_identifier
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, mixtures
 from airflow_doi.syntax import validate
 from tests import test_airflow_provider as provider
@@ -47,7 +47,7 @@ def _catalogue(db: Database) -> list[str | None]:
 
 
 def _operator(db: Database, **kwargs: object):
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
     return DoiNormalizeOperator(task_id="n", conn_id=db.conn_id, table=_table(db),
                                 doi_column="doi_raw", batch_size=97, **kwargs)
@@ -75,7 +75,7 @@ def test_both_modes_write_the_same_columns_as_python(database: Database,
 
 
 def test_validate_counts_the_same_in_both_modes(database: Database) -> None:
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     _catalogue(database)
     common = {"conn_id": database.conn_id, "table": _table(database),
@@ -87,7 +87,7 @@ def test_validate_counts_the_same_in_both_modes(database: Database) -> None:
 
 
 def test_mode_sql_where_it_cannot_run_is_an_error_naming_the_way_out() -> None:
-    from airflow_doi.operators.pushdown import plan
+    from airflow_doi.provider.operators.pushdown import plan
 
     with pytest.raises(ValueError, match="mode='sql' cannot run here: the oracle"):
         plan("sql", "oracle")
@@ -101,8 +101,8 @@ def test_mode_sql_where_it_cannot_run_is_an_error_naming_the_way_out() -> None:
 
 
 def test_mode_is_checked_and_templated() -> None:
-    from airflow_doi.operators.normalize import DoiNormalizeOperator
-    from airflow_doi.operators.validate import DoiValidateOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     assert "mode" in DoiNormalizeOperator.template_fields
     assert "mode" in DoiValidateOperator.template_fields

@@ -22,7 +22,6 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from airflow_doi.airflow_sql import quote_identifier
 from airflow_doi.io_tables import (
     MALFORMED_FLAG,
     CsvOptions,
@@ -33,6 +32,7 @@ from airflow_doi.io_tables import (
     require_column,
     text_column,
 )
+from airflow_doi.provider.sql import quote_identifier
 from airflow_doi.resolver.config import redact_url
 
 __all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
@@ -164,7 +164,7 @@ def _from_sql(
     where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
     connection = _connect(str(url) if url is not None else None, conn_id, where)
     if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
-        from airflow_doi.operators.base import dialect_of, sql_hook
+        from airflow_doi.provider.operators.base import dialect_of, sql_hook
 
         query = dialect_of(sql_hook(conn_id)).translate(query)
     try:
@@ -222,7 +222,7 @@ def _as_text(value: object) -> str:
 def _connect(url: str | None, conn_id: str | None, where: str) -> Any:
     """A read-only DB-API connection for a URL or an Airflow connection id."""
     if conn_id is not None:
-        from airflow_doi.operators.base import sql_hook
+        from airflow_doi.provider.operators.base import sql_hook
 
         try:
             return sql_hook(conn_id).get_conn()

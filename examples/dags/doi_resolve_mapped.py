@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, task
 
-from airflow_doi.operators.normalize import DoiNormalizeOperator
-from airflow_doi.operators.resolve import plan_resolve_batches, resolve_key_range
+from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+from airflow_doi.provider.operators.resolve import plan_resolve_batches, resolve_key_range
 
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 #: A failed map index (the DOI proxy down) is tried again later, on its own; the count as in

@@ -1,6 +1,6 @@
 """Airflow hooks: the doi.org proxy (rate-limited resolver) and DuckDB files.
 
-``from airflow_doi.hooks import DoiProxyHook, DuckDbHook`` works; the names are resolved on
+``from airflow_doi.provider.hooks import DoiProxyHook, DuckDbHook`` works; the names are resolved on
 first use (module ``__getattr__``), so this package imports nothing by itself and Airflow's
 provider discovery stays cheap.
 """
@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 from airflow_doi._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from airflow_doi.hooks.doi_proxy import DoiProxyHook
-    from airflow_doi.hooks.duckdb import DuckDbHook
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.hooks.duckdb import DuckDbHook
 
 __all__ = ["DoiProxyHook", "DuckDbHook"]
 
 #: Exported name -> the module that defines it.
 _LAZY: dict[str, str] = {
-    "DoiProxyHook": "airflow_doi.hooks.doi_proxy",
-    "DuckDbHook": "airflow_doi.hooks.duckdb",
+    "DoiProxyHook": "airflow_doi.provider.hooks.doi_proxy",
+    "DuckDbHook": "airflow_doi.provider.hooks.duckdb",
 }
 
 

@@ -19,7 +19,7 @@ _NULLABLE_STRING = ["string", "null"]
 
 def _doi_proxy_connection() -> dict[str, Any]:
     return {
-        "hook-class-name": "airflow_doi.hooks.doi_proxy.DoiProxyHook",
+        "hook-class-name": "airflow_doi.provider.hooks.doi_proxy.DoiProxyHook",
         "hook-name": "DOI proxy (doi.org REST API)",
         "connection-type": "doi_proxy",
         "conn-fields": {
@@ -61,7 +61,7 @@ def _doi_proxy_connection() -> dict[str, Any]:
 
 def _duckdb_connection() -> dict[str, Any]:
     return {
-        "hook-class-name": "airflow_doi.hooks.duckdb.DuckDbHook",
+        "hook-class-name": "airflow_doi.provider.hooks.duckdb.DuckDbHook",
         "hook-name": "DuckDB (file)",
         "connection-type": "duckdb",
         "conn-fields": {
@@ -95,16 +95,18 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "DOI",
-                "python-modules": ["airflow_doi.hooks.doi_proxy", "airflow_doi.hooks.duckdb"],
+                "python-modules": [
+                    "airflow_doi.provider.hooks.doi_proxy", "airflow_doi.provider.hooks.duckdb",
+                ],
             }
         ],
         "operators": [
             {
                 "integration-name": "DOI",
                 "python-modules": [
-                    "airflow_doi.operators.normalize",
-                    "airflow_doi.operators.validate",
-                    "airflow_doi.operators.resolve",
+                    "airflow_doi.provider.operators.normalize",
+                    "airflow_doi.provider.operators.validate",
+                    "airflow_doi.provider.operators.resolve",
                 ],
             }
         ],

@@ -10,7 +10,7 @@ task that fails or is killed resumes, on retry, exactly after the last stored ba
 asks twice for a key it already stored.
 
 The catalogue needs the columns written by
-:class:`~airflow_doi.operators.normalize.DoiNormalizeOperator` (``doi``, ``doi_key``,
+:class:`~airflow_doi.provider.operators.normalize.DoiNormalizeOperator` (``doi``, ``doi_key``,
 ``doi_valid``). For dynamic task mapping, :func:`plan_resolve_batches` splits the due keys
 into key ranges and :func:`resolve_key_range` resolves one range::
 
@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.airflow_sql import (
+from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of, sql_hook
+from airflow_doi.provider.operators.progress import Progress, TaskLog, format_duration
+from airflow_doi.provider.sql import (
     Dialect,
     keyset_pages,
     missing_columns,
@@ -37,13 +39,11 @@ from airflow_doi.airflow_sql import (
     sibling_table,
     upsert_rows,
 )
-from airflow_doi.operators.base import DoiSqlOperator, dialect_of, sql_hook
-from airflow_doi.operators.progress import Progress, TaskLog, format_duration
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-    from airflow_doi.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
     from airflow_doi.resolver import ProgressEvent, ResolutionResult
 
 __all__ = [
@@ -212,7 +212,7 @@ def resolve_due_keys(
 
     The engine behind the operator and the mapped tasks; usable from plain Python too.
     """
-    from airflow_doi.hooks.doi_proxy import redact_url
+    from airflow_doi.provider.hooks.doi_proxy import redact_url
     from airflow_doi.resolver import ResolverStats
 
     results_table = results_table or sibling_table(table, RESOLUTION_TABLE)
@@ -283,7 +283,7 @@ def resolve_due_keys(
 
 def _hooks(conn_id: str, doi_proxy_conn_id: str,
            resolver_options: dict[str, Any] | None) -> tuple[DbApiHook, DoiProxyHook]:
-    from airflow_doi.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
 
     return sql_hook(conn_id), DoiProxyHook(doi_proxy_conn_id, **(resolver_options or {}))
 
@@ -388,7 +388,7 @@ class DoiResolveOperator(DoiSqlOperator):
     :param repair_column: the raw DOI column (e.g. ``doi_raw``); when given, the cells of rows
         that are invalid or whose key is ``not_found`` get verified repair suggestions in
         ``repair_table`` (default ``doi_repair`` beside the table, keyed by the raw cell; see
-        :mod:`airflow_doi.operators.repairs`). Off by default.
+        :mod:`airflow_doi.provider.operators.repairs`). Off by default.
     """
 
     template_fields: Sequence[str] = (
@@ -421,7 +421,7 @@ class DoiResolveOperator(DoiSqlOperator):
         self.resolver_options = resolver_options
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow_doi.hooks.doi_proxy import DoiProxyHook
+        from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
 
         results_table = self.results_table or sibling_table(self.table, RESOLUTION_TABLE)
         self.check_identifiers(results_table, self.key_column, self.doi_column, self.valid_column)
@@ -439,7 +439,7 @@ class DoiResolveOperator(DoiSqlOperator):
         self.emit_assets(context, results_table)
         outcome = summary.as_dict()
         if self.repair_column:
-            from airflow_doi.operators.repairs import store_repairs
+            from airflow_doi.provider.operators.repairs import store_repairs
 
             outcome.update(store_repairs(
                 self.get_db_hook(),
@@ -453,7 +453,7 @@ class DoiResolveOperator(DoiSqlOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table`` (key, DOI, valid flag), writes ``doi_resolution`` keyed by the key
         column (and ``doi_repair`` from ``repair_column`` when asked)."""
-        from airflow_doi.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         source = dataset(hook, connection, self.table)
@@ -462,7 +462,7 @@ class DoiResolveOperator(DoiSqlOperator):
         outputs = [dataset(hook, connection, results_table,
                            {"doi_key": [self.key_column], "doi": [self.doi_column]}, origin)]
         if self.repair_column:
-            from airflow_doi.operators.repairs import REPAIR_TABLE
+            from airflow_doi.provider.operators.repairs import REPAIR_TABLE
 
             repair_table = self.repair_table or sibling_table(self.table, REPAIR_TABLE)
             outputs.append(dataset(hook, connection, repair_table,

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, Literal
 
-from airflow_doi.airflow_sql import Dialect, keyset_pages, native_cursor, quote_identifier
-from airflow_doi.operators.base import DoiSqlOperator, dialect_of
-from airflow_doi.operators.progress import Progress
-from airflow_doi.operators.pushdown import check_mode, column_sql, plan
+from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.provider.operators.progress import Progress
+from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
+from airflow_doi.provider.sql import Dialect, keyset_pages, native_cursor, quote_identifier
 from airflow_doi.syntax import validate
 
 __all__ = ["DoiValidateOperator"]
@@ -43,7 +43,7 @@ class DoiValidateOperator(DoiSqlOperator):
     :param top: how many reasons to list in the log.
     :param mode: ``auto`` (default): one ``GROUP BY`` query in the database where the engine
         has the rules, else page by page in the worker; ``sql`` or ``python`` to insist.
-        Templated. See :mod:`airflow_doi.operators.pushdown`.
+        Templated. See :mod:`airflow_doi.provider.operators.pushdown`.
     """
 
     template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "doi_column", "mode")
@@ -116,7 +116,7 @@ class DoiValidateOperator(DoiSqlOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table``; writes nothing."""
-        from airflow_doi.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         return operator_lineage([dataset(hook, connection, self.table)], [])

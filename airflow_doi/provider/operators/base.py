@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator
 
-from airflow_doi.airflow_sql import Dialect, dialect_named, quote_identifier
+from airflow_doi.provider.sql import Dialect, dialect_named, quote_identifier
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -81,7 +81,7 @@ class DoiSqlOperator(BaseOperator):
         return self.get_db_hook(), BaseHook.get_connection(self.conn_id)
 
     def emit_assets(self, context: Any, *tables: str) -> None:
-        from airflow_doi.assets import emit_table_assets, table_asset
+        from airflow_doi.provider.assets import emit_table_assets, table_asset
 
         emit_table_assets(
             list(self.outlets or []), context, [table_asset(self.conn_id, t) for t in tables]

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from airflow_doi.airflow_sql import Dialect
+from airflow_doi.provider.sql import Dialect
 
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
 

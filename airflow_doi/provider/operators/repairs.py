@@ -1,9 +1,10 @@
 """Verified repair suggestions for a catalogue's damaged cells, stored beside the table.
 
-Run by :class:`~airflow_doi.operators.resolve.DoiResolveOperator` with ``repair_column`` set,
-after the resolutions are stored: every distinct raw cell whose row is invalid, or whose key
-the proxy answered ``not_found``, goes through :func:`airflow_doi.resolver.repair.repair`
-(the value's own DOI first: one that exists is never repaired) with the same proxy settings.
+Run by :class:`~airflow_doi.provider.operators.resolve.DoiResolveOperator` with
+``repair_column`` set, after the resolutions are stored: every distinct raw cell whose row is
+invalid, or whose key the proxy answered ``not_found``, goes through
+:func:`airflow_doi.resolver.repair.repair` (the value's own DOI first: one that exists is
+never repaired) with the same proxy settings.
 
 Why a table of its own (``doi_repair``, keyed by the raw cell) rather than columns of
 ``doi_resolution``: an invalid cell has no ``doi_key``, so it cannot be a row there, and the
@@ -18,13 +19,13 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_doi.airflow_sql import (
+from airflow_doi.provider.operators.base import dialect_of
+from airflow_doi.provider.sql import (
     missing_columns,
     quote_identifier,
     sibling_table,
     upsert_rows,
 )
-from airflow_doi.operators.base import dialect_of
 
 #: The table's default name, beside the catalogue.
 REPAIR_TABLE = "doi_repair"

@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, get_args
 
-from airflow_doi.airflow_sql import (
+from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.provider.operators.progress import Progress
+from airflow_doi.provider.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
+from airflow_doi.provider.sql import (
     Dialect,
     add_missing_columns,
     insert_values,
@@ -31,9 +34,6 @@ from airflow_doi.airflow_sql import (
     native_cursor,
     quote_identifier,
 )
-from airflow_doi.operators.base import DoiSqlOperator, dialect_of
-from airflow_doi.operators.progress import Progress
-from airflow_doi.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
 from airflow_doi.syntax import Decode, Validation, validate
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
@@ -81,7 +81,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
     :param mode: ``auto`` (default): one ``UPDATE`` in the database where the engine has the
         rules (DuckDB, PostgreSQL, SQLite), else page by page in the worker; ``sql``: in the
         database or fail; ``python``: always in the worker. Templated. See
-        :mod:`airflow_doi.operators.pushdown`.
+        :mod:`airflow_doi.provider.operators.pushdown`.
     """
 
     template_fields: Sequence[str] = (
@@ -134,7 +134,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table``, writes the four columns of ``table``, each from ``doi_column``."""
-        from airflow_doi.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         source = dataset(hook, connection, self.table)
