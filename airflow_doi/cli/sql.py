@@ -1,5 +1,12 @@
 """``airflow-doi sql generate [--check]``: write (or verify) the generated SQL and dbt files.
 
+``airflow-doi sql print DIALECT``: one dialect's functions on stdout, from the installed
+generator (the same text as ``sql/<dialect>/doi_functions.sql``: a test holds them equal).
+
+``airflow-doi sql install URL [--schema S]``: create the functions in a database (PostgreSQL,
+DuckDB, MariaDB/MySQL); every statement is ``CREATE OR REPLACE``, so a second run changes
+nothing and a newer version replaces the older one.
+
 ``airflow-doi sql duckdb-extension [--output DIR]``: compile the native DuckDB extension and
 print the path to ``LOAD`` (see :mod:`airflow_doi.duckdb_native`).
 """
@@ -13,7 +20,16 @@ from typing import Any
 
 DESCRIPTION = """\
 Generated SQL: generate writes (or checks) sql/<dialect>/doi_functions.sql and the dbt
-macro bodies; duckdb-extension compiles the native DuckDB extension and prints its path."""
+macro bodies; print writes one dialect's functions to stdout; install creates them in a
+PostgreSQL, DuckDB or MariaDB/MySQL database; duckdb-extension compiles the native DuckDB
+extension and prints its path."""
+
+#: URL scheme -> (dialect of the generated file, the extra whose driver connects).
+INSTALL_SCHEMES: dict[str, tuple[str, str]] = {
+    "postgresql": ("postgres", "postgres"),
+    "postgres": ("postgres", "postgres"),
+    "duckdb": ("duckdb", "duckdb"),
+}
 
 
 def _default_root() -> Path:
@@ -30,7 +46,8 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION, formatter_class=HelpFormatter,
     )
     actions = parser.add_subparsers(
-        dest="sql_command", required=True, metavar="ACTION", help="generate or duckdb-extension"
+        dest="sql_command", required=True, metavar="ACTION",
+        help="generate, print, install or duckdb-extension",
     )
     generate = actions.add_parser(
         "generate",
@@ -49,6 +66,32 @@ def register(subparsers: Any) -> None:
         help="write nothing; exit 1 if any committed file differs from the generator",
     )
     generate.set_defaults(func=run_generate)
+    printer = actions.add_parser(
+        "print", help="write one dialect's DOI functions to stdout",
+        description="Write the DOI functions of one SQL dialect to stdout, e.g. "
+        "`airflow-doi sql print postgres > doi.sql`. Needs the [sql] extra.\n\nExit status: "
+        "0 printed; 2 an unknown dialect or a missing extra.",
+        formatter_class=HelpFormatter,
+    )
+    printer.add_argument("dialect", help="bigquery, databricks, duckdb, mariadb, postgres, "
+                         "redshift, snowflake, spark, sqlite or trino")
+    printer.set_defaults(func=run_print)
+    install = actions.add_parser(
+        "install", help="create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
+        description="Create (or replace) doi_normalize, doi_key, doi_is_valid, doi_reason, "
+        "doi_url and their doi__* helpers in a database, e.g. `airflow-doi sql install "
+        "postgresql://user@host/db --schema doi`. Nothing else is created or changed; a "
+        "second run changes nothing.\n\nURL: postgresql://..., duckdb:///path/file.duckdb, "
+        "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
+        "2 a bad URL, an unreachable or refusing database, or a missing extra.",
+        formatter_class=HelpFormatter,
+    )
+    install.add_argument("url", help="database URL")
+    install.add_argument(
+        "--schema", help="schema to create them in (created if missing); MariaDB: the "
+        "database. Default: the connection's current schema",
+    )
+    install.set_defaults(func=run_install)
     native = actions.add_parser(
         "duckdb-extension",
         help="compile the native DuckDB extension (doi_key & co.) and print its path",
@@ -97,3 +140,44 @@ def run_generate(args: argparse.Namespace) -> int:
     if not stale:
         print("generated files are up to date")
     return 0
+
+
+def _generated(dialect: str) -> str:
+    from airflow_doi.sqlgen import generate  # sqlglot: the [sql] extra
+
+    return generate(dialect)
+
+
+def run_print(args: argparse.Namespace) -> int:
+    from airflow_doi.cli._files import input_error
+
+    try:
+        text = _generated(args.dialect)
+    except ValueError as error:
+        return input_error("sql print", error)
+    sys.stdout.write(text)
+    return 0
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from airflow_doi.cli._files import input_error, say
+    from airflow_doi.sqlgen.install import InstallError, install
+
+    scheme = args.url.partition("://")[0].lower()
+    if scheme not in INSTALL_SCHEMES or "://" not in args.url:
+        return input_error("sql install", ValueError(
+            f"cannot install into {_redact(args.url)!r}: give a postgresql://, "
+            "duckdb:/// or mysql:// URL"))
+    dialect, _extra = INSTALL_SCHEMES[scheme]
+    try:
+        count, where = install(args.url, dialect, _generated(dialect), schema=args.schema)
+    except (InstallError, ValueError) as error:
+        return input_error("sql install", ValueError(str(error)))
+    say("sql install", f"{count} functions created or replaced in {where}")
+    return 0
+
+
+def _redact(url: str) -> str:
+    from airflow_doi.resolver.config import redact_url
+
+    return redact_url(url)

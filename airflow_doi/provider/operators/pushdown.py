@@ -16,7 +16,6 @@ the same columns (the test suite compares them row by row).
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -130,8 +129,6 @@ def _pg_temp_functions() -> str:
     """The generated PostgreSQL functions, every name (definitions and calls) in ``pg_temp``:
     PostgreSQL never looks up an unqualified function name there, by design."""
     from airflow_doi.sqlgen import generate
+    from airflow_doi.sqlgen.install import qualified
 
-    text = generate("postgres")
-    names = re.findall(r"CREATE OR REPLACE FUNCTION (\w+)\(", text)
-    calls = re.compile(r"\b(" + "|".join(names) + r")\(", re.IGNORECASE)  # bodies say DOI_KEY(
-    return calls.sub(r"pg_temp.\1(", text)
+    return qualified(generate("postgres"), "pg_temp")
