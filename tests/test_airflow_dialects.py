@@ -21,8 +21,11 @@ import pytest
 import sqlglot
 
 from airflow_doi.syntax import validate
+from tests import test_airflow_provider as provider
 from tests.conftest import MARIADB_DSN
-from tests.test_airflow_provider import VALUES
+from tests.test_airflow_provider import VALID_KEYS, VALUES
+
+simulator = provider.simulator  # the fixture: the proxy simulator as doi_proxy_default
 
 #: Identifiers as each engine needs them: BigQuery backticks (``"x"`` is a string there),
 #: Snowflake upper case (an unquoted ``works`` is stored as ``WORKS``).
@@ -94,10 +97,11 @@ class StandInHook:
 
 @pytest.mark.parametrize("dialect", ["bigquery", "snowflake"])
 def test_python_mode_statements_parse_quote_and_run_in_the_dialect(
-    dialect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dialect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, simulator: Any
 ) -> None:
     from airflow_doi.provider.operators.base import DoiSqlOperator
     from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
     from airflow_doi.provider.operators.validate import DoiValidateOperator
 
     path = tmp_path / "warehouse.duckdb"
@@ -112,9 +116,18 @@ def test_python_mode_statements_parse_quote_and_run_in_the_dialect(
     assert summary["valid_values"] == 7
     report = DoiValidateOperator(task_id="v", max_invalid_share=1.0, **common).execute({})
     assert report["invalid_rows"] == 4
+    # Upserts are one MERGE per batch (no ON CONFLICT there; no delete-then-insert window).
+    resolved = DoiResolveOperator(task_id="r", conn_id="wh", table="works",
+                                  batch_size=2).execute({})
+    assert resolved["stored_keys"] == len(VALID_KEYS)
+    assert any(sql.startswith("MERGE INTO") for sql in statements)
+    assert not any(sql.startswith("DELETE") and "doi_resolution" in sql.lower()
+                   for sql in statements)
     with duckdb.connect(str(path)) as con:
         rows = con.execute("SELECT doi_raw, doi, doi_key, doi_valid, doi_reason FROM works "
                            "ORDER BY id").fetchall()
+        stored = dict(con.execute("SELECT doi_key, status FROM doi_resolution").fetchall())
+    assert set(stored) == VALID_KEYS and stored["10.1000/MISSING"] == "not_found"
     assert rows == [(v, validate(v).doi, validate(v).key, validate(v).valid, validate(v).reason)
                     for v in VALUES]
     good, bad = QUOTING[dialect]

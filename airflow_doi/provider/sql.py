@@ -80,6 +80,9 @@ class Dialect:
     timestamp_type: str = "TIMESTAMP WITH TIME ZONE"
     #: ``INSERT ... ON CONFLICT (key) DO UPDATE`` (SQLite 3.24+, PostgreSQL 9.5+, DuckDB).
     on_conflict: bool = True
+    #: Upsert with one ``MERGE`` where there is no ``ON CONFLICT``: on warehouses that commit
+    #: every statement (BigQuery), delete-then-insert would leave a window with the rows gone.
+    merge: bool = False
     #: ``UPDATE t SET ... FROM other WHERE ...`` (SQLite 3.33+, PostgreSQL, DuckDB, Snowflake).
     update_from: bool = True
     #: Timestamps bound as ISO-8601 text (SQLite has no timestamp type).
@@ -195,16 +198,17 @@ _DIALECTS: dict[str, Dialect] = {
     "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
                         binary_collation=' COLLATE "C"'),
     "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False),
-    "snowflake": Dialect("snowflake", on_conflict=False, timestamp_type="TIMESTAMP_TZ",
+    "snowflake": Dialect("snowflake", on_conflict=False, merge=True, timestamp_type="TIMESTAMP_TZ",
                          sqlglot_dialect="snowflake", fold_upper=True,
                          case_sensitive_identifiers=False),
     # BigQuery reads "x" as a string: identifiers take backticks; types are STRING/BOOL/INT64.
     "bigquery": Dialect("bigquery", placeholder="%s", text_type="STRING", boolean_type="BOOL",
                         integer_type="INT64", timestamp_type="TIMESTAMP", on_conflict=False,
+                        merge=True,
                         update_from=True, sqlglot_dialect="bigquery",
                         case_sensitive_identifiers=False),
     # Databricks (Spark SQL) reads "x" as a string too: backticks.
-    "databricks": Dialect("databricks", text_type="STRING", on_conflict=False,
+    "databricks": Dialect("databricks", text_type="STRING", on_conflict=False, merge=True,
                           sqlglot_dialect="databricks", case_sensitive_identifiers=False),
     "trino": Dialect("trino", on_conflict=False, update_from=False),
     # MySQL and MariaDB: backticks; byte-wise comparison through the utf8mb4_bin collation.
@@ -399,9 +403,33 @@ def upsert_rows(
         insert_values(cursor, dialect, insert, rows,
                       f" ON CONFLICT ({quoted_key}) DO UPDATE SET {updates}", types=types)
         return
+    if dialect.merge:
+        _merge(cursor, dialect, table, quoted, quoted_key, rows)
+        return
     position = list(columns).index(key)
     cursor.executemany(
         f"DELETE FROM {quote_identifier(table)} WHERE {quoted_key} = {dialect.p()}",
         [(row[position],) for row in rows],
     )
     insert_values(cursor, dialect, insert, rows, types=types)
+
+
+def _merge(cursor: Any, dialect: Dialect, table: str, quoted: list[str], quoted_key: str,
+           rows: Sequence[Sequence[Any]]) -> None:
+    """One ``MERGE`` per chunk: the rows as a ``SELECT ... UNION ALL`` source (BigQuery has
+    no ``VALUES`` table), matched on the key, updated or inserted in one statement."""
+    width = len(quoted)
+    first = "SELECT " + ", ".join(f"{dialect.p()} AS {c}" for c in quoted)
+    other = f"SELECT {dialect.p(width)}"
+    updates = ", ".join(f"{c} = s.{c}" for c in quoted if c != quoted_key)
+    per_statement = max(1, dialect.max_params // max(1, width))
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        source = " UNION ALL ".join([first] + [other] * (len(chunk) - 1))
+        cursor.execute(
+            f"MERGE INTO {quote_identifier(table)} AS d USING ({source}) AS s "
+            f"ON d.{quoted_key} = s.{quoted_key} WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED THEN INSERT ({', '.join(quoted)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in quoted)})",
+            [cell for row in chunk for cell in row],
+        )
