@@ -30,6 +30,7 @@ __all__ = [
     "add_missing_columns",
     "column_names",
     "dialect_named",
+    "distinct_pages",
     "insert_values",
     "keyset_pages",
     "missing_columns",
@@ -108,6 +109,8 @@ class Dialect:
     #: How the operators' staging tables declare their key column: MySQL cannot index a TEXT
     #: column without a prefix length, so there the stage has no key (it holds one page).
     stage_key: str = " PRIMARY KEY"
+    #: Statement (in the engine's own dialect) that indexes a keyless stage's ``raw`` column.
+    stage_index: str | None = None
     #: Type of the key columns the operators create (``doi_key``, ``raw_value``); None: text.
     #: MySQL can only index a bounded VARCHAR (768 utf8mb4 characters fill its 3072 bytes).
     key_type: str | None = None
@@ -218,7 +221,7 @@ _DIALECTS: dict[str, Dialect] = {
                      key_type="VARCHAR(768) COLLATE utf8mb4_bin", timestamp_type="DATETIME(6)",
                      on_conflict=False, update_from=False, sqlglot_dialect="mysql",
                      binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False,
-                     stage_key=""),
+                     stage_key="", stage_index="ALTER TABLE {stage} ADD INDEX (raw(255))"),
     # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
     # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
     # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.
@@ -341,6 +344,53 @@ def keyset_pages(
         f"keyset paging on {key} stopped after MAX_PAGES={MAX_PAGES} pages of {page_size} rows "
         "with rows left: raise the page size"
     )
+
+
+def distinct_pages(
+    cursor: Any,
+    dialect: Dialect,
+    *,
+    value: str,
+    source: str,
+    where: str,
+    page_size: int,
+    counts: bool = False,
+) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
+    """Yield ``(total, page)``: the distinct ``value``s of ``source`` (with their row counts
+    when ``counts``), ``page_size`` at a time, each as it was stored.
+
+    The table is read once: its distinct values are numbered into a TEMPORARY table of this
+    session (a per-call name, dropped at the end) and pages are ranges of that number, a key
+    lookup each. Keyset paging over the table itself re-read the whole table for every page:
+    on 4M rows of DuckDB that was 55x a hand-written ``UPDATE``, and it grew with the square of
+    the rows.
+    """
+    import uuid
+
+    numbered = f"doi_distinct_{uuid.uuid4().hex[:16]}"
+    count_sql = ", COUNT(*) AS n" if counts else ""
+    count_col = f", n {dialect.integer_type}" if counts else ""
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE {numbered} (id {dialect.integer_type} PRIMARY KEY, "
+        f"v {dialect.text_type}{count_col})"
+    )
+    cursor.execute(
+        f"INSERT INTO {numbered} SELECT ROW_NUMBER() OVER (ORDER BY v), v{', n' if counts else ''}"
+        f" FROM (SELECT {value} AS v{count_sql} FROM {source} WHERE {where} GROUP BY {value})"
+        " AS d"
+    )
+    cursor.execute(f"SELECT COUNT(*) FROM {numbered}")
+    total = int(cursor.fetchone()[0])
+    try:
+        for start in range(0, total, page_size):
+            cursor.execute(
+                f"SELECT v{', n' if counts else ''} FROM {numbered} WHERE id > {dialect.p()} "
+                f"AND id <= {dialect.p()} ORDER BY id",
+                (start, start + page_size),
+            )
+            yield total, [tuple(row) for row in cursor.fetchall()]
+    finally:
+        cursor.execute(f"DROP TABLE {numbered}")
 
 
 def insert_values(

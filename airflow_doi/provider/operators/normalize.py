@@ -29,8 +29,8 @@ from airflow_doi.provider.operators.pushdown import FUNCTIONS, check_mode, colum
 from airflow_doi.provider.sql import (
     Dialect,
     add_missing_columns,
+    distinct_pages,
     insert_values,
-    keyset_pages,
     native_cursor,
     quote_identifier,
 )
@@ -194,17 +194,17 @@ class DoiNormalizeOperator(DoiSqlOperator):
             f"CREATE TEMPORARY TABLE {stage} (raw {text}{dialect.stage_key}, doi {text}, "
             f"doi_key {text}, doi_valid {boolean}, doi_reason {text})"
         )
+        if dialect.stage_index:
+            native_cursor(cursor).execute(dialect.stage_index.format(stage=stage))
         conn.commit()
-
-        cursor.execute(f"SELECT COUNT(DISTINCT {binary}) FROM {table} WHERE {source} IS NOT NULL")
-        (total,) = cursor.fetchone()
-        progress = Progress(f"normalize {self.table}", int(total), self.log, unit="values")
-        apply = self._apply_statement(dialect, table, binary, (doi, key, valid, reason), stage)
+        progress: Progress | None = None
         valid_values = 0
-        for page in keyset_pages(
-            cursor, dialect, select=f"{binary} FROM {table}", key=binary,
-            where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
+        for total, page in distinct_pages(
+            cursor, dialect, value=binary, source=table, where=f"{source} IS NOT NULL",
+            page_size=self.page_size,
         ):
+            if progress is None:
+                progress = Progress(f"normalize {self.table}", total, self.log, unit="values")
             rows = []
             for (raw,) in page:
                 result = _validate_cell(raw, decode)
@@ -212,11 +212,11 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 rows.append((raw, result.doi, result.key, result.valid, result.reason))
             insert_values(cursor, dialect, f"INSERT INTO {stage}", rows,
                           types=(text, text, text, boolean, text))
-            cursor.execute(apply)
-            cursor.execute(f"DELETE FROM {stage}")
             conn.commit()
             progress.advance(len(page))
-
+        # One pass over the table for every page at once, as the push-down's UPDATE does.
+        cursor.execute(
+            self._apply_statement(dialect, table, binary, (doi, key, valid, reason), stage))
         cursor.execute(
             f"UPDATE {table} SET {doi} = NULL, {key} = NULL, {valid} = {dialect.p()}, "
             f"{reason} = {dialect.p()} WHERE {source} IS NULL",
@@ -226,9 +226,10 @@ class DoiNormalizeOperator(DoiSqlOperator):
         (null_rows,) = cursor.fetchone()
         cursor.execute(f"DROP TABLE {stage}")
         conn.commit()
-        progress.report(force=True)
+        if progress is not None:
+            progress.report(force=True)
         return {
-            "distinct_values": progress.done,
+            "distinct_values": progress.done if progress is not None else 0,
             "valid_values": valid_values,
             "null_rows": int(null_rows),
         }

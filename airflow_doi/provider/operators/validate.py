@@ -17,7 +17,7 @@ from typing import Any, Literal
 from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
-from airflow_doi.provider.sql import Dialect, keyset_pages, native_cursor, quote_identifier
+from airflow_doi.provider.sql import Dialect, distinct_pages, native_cursor, quote_identifier
 from airflow_doi.syntax import validate
 
 __all__ = ["DoiValidateOperator"]
@@ -154,18 +154,20 @@ class DoiValidateOperator(DoiSqlOperator):
         binary = f"{source}{dialect.binary_collation}"
         reasons: Counter[str] = Counter()
         examples: dict[str, list[str]] = {}
-        cursor.execute(f"SELECT COUNT(*), COUNT(DISTINCT {binary}) FROM {table}")
-        total_rows, distinct = (int(n) for n in cursor.fetchone())
+        cursor.execute(f"SELECT COUNT(*) FROM {table}")
+        (total_rows,) = (int(n) for n in cursor.fetchone())
         cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
         (null_rows,) = cursor.fetchone()
         if null_rows:
             reasons["empty"] += int(null_rows)
             examples["empty"] = ["NULL"]
-        progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
-        for page in keyset_pages(
-            cursor, dialect, select=f"{binary}, COUNT(*) FROM {table}", key=binary,
-            where=f"{source} IS NOT NULL", group_by=True, page_size=self.page_size,
+        progress: Progress | None = None
+        for distinct, page in distinct_pages(
+            cursor, dialect, value=binary, source=table, where=f"{source} IS NOT NULL",
+            page_size=self.page_size, counts=True,
         ):
+            if progress is None:
+                progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
             for value, count in page:
                 reason = _reason_of(value)
                 if reason is None:
