@@ -4,13 +4,16 @@ For a source column ``doi_column`` it writes ``doi`` (the normalized DOI, case k
 ``doi_key`` (the comparison key), ``doi_valid`` and ``doi_reason`` (why not, per
 :data:`airflow_doi.syntax.REASONS`); the prefix ``doi`` is configurable.
 
-Work is per *distinct* source value, so a catalogue where every DOI appears ten times costs a
-tenth: a page of distinct values is read (keyset paging), validated in Python by
-:func:`airflow_doi.syntax.validate` (the one implementation of the rules), written to a
-temporary table with bound parameters, and applied with one set-based ``UPDATE ... FROM``.
-Each page is committed on its own, so memory and lock time stay bounded by the page size. A
-re-run (after a failure or not) recomputes every value from the source column; the result is
-the same however often it runs.
+Where the engine has the rules in SQL (:mod:`.pushdown`), all of it is one ``UPDATE`` in the
+database. Otherwise (``mode="python"``, or an engine without generated SQL) work is per
+*distinct* source value, so a catalogue where every DOI appears ten times costs a tenth: the
+distinct values are numbered once into a session TEMPORARY table
+(:func:`~airflow_doi.provider.sql.distinct_pages`), read page by page, validated in Python by
+:func:`airflow_doi.syntax.validate` (the one implementation of the rules), written to a second
+temporary table with bound parameters, and applied at the end with one set-based ``UPDATE``,
+so the table is scanned twice, not once per page. Worker memory stays bounded by the page
+size. A re-run (after a failure or not) recomputes every value from the source column; the
+result is the same however often it runs.
 
 Source values are grouped, ordered and matched byte-wise (``COLLATE BINARY`` on SQLite,
 ``COLLATE "C"`` on PostgreSQL): under a case-insensitive column collation ``10.1000/abc`` and
