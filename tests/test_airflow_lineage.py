@@ -66,3 +66,18 @@ def test_validate_reads_and_resolve_writes_its_results_table(database: Database)
         _expected_names(database, results), _expected_names(database, repairs)]
     keys = lineage.outputs[0].facets["columnLineage"].fields["doi_key"].inputFields
     assert [f.field for f in keys] == ["doi_key"]
+
+
+def test_table_assets_take_the_first_party_uri(database: Database) -> None:
+    """``postgres://host:port/db/schema/table``, as the PostgreSQL provider's assets are
+    named, so asset-aware schedules and lineage tools meet the same table under one name."""
+    from airflow_doi.provider.assets import table_asset
+
+    asset = table_asset(database.conn_id, database.table)
+    namespace, name = _expected_names(database, database.table)
+    expected = f"{namespace}/{name.replace('.', '/')}"
+    if database.kind == "postgres":
+        assert asset.uri == expected and asset.uri.count("/") == 5
+    else:  # Airflow drops the empty authority of a file URI: duckdb:/path/...
+        assert asset.uri == expected.replace(":///", ":/")
+    assert table_asset("no_such_connection", "works").uri == "dbapi://no_such_connection/works"

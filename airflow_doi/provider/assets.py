@@ -1,9 +1,13 @@
 """Airflow Assets for the SQL tables the DOI operators write.
 
-A table's asset URI is ``dbapi://<conn_id>/<table>``: the connection id (not the host) names
-the database, because the operators only ever know the connection, and a DAG param can point
-them at another one at run time. DAGs declare an :class:`AssetAlias` as the outlet and the
-operators attach the concrete table assets when they run.
+A table's asset URI is the one the first-party SQL providers give it, built when the task runs
+from the connection it ran on (a DAG param can point the operators at another one at run
+time): ``postgres://host:port/database/schema/table`` through the PostgreSQL hook's own
+OpenLineage naming, ``duckdb:///path/file.duckdb/main/table`` and ``sqlite:///path/file/table``
+for the file engines (see :mod:`.operators.lineage`, which names the same tables the same
+way). Where the connection cannot be read the URI falls back to ``dbapi://<conn_id>/<table>``.
+DAGs declare an :class:`AssetAlias` as the outlet and the operators attach the concrete table
+assets when they run.
 """
 
 from __future__ import annotations
@@ -17,7 +21,23 @@ __all__ = ["emit_table_assets", "table_asset"]
 
 def table_asset(conn_id: str, table: str) -> Asset:
     """The asset of ``table`` reached through the Airflow connection ``conn_id``."""
-    return Asset(uri=f"dbapi://{conn_id}/{table}", name=f"{conn_id}.{table}")
+    return Asset(uri=table_uri(conn_id, table), name=f"{conn_id}.{table}")
+
+
+def table_uri(conn_id: str, table: str) -> str:
+    """``table``'s URI in the first-party form (``dbapi://conn/table`` when it cannot be
+    built: an asset must never fail a task that wrote its table)."""
+    from airflow.sdk import BaseHook
+
+    from airflow_doi.provider.operators.base import sql_hook
+    from airflow_doi.provider.operators.lineage import dataset_names
+
+    try:
+        hook = sql_hook(conn_id)
+        namespace, name = dataset_names(hook, BaseHook.get_connection(conn_id), table)
+    except Exception:
+        return f"dbapi://{conn_id}/{table}"
+    return f"{namespace}/{name.replace('.', '/')}"
 
 
 def emit_table_assets(outlets: list[Any], context: Any, assets: list[Asset]) -> None:

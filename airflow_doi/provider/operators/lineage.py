@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dataset", "operator_lineage"]
+__all__ = ["dataset", "dataset_names", "operator_lineage"]
 
 
-def _names(hook: Any, connection: Any, table: str) -> tuple[str, str]:
+def dataset_names(hook: Any, connection: Any, table: str) -> tuple[str, str]:
     """(namespace, name) of ``table`` reached through ``hook``."""
     info = None
     getter = getattr(hook, "get_openlineage_database_info", None)
@@ -56,7 +56,7 @@ def dataset(hook: Any, connection: Any, table: str, fields: dict[str, Iterable[s
         InputField,
     )
 
-    namespace, name = _names(hook, connection, table)
+    namespace, name = dataset_names(hook, connection, table)
     facets: dict[str, Any] = {}
     if fields:
         src_namespace, src_name = source or (namespace, name)
