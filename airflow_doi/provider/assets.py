@@ -21,7 +21,11 @@ __all__ = ["emit_table_assets", "table_asset"]
 
 def table_asset(conn_id: str, table: str) -> Asset:
     """The asset of ``table`` reached through the Airflow connection ``conn_id``."""
-    return Asset(uri=table_uri(conn_id, table), name=f"{conn_id}.{table}")
+    name = f"{conn_id}.{table}"
+    try:
+        return Asset(uri=table_uri(conn_id, table), name=name)
+    except ValueError:  # a provider's URI rules we did not meet: never fail the task for it
+        return Asset(uri=f"dbapi://{conn_id}/{table}", name=name)
 
 
 def table_uri(conn_id: str, table: str) -> str:

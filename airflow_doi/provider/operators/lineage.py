@@ -34,7 +34,8 @@ def dataset_names(hook: Any, connection: Any, table: str) -> tuple[str, str]:
                 schema = hook.get_openlineage_default_schema()
             except Exception:
                 schema = None
-        qualified = [info.database, *([schema] if schema else []), *parts]
+        database = info.database or connection.schema  # MySQL: the connection's database
+        qualified = [database, *([schema] if schema else []), *parts]
         return f"{info.scheme}://{info.authority}", ".".join(p for p in qualified if p)
     path = str(Path(connection.host or "").resolve()) if connection.host else ":memory:"
     kind = connection.conn_type or "dbapi"
