@@ -225,3 +225,20 @@ def test_operators_on_real_mariadb_keep_case_and_match_python(
     assert [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows] == [
         (v, validate(v).doi, validate(v).key, validate(v).valid, validate(v).reason)
         for v in values]
+
+
+@pytest.mark.parametrize(("dialect", "expected"), [
+    ("bigquery", "SELECT `doi_key` FROM `s`.`works` WHERE `doi_valid` = %s LIMIT %s"),
+    ("mysql", "SELECT `doi_key` FROM `s`.`works` WHERE `doi_valid` = %s LIMIT %s"),
+    ("snowflake", 'SELECT "DOI_KEY" FROM "S"."WORKS" WHERE "DOI_VALID" = ? LIMIT ?'),
+    ("databricks", "SELECT `doi_key` FROM `s`.`works` WHERE `doi_valid` = ? LIMIT ?"),
+])
+def test_placeholders_are_the_drivers_own_and_never_touch_literals(dialect: str,
+                                                                   expected: str) -> None:
+    from airflow_doi.provider.sql import dialect_named
+
+    target = dialect_named(dialect, "%s" if dialect in ("bigquery", "mysql") else "?")
+    ansi = 'SELECT "doi_key" FROM "s"."works" WHERE "doi_valid" = ? LIMIT ?'
+    assert target.translate(ansi.replace("?", target.placeholder)) == expected
+    literal = target.translate(f"SELECT 'a?b%s' FROM \"t\" WHERE \"x\" = {target.placeholder}")
+    assert "'a?b%s'" in literal and literal.endswith(f"= {target.placeholder}")

@@ -129,3 +129,19 @@ def test_push_down_installs_nothing_in_the_users_database(database: Database) ->
     _operator(database, mode="sql").execute({})
     assert database.run(listing) == before
     assert database.run(f"SELECT COUNT(doi_key) FROM {quote_identifier(_table(database))}")[0][0]
+
+
+def test_hook_params_and_every_name_are_templated(database: Database) -> None:
+    """As common-sql's operators: ``hook_params`` reach the connection's hook, and every name
+    argument can come from a template."""
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
+
+    for operator in (DoiNormalizeOperator, DoiValidateOperator, DoiResolveOperator):
+        assert {"conn_id", "table", "hook_params"} <= set(operator.template_fields)
+    assert {"key_column", "doi_column", "valid_column", "results_table"} <= set(
+        DoiResolveOperator.template_fields)
+    normalize = _operator(database, hook_params={"log_sql": False})
+    assert normalize.get_db_hook().log_sql is False
+    assert _operator(database).get_db_hook().log_sql is True

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -354,10 +354,13 @@ def distinct_pages(
     source: str,
     where: str,
     page_size: int,
-    counts: bool = False,
-) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
-    """Yield ``(total, page)``: the distinct ``value``s of ``source`` (with their row counts
-    when ``counts``), ``page_size`` at a time, each as it was stored.
+    params: Sequence[Any] = (),
+    aggregate: tuple[str, str] | None = None,
+) -> Generator[tuple[int, list[tuple[Any, ...]]], None, None]:
+    """Yield ``(total, page)``: the distinct ``value``s of ``source`` (with ``aggregate``, an
+    ``(SQL expression, SQL type)`` such as ``("COUNT(*)", "INTEGER")``, beside each),
+    ``page_size`` at a time, each as it was stored. ``where`` may hold placeholders bound from
+    ``params``.
 
     The table is read once: its distinct values are numbered into a TEMPORARY table of this
     session (a per-call name, dropped at the end) and pages are ranges of that number, a key
@@ -368,29 +371,34 @@ def distinct_pages(
     import uuid
 
     numbered = f"doi_distinct_{uuid.uuid4().hex[:16]}"
-    count_sql = ", COUNT(*) AS n" if counts else ""
-    count_col = f", n {dialect.integer_type}" if counts else ""
+    extra_sql, extra_column, extra = "", "", ""
+    if aggregate is not None:
+        extra_sql, extra_column, extra = f", {aggregate[0]} AS a", f", a {aggregate[1]}", ", a"
     cursor.execute(
         f"CREATE TEMPORARY TABLE {numbered} (id {dialect.integer_type} PRIMARY KEY, "
-        f"v {dialect.text_type}{count_col})"
+        f"v {dialect.text_type}{extra_column})"
     )
     cursor.execute(
-        f"INSERT INTO {numbered} SELECT ROW_NUMBER() OVER (ORDER BY v), v{', n' if counts else ''}"
-        f" FROM (SELECT {value} AS v{count_sql} FROM {source} WHERE {where} GROUP BY {value})"
-        " AS d"
+        f"INSERT INTO {numbered} SELECT ROW_NUMBER() OVER (ORDER BY v), v{extra}"
+        f" FROM (SELECT {value} AS v{extra_sql} FROM {source} WHERE {where} GROUP BY {value})"
+        " AS d",
+        tuple(params),
     )
     cursor.execute(f"SELECT COUNT(*) FROM {numbered}")
     total = int(cursor.fetchone()[0])
     try:
         for start in range(0, total, page_size):
             cursor.execute(
-                f"SELECT v{', n' if counts else ''} FROM {numbered} WHERE id > {dialect.p()} "
+                f"SELECT v{extra} FROM {numbered} WHERE id > {dialect.p()} "
                 f"AND id <= {dialect.p()} ORDER BY id",
                 (start, start + page_size),
             )
             yield total, [tuple(row) for row in cursor.fetchall()]
     finally:
-        cursor.execute(f"DROP TABLE {numbered}")
+        try:
+            cursor.execute(f"DROP TABLE {numbered}")
+        except Exception:  # a broken session: its TEMPORARY table ends with it anyway
+            pass
 
 
 def insert_values(

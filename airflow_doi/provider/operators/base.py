@@ -15,11 +15,14 @@ if TYPE_CHECKING:
 __all__ = ["DoiSqlOperator", "dialect_of", "sql_hook"]
 
 
-def sql_hook(conn_id: str) -> DbApiHook:
-    """The hook of a SQL connection; a clear error when the connection is not one."""
+def sql_hook(conn_id: str, hook_params: dict[str, Any] | None = None) -> DbApiHook:
+    """The hook of a SQL connection (built with ``hook_params``, as common-sql's operators
+    build theirs: a warehouse, a role, a database of the connection's engine); a clear error
+    when the connection is not a SQL one."""
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-    hook = BaseHook.get_connection(conn_id).get_hook()  # type: ignore[no-untyped-call]
+    connection = BaseHook.get_connection(conn_id)
+    hook = connection.get_hook(hook_params=hook_params)  # type: ignore[no-untyped-call]
     if not isinstance(hook, DbApiHook):
         raise TypeError(
             f"connection {conn_id!r} has hook {type(hook).__name__}, not a DbApiHook: "
@@ -41,16 +44,20 @@ class DoiSqlOperator(BaseOperator):
     :param table: the catalogue table, optionally schema-qualified (``schema.table``).
     :param batch_size: rows (or distinct values) per page read and per commit; templated
         (``"{{ params.batch_size }}"``), so it may arrive as a string.
+    :param hook_params: keyword arguments for the connection's hook (e.g. Snowflake's
+        ``warehouse`` and ``role``), as common-sql's operators take them; templated.
     """
 
-    template_fields: Sequence[str] = ("conn_id", "table", "batch_size")
+    template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "hook_params")
     ui_color = "#e8f4f8"
 
     def __init__(
-        self, *, conn_id: str, table: str, batch_size: int | str = 10_000, **kwargs: Any
+        self, *, conn_id: str, table: str, batch_size: int | str = 10_000,
+        hook_params: dict[str, Any] | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.conn_id = conn_id
+        self.hook_params = hook_params
         self.table = table
         self.batch_size = batch_size
         if isinstance(batch_size, int):
@@ -69,7 +76,7 @@ class DoiSqlOperator(BaseOperator):
 
     def get_db_hook(self) -> DbApiHook:
         """The connection's own hook, which must speak the DB-API (common-sql ``DbApiHook``)."""
-        return sql_hook(self.conn_id)
+        return sql_hook(self.conn_id, self.hook_params)
 
     def check_identifiers(self, *names: str) -> None:
         """Fail before touching the database when a (templated) name is not a plain identifier."""

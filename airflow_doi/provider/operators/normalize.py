@@ -88,7 +88,8 @@ class DoiNormalizeOperator(DoiSqlOperator):
     """
 
     template_fields: Sequence[str] = (
-        "conn_id", "table", "batch_size", "doi_column", "output_prefix", "decode", "mode",
+        "conn_id", "table", "batch_size", "hook_params", "doi_column", "output_prefix", "decode",
+        "mode",
     )
 
     def __init__(

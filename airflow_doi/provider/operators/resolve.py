@@ -33,6 +33,7 @@ from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of, sql_
 from airflow_doi.provider.operators.progress import Progress, TaskLog, format_duration
 from airflow_doi.provider.sql import (
     Dialect,
+    distinct_pages,
     keyset_pages,
     missing_columns,
     quote_identifier,
@@ -230,46 +231,52 @@ def resolve_due_keys(
         cursor = dialect.cursor(conn)
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
-        summary.due_keys = due.count(cursor, dialect, now, after, upto)
-        progress = Progress(f"resolve {table}", summary.due_keys, log, unit="keys", every=10.0)
-        progress.report(force=True)
         source, where, params = due.parts(now, dialect, after, upto)
         key = f"c.{quote_identifier(key_column)}"
-        pages = keyset_pages(
-            cursor, dialect, select=f"{key}, MIN(c.{quote_identifier(doi_column)}) FROM {source}",
-            key=key, where=where, params=params, group_by=True, page_size=batch_size,
+        # The due keys are selected once, in the database, and numbered; pages are ranges of
+        # that number (no re-scan of the catalogue per page, and a key stored by an earlier
+        # page is not met again).
+        pages = distinct_pages(
+            cursor, dialect, value=key, source=source, where=where, params=params,
+            page_size=batch_size,
+            aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
         )
-        for page in pages:
-            base = progress.done
+        progress = Progress(f"resolve {table}", 0, log, unit="keys", every=10.0)
+        with closing(pages):  # closed (its table dropped) even on a raise
+            for due_keys, page in pages:
+                if summary.batches == 0:
+                    summary.due_keys = progress.total = due_keys
+                    progress.report(force=True)
+                base = progress.done
 
-            def on_progress(event: ProgressEvent, base: int = base) -> None:
-                progress.done = base + event.done
-                progress.report()
+                def on_progress(event: ProgressEvent, base: int = base) -> None:
+                    progress.done = base + event.done
+                    progress.report()
 
-            stats = ResolverStats()
-            results = proxy_hook.resolve([doi for _, doi in page], progress=on_progress,
-                                         stats=stats)
-            rows = [_row(k, d, r, dialect) for (k, d), r in zip(page, results, strict=True)]
-            upsert_rows(cursor, dialect, results_table, RESOLUTION_COLUMNS, rows, key="doi_key",
-                        types=resolution_types(dialect))
-            conn.commit()
-            summary.batches += 1
-            summary.stored_keys += len(rows)
-            summary.requests += stats.requests
-            summary.retries += stats.retries
-            summary.by_status.update(r.status for r in results)
-            progress.done = base + len(page)
-            progress.report(force=True)
-            if results and all(r.status == "error" for r in results):
-                # Every key of the page failed after its retries: the proxy is down or
-                # refusing us. Going on would wait out the breaker page after page; failing
-                # now lets Airflow retry the task later. The errors are stored (no expiry), so
-                # the next try asks for exactly these keys and the ones not reached yet.
-                raise ProxyUnavailableError(
-                    f"every one of {len(results)} keys in a batch failed "
-                    f"(last: {results[-1].error}); {summary.stored_keys} keys stored, "
-                    f"the rest stay due for the next try"
-                )
+                stats = ResolverStats()
+                results = proxy_hook.resolve([doi for _, doi in page], progress=on_progress,
+                                             stats=stats)
+                rows = [_row(k, d, r, dialect) for (k, d), r in zip(page, results, strict=True)]
+                upsert_rows(cursor, dialect, results_table, RESOLUTION_COLUMNS, rows, key="doi_key",
+                            types=resolution_types(dialect))
+                conn.commit()
+                summary.batches += 1
+                summary.stored_keys += len(rows)
+                summary.requests += stats.requests
+                summary.retries += stats.retries
+                summary.by_status.update(r.status for r in results)
+                progress.done = base + len(page)
+                progress.report(force=True)
+                if results and all(r.status == "error" for r in results):
+                    # Every key of the page failed after its retries: the proxy is down or
+                    # refusing us. Going on would wait out the breaker page after page; failing
+                    # now lets Airflow retry the task later. The errors are stored (no expiry), so
+                    # the next try asks for exactly these keys and the ones not reached yet.
+                    raise ProxyUnavailableError(
+                        f"every one of {len(results)} keys in a batch failed "
+                        f"(last: {results[-1].error}); {summary.stored_keys} keys stored, "
+                        f"the rest stay due for the next try"
+                    )
     summary.elapsed = time.monotonic() - started
     statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items())) or "nothing due"
     log.info(
@@ -392,8 +399,9 @@ class DoiResolveOperator(DoiSqlOperator):
     """
 
     template_fields: Sequence[str] = (
-        "conn_id", "table", "batch_size", "results_table", "doi_proxy_conn_id",
-        "resolver_options", "repair_column", "repair_table",
+        "conn_id", "table", "batch_size", "hook_params", "results_table", "doi_proxy_conn_id",
+        "resolver_options", "repair_column", "repair_table", "key_column", "doi_column",
+        "valid_column",
     )
 
     def __init__(

@@ -46,7 +46,9 @@ class DoiValidateOperator(DoiSqlOperator):
         Templated. See :mod:`airflow_doi.provider.operators.pushdown`.
     """
 
-    template_fields: Sequence[str] = ("conn_id", "table", "batch_size", "doi_column", "mode")
+    template_fields: Sequence[str] = (
+        "conn_id", "table", "batch_size", "hook_params", "doi_column", "mode",
+    )
 
     def __init__(
         self,
@@ -164,7 +166,7 @@ class DoiValidateOperator(DoiSqlOperator):
         progress: Progress | None = None
         for distinct, page in distinct_pages(
             cursor, dialect, value=binary, source=table, where=f"{source} IS NOT NULL",
-            page_size=self.page_size, counts=True,
+            page_size=self.page_size, aggregate=("COUNT(*)", dialect.integer_type),
         ):
             if progress is None:
                 progress = Progress(f"validate {self.table}", distinct, self.log, unit="values")
