@@ -3,8 +3,8 @@
 ``airflow-doi sql print DIALECT``: one dialect's functions on stdout, from the installed
 generator (the same text as ``sql/<dialect>/doi_functions.sql``: a test holds them equal).
 
-``airflow-doi sql install URL [--schema S]``: create the functions in a database (PostgreSQL,
-DuckDB, MariaDB/MySQL); every statement is ``CREATE OR REPLACE``, so a second run changes
+``airflow-doi sql install URL [--schema S]``: create the functions in a PostgreSQL or
+DuckDB database; every statement is ``CREATE OR REPLACE``, so a second run changes
 nothing and a newer version replaces the older one.
 
 ``airflow-doi sql duckdb-extension [--output DIR]``: compile the native DuckDB extension and
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     printer = actions.add_parser(
         "print", help="write one dialect's DOI functions to stdout",
         description="Write the DOI functions of one SQL dialect to stdout, e.g. "
-        "`airflow-doi sql print postgres > doi.sql`. Needs the [sql] extra.\n\nExit status: "
+        "airflow-doi sql print postgres > doi.sql. Needs the [sql] extra.\n\nExit status: "
         "0 printed; 2 an unknown dialect or a missing extra.",
         formatter_class=HelpFormatter,
     )
@@ -79,8 +79,8 @@ def register(subparsers: Any) -> None:
     install = actions.add_parser(
         "install", help="create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
         description="Create (or replace) doi_normalize, doi_key, doi_is_valid, doi_reason, "
-        "doi_url and their doi__* helpers in a database, e.g. `airflow-doi sql install "
-        "postgresql://user@host/db --schema doi`. Nothing else is created or changed; a "
+        "doi_url and their doi__* helpers in a database, e.g. airflow-doi sql install "
+        "postgresql://user@host/db --schema doi. Nothing else is created or changed; a "
         "second run changes nothing.\n\nURL: postgresql://..., duckdb:///path/file.duckdb, "
         "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
         "2 a bad URL, an unreachable or refusing database, or a missing extra.",
