@@ -109,12 +109,20 @@ def test_summary_retries_agree_with_rows_against_the_simulator(
 def test_log_lines_are_one_line_each_in_our_format() -> None:
     from airflow_doi.cli import _log_to_stderr
 
-    captured = io.StringIO()
-    with redirect_stderr(captured), _log_to_stderr("resolve"):
-        logging.getLogger("airflow_doi.resolver.breaker").warning("proxy failing:\n%s", "boom")
-        logging.getLogger("airflow_doi.resolver").info("not shown")
+    captured, hosts = io.StringIO(), io.StringIO()
+    host = logging.StreamHandler(hosts)  # a host program's root handler (Airflow has one)
+    logging.getLogger().addHandler(host)
+    try:
+        with redirect_stderr(captured), _log_to_stderr("resolve"):
+            logging.getLogger("airflow_doi.resolver.breaker").warning("proxy failing:\n%s",
+                                                                      "boom")
+            logging.getLogger("airflow_doi.resolver").info("not shown")
+    finally:
+        logging.getLogger().removeHandler(host)
     assert captured.getvalue() == "airflow-doi resolve: warning: proxy failing: boom\n"
+    assert hosts.getvalue() == ""  # once, in our format, not again through the root
     assert not logging.getLogger("airflow_doi").handlers  # removed when the command ends
+    assert logging.getLogger("airflow_doi").propagate
 
 
 @pytest.mark.parametrize(("module", "command", "extra"), [

@@ -148,8 +148,9 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine(command))
     handler.setLevel(logging.WARNING)
-    previous = logger.level
+    previous, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
+    logger.propagate = False  # once, in our format: not again through a host's root handlers
     if logger.level == logging.NOTSET or logger.level > logging.WARNING:
         logger.setLevel(logging.WARNING)
     try:
@@ -157,6 +158,7 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+        logger.propagate = propagate
 
 
 def main(argv: Sequence[str] | None = None) -> int:
