@@ -1,4 +1,5 @@
-"""Create the generated DOI functions in a database the user names (``airflow-doi sql install``).
+"""The generated DOI functions as shipped, and their installation in a database the user names
+(``airflow-doi sql print`` and ``sql install``).
 
 Only ``CREATE OR REPLACE`` statements of our own file are run, so installing twice changes
 nothing and a newer version replaces an older one; the only other thing created is the schema
@@ -11,13 +12,26 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["InstallError", "install", "qualified"]
+__all__ = ["InstallError", "install", "qualified", "shipped_sql"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class InstallError(Exception):
     """The functions could not be installed; the message says why in our words."""
+
+
+def shipped_sql(dialect: str) -> str:
+    """The generated ``doi_functions.sql`` of ``dialect`` as shipped in the package
+    (``airflow_doi/sql_files`` is the repository's ``sql/``; the test suite holds it equal to
+    the generator's output). Raises ``ValueError`` naming the known dialects."""
+    from importlib.resources import files
+
+    shipped = files("airflow_doi") / "sql_files"
+    known = sorted(entry.name for entry in shipped.iterdir() if entry.is_dir())
+    if dialect not in known:
+        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(known)}")
+    return (shipped / dialect / "doi_functions.sql").read_text(encoding="utf-8")
 
 
 def _schema(schema: str | None) -> str | None:

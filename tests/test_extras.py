@@ -122,6 +122,17 @@ def test_base_install_names_the_missing_extra(
     _assert_names_extra(_run(venvs["base"], command, workdir, terminal=terminal), extra)
 
 
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_base_install_prints_the_shipped_sql(venvs: dict[str, Path], workdir: Path,
+                                             terminal: bool) -> None:
+    """The generated SQL travels in the wheel: no checkout and no extra to get it."""
+    result = _run(venvs["base"], "airflow-doi sql print postgres > doi.sql", workdir,
+                  terminal=terminal)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (workdir / "doi.sql").read_text(encoding="utf-8")
+    assert text == (ROOT / "sql" / "postgres" / "doi_functions.sql").read_text(encoding="utf-8")
+
+
 def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path],
                                                       workdir: Path) -> None:
     result = _run(venvs["base"], "python -c 'import airflow_doi.pandas'", workdir,

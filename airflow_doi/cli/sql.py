@@ -1,7 +1,8 @@
 """``airflow-doi sql generate [--check]``: write (or verify) the generated SQL and dbt files.
 
-``airflow-doi sql print DIALECT``: one dialect's functions on stdout, from the installed
-generator (the same text as ``sql/<dialect>/doi_functions.sql``: a test holds them equal).
+``airflow-doi sql print DIALECT``: one dialect's functions on stdout: the generated file as
+shipped in the package (``airflow_doi/sql_files`` is the repository's ``sql/``), so no extra
+is needed.
 
 ``airflow-doi sql install URL [--schema S]``: create the functions in a PostgreSQL or
 DuckDB database; every statement is ``CREATE OR REPLACE``, so a second run changes
@@ -69,8 +70,8 @@ def register(subparsers: Any) -> None:
     printer = actions.add_parser(
         "print", help="write one dialect's DOI functions to stdout",
         description="Write the DOI functions of one SQL dialect to stdout, e.g. "
-        "airflow-doi sql print postgres > doi.sql. Needs the [sql] extra.\n\nExit status: "
-        "0 printed; 2 an unknown dialect or a missing extra.",
+        "airflow-doi sql print postgres > doi.sql. The files ship with the package: no "
+        "extra is needed.\n\nExit status: 0 printed; 2 an unknown dialect.",
         formatter_class=HelpFormatter,
     )
     printer.add_argument("dialect", help="bigquery, databricks, duckdb, mariadb, postgres, "
@@ -143,9 +144,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def _generated(dialect: str) -> str:
-    from airflow_doi.sqlgen import generate  # sqlglot: the [sql] extra
+    from airflow_doi.sql_install import shipped_sql
 
-    return generate(dialect)
+    return shipped_sql(dialect)
 
 
 def run_print(args: argparse.Namespace) -> int:
@@ -161,7 +162,7 @@ def run_print(args: argparse.Namespace) -> int:
 
 def run_install(args: argparse.Namespace) -> int:
     from airflow_doi.cli._files import input_error, say
-    from airflow_doi.sqlgen.install import InstallError, install
+    from airflow_doi.sql_install import InstallError, install
 
     scheme = args.url.partition("://")[0].lower()
     if scheme not in INSTALL_SCHEMES or "://" not in args.url:

@@ -128,7 +128,6 @@ def _inline(engine: str, column: str) -> tuple[str, ...]:
 def _pg_temp_functions() -> str:
     """The generated PostgreSQL functions, every name (definitions and calls) in ``pg_temp``:
     PostgreSQL never looks up an unqualified function name there, by design."""
-    from airflow_doi.sqlgen import generate
-    from airflow_doi.sqlgen.install import qualified
+    from airflow_doi.sql_install import qualified, shipped_sql
 
-    return qualified(generate("postgres"), "pg_temp")
+    return qualified(shipped_sql("postgres"), "pg_temp")
