@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
-__all__ = ["InstallError", "install", "qualified", "shipped_sql"]
+__all__ = [
+    "InstallError", "install", "install_mariadb", "mariadb_statements", "qualified", "shipped_sql",
+]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -67,6 +70,8 @@ def install(url: str, dialect: str, text: str, *, schema: str | None = None) -> 
         return _duckdb(url, text, schema, shown)
     if dialect == "postgres":
         return _postgres(url, text, schema, shown)
+    if dialect == "mariadb":
+        return _mariadb(url, text, schema, shown)
     raise InstallError(f"installing {dialect} functions is not supported")
 
 
@@ -119,3 +124,93 @@ def _postgres(url: str, text: str, schema: str | None, shown: str) -> tuple[int,
     finally:
         con.close()
     return _count(text), f"schema {row[0] if row else schema} of {shown}"
+
+
+def mariadb_statements(text: str) -> list[str]:
+    """The statements of a MariaDB file written for the ``mariadb`` client: ``DELIMITER``
+    lines set the terminator (the stored functions hold ``;`` inside), as the client reads
+    them. Comments stay with the statement after them; the server ignores them."""
+    statements: list[str] = []
+    delimiter, current = ";", []
+    for line in text.split("\n"):
+        if line.upper().startswith("DELIMITER "):
+            delimiter = line.split(None, 1)[1].strip()
+            continue
+        if line.rstrip().endswith(delimiter):
+            current.append(line.rstrip()[: -len(delimiter)])
+            statements.append("\n".join(current).strip())
+            current = []
+        else:
+            current.append(line)
+    rest = "\n".join(line for line in current if not line.startswith("--")).strip()
+    if rest:
+        raise ValueError(f"text after the last statement: {rest[:60]!r}")
+    return [statement for statement in statements if statement]
+
+
+def install_mariadb(cursor: Any, text: str) -> int:
+    """Run the generated MariaDB file on ``cursor`` (a DB-API cursor of the database that is
+    to hold the functions); returns how many were created or replaced. MySQL and MariaDB
+    before 10.5 are refused first, in our words (the file needs PCRE2 and nopad collations)."""
+    cursor.execute("SELECT VERSION()")
+    version = str(cursor.fetchone()[0])
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if "mariadb" not in version.lower() or not match or (int(match[1]), int(match[2])) < (10, 5):
+        raise InstallError(f"the server is {version}: the generated functions need MariaDB 10.5 "
+                           "or newer (MySQL's regular expressions differ); use the operators' "
+                           "mode='python' there")
+    statements = mariadb_statements(text)
+    for statement in statements:
+        cursor.execute(statement)
+    return sum(1 for s in statements if "CREATE OR REPLACE FUNCTION" in s)
+
+
+def mariadb_refusal(error: BaseException, database: str) -> str:
+    """Why a MariaDB server refused the functions, and what to do, from a driver error (PyMySQL
+    or mysqlclient: both carry the server's error number first)."""
+    code = error.args[0] if error.args else None
+    if code == 1418:
+        return ("binary logging is on, so the server accepts stored functions only from a user "
+                "with SUPER or with log_bin_trust_function_creators=1 (these functions are "
+                "DETERMINISTIC and read no table)")
+    if code in (1044, 1142, 1227, 1370):
+        return (f"the user may not create functions in {database!r}: grant CREATE ROUTINE, or "
+                "name a database it owns")
+    return f"the server refused the functions (error {code}); MariaDB 10.5 or newer is needed"
+
+
+def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
+    from urllib.parse import unquote, urlparse
+
+    import pymysql  # type: ignore[import-untyped]
+
+    parsed = urlparse(url)
+    database = schema or unquote(parsed.path.lstrip("/"))
+    if not database:
+        raise InstallError(f"{shown}: name the database, in the URL (mysql://user@host/db) "
+                           "or with --schema")
+    try:
+        con = pymysql.connect(
+            host=parsed.hostname or "127.0.0.1", port=parsed.port or 3306,
+            user=unquote(parsed.username or "root"), password=unquote(parsed.password or ""),
+            charset="utf8mb4", connect_timeout=10, autocommit=True,
+        )
+    except pymysql.Error:
+        raise InstallError(f"{shown}: cannot connect: check the host, port, user, password and "
+                           "database name, and that the server is running") from None
+    try:
+        with con.cursor() as cursor:
+            if schema:
+                cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}` CHARACTER SET utf8mb4")
+            try:
+                cursor.execute("USE `{}`".format(database.replace("`", "``")))
+            except pymysql.err.OperationalError:
+                raise InstallError(f"{shown}: there is no database {database!r} (or the user "
+                                   "may not use it): check the name, or pass --schema to "
+                                   "create one") from None
+            count = install_mariadb(cursor, text)
+    except pymysql.Error as error:
+        raise InstallError(f"{shown}: {mariadb_refusal(error, database)}") from None
+    finally:
+        con.close()
+    return count, f"database {database} of {shown}"

@@ -82,3 +82,36 @@ def redis_url() -> str:
     if not _reachable(REDIS_URL, 6379):
         pytest.fail(f"Redis is not reachable at {REDIS_URL}: run scripts/services.sh")
     return REDIS_URL
+
+
+@pytest.fixture()
+def mariadb_database() -> Iterator[str]:
+    """A database of its own on the real MariaDB server (its default, case-blind collation),
+    dropped afterwards: the test never touches another."""
+    import pymysql
+
+    if not _reachable(MARIADB_DSN, 3306):
+        pytest.fail(f"MariaDB is not reachable at {MARIADB_DSN}: run scripts/services.sh")
+    url = urlparse(MARIADB_DSN)
+    name = f"doi_test_{uuid.uuid4().hex[:10]}"
+    admin = pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
+                            password=url.password or "", autocommit=True)
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
+                       "COLLATE utf8mb4_general_ci")
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE `{name}`")
+        admin.close()
+
+
+def mariadb_connect(database: str | None = None, **options: Any) -> Any:
+    """A PyMySQL connection to the real MariaDB server (``AIRFLOW_DOI_TEST_MARIADB_DSN``)."""
+    import pymysql
+
+    url = urlparse(MARIADB_DSN)
+    return pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
+                           password=url.password or "", database=database,
+                           charset="utf8mb4", **options)

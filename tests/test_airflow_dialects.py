@@ -11,7 +11,6 @@ statements' shape and the operators' logic on them, not the warehouses' behaviou
 from __future__ import annotations
 
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -182,49 +181,67 @@ class MariaDbHook:
 
 
 @pytest.fixture()
-def mariadb() -> Any:
-    import pymysql
-
-    url = urlparse(MARIADB_DSN)
-    name = f"doi_ops_{uuid.uuid4().hex[:10]}"
-    admin = pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
-                            password=url.password or "", autocommit=True)
-    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
-                           "COLLATE utf8mb4_general_ci")  # the server's case-blind default
-    try:
-        yield MariaDbHook(name)
-    finally:
-        admin.cursor().execute(f"DROP DATABASE `{name}`")  # our own database, never another
-        admin.close()
+def mariadb(mariadb_database: str) -> Any:
+    return MariaDbHook(mariadb_database)
 
 
+@pytest.mark.parametrize("functions_schema", [None, "own"])
 def test_operators_on_real_mariadb_keep_case_and_match_python(
-    mariadb: MariaDbHook, monkeypatch: pytest.MonkeyPatch
+    mariadb: MariaDbHook, functions_schema: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Python mode on MariaDB, whose default collation folds case (and ``ß`` with ``s``):
-    every row still gets its own value's answer."""
+    """Both modes on MariaDB, whose default collation folds case (and ``ß`` with ``s``):
+    every row still gets its own value's answer. Without ``functions_schema`` the work is in
+    the worker; with it (here the test's own database) one UPDATE and one GROUP BY call the
+    generated functions, created there, and nothing is created anywhere else."""
     from airflow_doi.provider.operators.base import DoiSqlOperator
     from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
     from airflow_doi.provider.operators.validate import DoiValidateOperator
 
-    values = [*VALUES, "10.1000/abc", "10.1000/Straße", "10.1000/STRASSE", "10.1000/strasse"]
+    schema = mariadb.database if functions_schema else None
+    values = [*VALUES, "10.1000/abc", "10.1000/Straße", "10.1000/STRASSE", "10.1000/strasse",
+              "https://doi.org/10.1000/%C3%A9t%C3%A9", "urn:doi:10.1000:x%2Fy", " doi:10.1/a. "]
     conn = mariadb.get_conn()
     with conn.cursor() as cursor:
         cursor.execute("CREATE TABLE works (id INTEGER, doi_raw TEXT)")
         cursor.executemany("INSERT INTO works VALUES (%s, %s)", list(enumerate(values)))
     conn.commit()
     monkeypatch.setattr(DoiSqlOperator, "get_db_hook", lambda self: mariadb)
-    common = {"conn_id": "catalogue", "table": "works", "doi_column": "doi_raw"}
+    lines: list[str] = []
+    log = type("Log", (), {"info": lambda self, msg, *a: lines.append(msg % a),
+                           "warning": lambda self, msg, *a: lines.append(msg % a)})()
+    monkeypatch.setattr(DoiSqlOperator, "log", property(lambda self: log))
+    common = {"conn_id": "catalogue", "table": "works", "doi_column": "doi_raw",
+              "functions_schema": schema}
     DoiNormalizeOperator(task_id="n", batch_size=4, **common).execute({})
     report = DoiValidateOperator(task_id="v", max_invalid_share=1.0, **common).execute({})
-    assert report["rows"] == len(values) and report["invalid_rows"] == 4
+    invalid = sum(not validate(v).valid for v in values)
+    assert report["rows"] == len(values) and report["invalid_rows"] == invalid
+    where = "in the database" if schema else "in the worker"
+    assert sum(where in line for line in lines) == 2, lines
     conn = mariadb.get_conn()
     with conn.cursor() as cursor:
         cursor.execute("SELECT doi_raw, doi, doi_key, doi_valid, doi_reason FROM works ORDER BY id")
         rows = cursor.fetchall()
+        cursor.execute("SELECT ROUTINE_SCHEMA, COUNT(*) FROM information_schema.ROUTINES "
+                       "WHERE ROUTINE_NAME LIKE 'doi%%' GROUP BY ROUTINE_SCHEMA")
+        routines = dict(cursor.fetchall())
     assert [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows] == [
         (v, validate(v).doi, validate(v).key, validate(v).valid, validate(v).reason)
         for v in values]
+    assert routines.get(mariadb.database, 0) == (13 if schema else 0)
+
+
+def test_mariadb_push_down_needs_a_named_database(mariadb: MariaDbHook,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """mode='sql' on MariaDB without functions_schema says what to pass, before any change."""
+    from airflow_doi.provider.operators.base import DoiSqlOperator
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+
+    monkeypatch.setattr(DoiSqlOperator, "get_db_hook", lambda self: mariadb)
+    operator = DoiNormalizeOperator(task_id="n", conn_id="c", table="works",
+                                    doi_column="doi_raw", mode="sql")
+    with pytest.raises(ValueError, match="functions_schema="):
+        operator.execute({})
 
 
 @pytest.mark.parametrize(("dialect", "expected"), [

@@ -1,4 +1,5 @@
-"""The generated SQL, run for real: DuckDB, PostgreSQL and SQLite against the Python reference.
+"""The generated SQL, run for real: DuckDB, PostgreSQL, SQLite and MariaDB against the Python
+reference.
 
 Every syntax vector with ``decode="auto"`` plus :data:`EXTRA_CASES` goes through the five
 functions in each engine; any disagreement fails with the input and both answers. Spark has
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from airflow_doi.sqlgen import DIALECTS
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, INJECTION, Answer, expected, mixtures
 from airflow_doi.sqlite_udf import register
-from tests.conftest import ROOT, syntax_vectors
+from tests.conftest import MARIADB_DSN, ROOT, mariadb_connect, syntax_vectors
 from tests.test_properties import noisy_values
 
 SQL_DIR = ROOT / "sql"
@@ -264,7 +265,7 @@ def test_no_unicode_upper_on_a_doi() -> None:
     key of a parsed DOI whose byte length equals its character length (ASCII)."""
     for name in DIALECTS:
         body = sql_file(name)
-        if name in ("duckdb", "postgres"):
+        if name in ("duckdb", "postgres", "mariadb"):
             body = body.replace("THEN UPPER(", "")
         code = "\n".join(line for line in body.splitlines() if not line.startswith("--"))
         assert "UPPER(" not in code.upper().replace("DOI__", ""), name
@@ -343,3 +344,66 @@ def test_long_and_hostile_values_agree_on_every_executed_engine(
         compare("postgres (long)", [
             (v, tuple(pg.execute(f"SELECT {SELECT_ALL.format('%s')}", [v] * 5).fetchone() or ()))
             for v in values])
+
+
+# -- MariaDB (issue #11): its own dialect, run on the real server ------------------------------
+
+
+def _mariadb_client_install(database: str) -> None:
+    """The file through the ``mariadb`` command-line client, as its header says to install it
+    (its DELIMITER lines are the client's)."""
+    import shutil
+    import subprocess
+    from urllib.parse import urlparse
+
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the mariadb client comes with mariadb-server (scripts/services.sh)"
+    url = urlparse(MARIADB_DSN)
+    command = [client, f"--host={url.hostname}", f"--port={url.port or 3306}",
+               f"--user={url.username}", "--default-character-set=utf8mb4", database]
+    env = {"MYSQL_PWD": url.password or "", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(command, input=sql_file("mariadb"), text=True, capture_output=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def _mariadb_answers(cursor: object, values: list[str | None]) -> list[tuple]:
+    cursor.execute("CREATE OR REPLACE TABLE t (i INTEGER, x LONGTEXT)")  # type: ignore[attr-defined]
+    cursor.executemany("INSERT INTO t VALUES (%s, %s)", list(enumerate(values)))  # type: ignore[attr-defined]
+    cursor.execute(f"SELECT i, {SELECT_ALL.format('x')} FROM t ORDER BY i")  # type: ignore[attr-defined]
+    return [(values[row[0]], (row[1], row[2], bool(row[3]), row[4], row[5]))
+            for row in cursor.fetchall()]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("source", ["cases", "mixtures"])
+def test_mariadb_agrees_with_python(source: str, mariadb_database: str) -> None:
+    """Every conformance vector and the extra cases, installed with the mariadb client into a
+    database whose default collation is the server's case-blind one (the table column too):
+    the functions compare exactly anyway (``ß`` is not ``SS``, ``doi:`` is not ``DOI:``)."""
+    _mariadb_client_install(mariadb_database)
+    values = cases() if source == "cases" else list(mixtures(5000))
+    with mariadb_connect(mariadb_database) as con, con.cursor() as cursor:
+        compare(f"mariadb ({source})", _mariadb_answers(cursor, values))
+
+
+def test_mariadb_long_and_hostile_values(mariadb_database: str) -> None:
+    """10,000-character values in every form and a 1 MB one: no error, Python's answers."""
+    _mariadb_client_install(mariadb_database)
+    values = [*LONG_CASES, "10.1000/" + "x" * 1_000_000,
+              "https://doi.org/10.1/" + "%C3%A9" * 50_000]
+    with mariadb_connect(mariadb_database) as con, con.cursor() as cursor:
+        compare("mariadb (long)", _mariadb_answers(cursor, values))
+
+
+def test_mariadb_keys_keep_apart_what_its_default_collation_folds(mariadb_database: str) -> None:
+    """On a *_general_ci column ``ß`` = ``S`` and ``'a '`` = ``'a'``; the generated key
+    collates utf8mb4_bin, so joining on it keeps them apart, as the standard does."""
+    _mariadb_client_install(mariadb_database)
+    with mariadb_connect(mariadb_database) as con, con.cursor() as cursor:
+        cursor.execute("CREATE TABLE a (x VARCHAR(100))")  # the database's general_ci
+        cursor.executemany("INSERT INTO a VALUES (%s)",
+                           [("10.1/ß",), ("10.1/SS",), ("10.1/s",), ("10.1/S",)])
+        cursor.execute("SELECT COUNT(*) FROM a a1 JOIN a a2 ON a1.x = a2.x")
+        assert cursor.fetchone()[0] > 4  # the collation folds them together
+        cursor.execute("SELECT COUNT(*) FROM a a1 JOIN a a2 ON doi_key(a1.x) = doi_key(a2.x)")
+        assert cursor.fetchone()[0] == 6  # ß, SS, and the two of S/s sharing the key 10.1/S

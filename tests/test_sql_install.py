@@ -91,3 +91,33 @@ def test_install_mistakes_are_explained_and_leave_nothing_behind(tmp_path: Path)
                 "cannot connect", "postgresql://127.0.0.1:1/test")
     _user_error(_cli("install", f"duckdb:///{missing}", "--schema", "x; DROP"),
                 "is not a plain name")
+
+
+def test_install_into_mariadb_twice_then_mistakes(mariadb_database: str) -> None:
+    """The MariaDB file through ``sql install mysql://...``: into the database of the URL
+    (twice: nothing changes), and into one --schema creates; the functions answer as Python;
+    a missing database, a dead port and a URL without a database are explained (exit 2)."""
+    from tests.conftest import MARIADB_DSN, mariadb_connect
+
+    base = MARIADB_DSN.rsplit("/", 1)[0]
+    for _ in range(2):
+        result = _cli("install", f"{base}/{mariadb_database}")
+        assert result.returncode == 0, result.stderr
+        assert f"13 functions created or replaced in database {mariadb_database}" in result.stderr
+    other = f"{mariadb_database}_s"
+    try:
+        result = _cli("install", f"{base}/", "--schema", other)
+        assert result.returncode == 0, result.stderr
+        with mariadb_connect(other) as conn, conn.cursor() as cursor:
+            cursor.execute("SELECT doi_key(%s), doi_reason(%s)", [" DOI:10.1/straße ", "10.1"])
+            assert cursor.fetchone() == ("10.1/STRAßE", "missing_suffix")
+            cursor.execute("SELECT COUNT(*) FROM information_schema.ROUTINES "
+                           "WHERE ROUTINE_SCHEMA = %s", [other])
+            assert cursor.fetchone()[0] == 13
+    finally:
+        with mariadb_connect(autocommit=True) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{other}`")  # the test's own, made above
+    _user_error(_cli("install", f"{base}/no_such_db_{uuid.uuid4().hex[:6]}"),
+                "there is no database", "--schema")
+    _user_error(_cli("install", "mysql://root@127.0.0.1:1/x"), "cannot connect")
+    _user_error(_cli("install", f"{base}/"), "name the database")

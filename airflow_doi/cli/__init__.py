@@ -36,6 +36,7 @@ EXTRAS: dict[str, str | None] = {
     "sqlglot": "sql",
     "duckdb": "duckdb",
     "psycopg": "postgres",
+    "pymysql": "mariadb",
     "dbt": "dbt",
     "airflow": "airflow",
     "pyspark": "spark",

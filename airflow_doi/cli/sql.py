@@ -30,6 +30,8 @@ INSTALL_SCHEMES: dict[str, tuple[str, str]] = {
     "postgresql": ("postgres", "postgres"),
     "postgres": ("postgres", "postgres"),
     "duckdb": ("duckdb", "duckdb"),
+    "mysql": ("mariadb", "mariadb"),
+    "mariadb": ("mariadb", "mariadb"),
 }
 
 

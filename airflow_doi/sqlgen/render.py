@@ -156,6 +156,8 @@ def functions_file(dialect: Dialect) -> str:
         return dialect.file_text()
     arg = exp.column(dialect.argument)
     parts = [dialect.header(), ""]
+    for text in dialect.helper_functions():
+        parts.extend([text, ""])
     if dialect.binding == "functions":
         for name, param in STEP_PARAMS.items():
             parts.append(
@@ -179,6 +181,8 @@ def functions_file(dialect: Dialect) -> str:
             )
         )
         parts.append("")
+    if dialect.footer():
+        parts.append(dialect.footer())
     return "\n".join(parts).rstrip("\n") + "\n"
 
 

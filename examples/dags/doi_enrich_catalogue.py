@@ -19,6 +19,10 @@ Params (all optional):
   ``reading_list_holdings`` are (re)created in the catalogue's schema, so a table of one of
   those names that dbt did not build fails the task before dbt runs; dbt-duckdb on a DuckDB
   connection, dbt-postgres on a PostgreSQL one); other engines skip the step with a log line;
+* ``functions_schema`` (MariaDB only, default empty): a database where ``normalize`` and
+  ``validate`` may create (or replace) the generated ``doi_*`` functions, so that they run in
+  the database; empty, they work in the worker. Other engines run in the database anyway,
+  installing nothing;
 * ``resolve_batch_size``: keys per request batch and per commit;
 * ``report_path``: where ``quality_report`` writes the HTML quality report of the DOI column
   and ``doi_resolution`` (default: ``$AIRFLOW_HOME/doi_reports/<table>.html``); the task logs
@@ -271,6 +275,7 @@ def quality_report() -> str:
         "doi_column": Param("doi_raw", type="string", pattern=rf"^{IDENTIFIER}$"),
         "load_sample": Param(False, type="boolean"),
         "run_dbt": Param(False, type="boolean"),
+        "functions_schema": Param("", type="string", pattern=rf"^({IDENTIFIER})?$"),
         "resolve_batch_size": Param(500, type="integer", minimum=1),
         "report_path": Param("", type="string"),
     },
@@ -280,11 +285,13 @@ def doi_enrich_catalogue() -> None:
     load = load_sample_catalogue()
     normalize = DoiNormalizeOperator(
         task_id="normalize", conn_id=CONN, table=TABLE, doi_column=COLUMN,
-        outlets=[CATALOGUE_TABLES], trigger_rule="none_failed",
+        functions_schema="{{ params.functions_schema }}", outlets=[CATALOGUE_TABLES],
+        trigger_rule="none_failed",
     )
     validate = DoiValidateOperator(
         task_id="validate", conn_id=CONN, table=TABLE, doi_column=COLUMN,
-        max_invalid_share=0.5, on_breach="fail",
+        functions_schema="{{ params.functions_schema }}", max_invalid_share=0.5,
+        on_breach="fail",
     )
     resolve = DoiResolveOperator(
         task_id="resolve", conn_id=CONN, table=TABLE,

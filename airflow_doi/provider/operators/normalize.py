@@ -90,13 +90,15 @@ class DoiNormalizeOperator(DoiSqlOperator):
     template_fields: Sequence[str] = (
         "conn_id", "table", "batch_size", "hook_params", "doi_column", "output_prefix", "decode",
         "mode",
+        "functions_schema",
     )
 
     def __init__(
         self, *, doi_column: str, output_prefix: str = "doi", decode: str = "auto",
-        mode: str = "auto", **kwargs: Any,
+        mode: str = "auto", functions_schema: str | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.functions_schema = functions_schema
         self.doi_column = doi_column
         self.output_prefix = output_prefix
         self.decode = decode
@@ -109,7 +111,8 @@ class DoiNormalizeOperator(DoiSqlOperator):
     def execute(self, context: Any) -> dict[str, int]:
         decode = _decode_choice(self.decode)
         columns = normalized_columns(self.output_prefix)
-        self.check_identifiers(self.doi_column, *columns)
+        functions_schema = self.functions_schema or None
+        self.check_identifiers(self.doi_column, *columns, *filter(None, [functions_schema]))
         hook = self.get_db_hook()
         dialect = dialect_of(hook)
 
@@ -121,12 +124,13 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 f"doi_column {self.doi_column!r} would be overwritten by the normalized columns "
                 f"{columns}: choose another output_prefix"
             )
-        where = plan(check_mode(self.mode), dialect.name, decode)
+        where = plan(check_mode(self.mode), dialect.name, decode, functions_schema)
         self.log.info("Normalizing %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = dialect.cursor(conn)
             if where.in_database:
-                summary = self._normalize_in_database(conn, cursor, dialect, columns)
+                summary = self._normalize_in_database(
+                    conn, cursor, dialect, columns, functions_schema)
             else:
                 summary = self._normalize(conn, cursor, dialect, columns, decode)
         self.log.info(
@@ -158,12 +162,13 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     def _normalize_in_database(
         self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
+        functions_schema: str | None,
     ) -> dict[str, int]:
         """One ``UPDATE`` of every row, the rules inlined (see :mod:`.pushdown`)."""
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
         binary = f"{source}{dialect.binary_collation}"
         self._add_columns(cursor, dialect, columns)
-        exprs = column_sql(conn, dialect, self.doi_column)
+        exprs = column_sql(conn, dialect, self.doi_column, functions_schema)
         assignments = ", ".join(
             f"{dialect.quote(target)} = {exprs[name]}"
             for target, name in zip(columns, FUNCTIONS, strict=True)

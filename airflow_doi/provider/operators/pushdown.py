@@ -8,6 +8,13 @@ is installed in the user's database (no function, no schema), the statement carr
 definition. SQLite has no SQL functions of its own: the Python ones are registered on the
 task's connection (:mod:`airflow_doi.sqlite_udf`), still one statement.
 
+MariaDB is the exception: its percent-decoding needs two small stored functions (loops), so
+its rules cannot be inlined. There the operators push down only when the user names a
+database for them (``functions_schema``): they create or replace the generated ``doi_*``
+functions there (the same file as ``airflow-doi sql install``) and call them; without it
+they work in the worker and say how to push down. Nothing is created in a database the user
+did not name.
+
 ``mode="python"`` keeps the page-by-page path, which is also what every other engine and any
 ``decode`` other than ``auto`` (the generated SQL implements ``auto``) get. Both modes write
 the same columns (the test suite compares them row by row).
@@ -31,8 +38,9 @@ _MODES: tuple[str, ...] = get_args(Mode)
 #: Snowflake, BigQuery, Trino and Databricks get their generated bodies inlined, in their own
 #: dialect (proven by running the bodies, transpiled, on DuckDB: docs/sql-support.md).
 #: Redshift is left out: its SQL cannot decode non-ASCII escapes, Python can.
+#: MariaDB (the ``mysql`` connection type) pushes down into the database it is given.
 PUSHDOWN_ENGINES: tuple[str, ...] = (
-    "duckdb", "postgres", "sqlite", "snowflake", "bigquery", "trino", "databricks",
+    "duckdb", "postgres", "sqlite", "snowflake", "bigquery", "trino", "databricks", "mysql",
 )
 
 #: The four expressions the operators need, by the public SQL function they come from.
@@ -54,9 +62,12 @@ class Plan:
     why: str
 
 
-def plan(mode: Mode, engine: str, decode: str = "auto") -> Plan:
+def plan(
+    mode: Mode, engine: str, decode: str = "auto", functions_schema: str | None = None,
+) -> Plan:
     """Push down when asked (``sql``) or possible (``auto``); ``sql`` that cannot be honoured
-    is an error naming what to change, never a silent fallback."""
+    is an error naming what to change, never a silent fallback. ``functions_schema``: the
+    database MariaDB's functions go into (see the module docstring)."""
     if mode == "python":
         return Plan(False, "in the worker, page by page (mode='python')")
     problem = None
@@ -68,20 +79,32 @@ def plan(mode: Mode, engine: str, decode: str = "auto") -> Plan:
                    f"(they push down on {', '.join(PUSHDOWN_ENGINES)})")
     elif decode != "auto":
         problem = f"decode={decode!r} is only implemented in Python (the SQL follows 'auto')"
+    elif engine == "mysql" and not functions_schema:
+        problem = ("on MariaDB the rules run in the database as stored functions: pass "
+                   "functions_schema='<a database>' to let the operator create (or replace) "
+                   "the doi_* functions there")
     if problem is None:
-        how = ("the Python functions registered on the connection" if engine == "sqlite"
-               else f"the generated {engine} SQL, inlined: nothing is installed")
+        if engine == "sqlite":
+            how = "the Python functions registered on the connection"
+        elif engine == "mysql":
+            how = (f"the generated MariaDB functions, created or replaced in database "
+                   f"{functions_schema}")
+        else:
+            how = f"the generated {engine} SQL, inlined: nothing is installed"
         return Plan(True, f"in the database, one statement with {how}")
     if mode == "sql":
         raise ValueError(f"mode='sql' cannot run here: {problem}; use mode='auto' or 'python'")
     return Plan(False, f"in the worker, page by page: {problem}")
 
 
-def column_sql(conn: Any, dialect: Dialect, column: str) -> dict[str, str]:
+def column_sql(
+    conn: Any, dialect: Dialect, column: str, functions_schema: str | None = None,
+) -> dict[str, str]:
     """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`,
     written in the engine's own dialect (run them on :func:`native_cursor`).
 
-    On SQLite the functions are registered on ``conn`` (the task's own connection) first.
+    On SQLite the functions are registered on ``conn`` (the task's own connection) first; on
+    MariaDB they are created or replaced in the database ``functions_schema``.
     On DuckDB and PostgreSQL the generator writes each function's body around the column, cast
     to text, so a number or a date in a DOI column is judged as its text, as in Python mode.
     """
@@ -93,6 +116,12 @@ def column_sql(conn: Any, dialect: Dialect, column: str) -> dict[str, str]:
 
         register(conn)
         return {name: f"{name}({dialect.quote(column)})" for name in FUNCTIONS}
+    if engine == "mysql":
+        if not functions_schema:
+            raise ValueError("MariaDB push-down needs functions_schema")
+        _install_mariadb(conn, functions_schema)
+        schema = dialect.quote(functions_schema)
+        return {name: f"{schema}.{name}({dialect.quote(column)})" for name in FUNCTIONS}
     try:
         from sqlglot import exp
     except ImportError as error:  # pragma: no cover - the [airflow] extra installs it
@@ -122,6 +151,31 @@ def _inline(engine: str, column: str) -> tuple[str, ...]:
     binding = dialect.dbt_binding or dialect.binding
     text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
     return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
+
+
+def _install_mariadb(conn: Any, schema: str) -> None:
+    """The generated MariaDB functions, created or replaced in the database ``schema`` (made
+    if missing: the user named it), every name and call qualified with it, so the task's
+    connection keeps its own current database."""
+    from airflow_doi.sql_install import (
+        InstallError,
+        install_mariadb,
+        mariadb_refusal,
+        qualified,
+        shipped_sql,
+    )
+
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}` CHARACTER SET utf8mb4")
+            install_mariadb(cursor, qualified(shipped_sql("mariadb"), f"`{schema}`"))
+    except InstallError:
+        raise
+    except Exception as error:  # the driver's (PyMySQL or mysqlclient): say it in our words
+        if not (error.args and isinstance(error.args[0], int)):
+            raise
+        raise InstallError(f"functions_schema {schema!r}: {mariadb_refusal(error, schema)}; "
+                           "or use mode='python'") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -44,10 +44,13 @@ class DoiValidateOperator(DoiSqlOperator):
     :param mode: ``auto`` (default): one ``GROUP BY`` query in the database where the engine
         has the rules, else page by page in the worker; ``sql`` or ``python`` to insist.
         Templated. See :mod:`airflow_doi.provider.operators.pushdown`.
+    :param functions_schema: MariaDB only: a database in which the operator may create (or
+        replace) the generated ``doi_*`` functions (see :class:`DoiNormalizeOperator`).
     """
 
     template_fields: Sequence[str] = (
         "conn_id", "table", "batch_size", "hook_params", "doi_column", "mode",
+        "functions_schema",
     )
 
     def __init__(
@@ -59,9 +62,11 @@ class DoiValidateOperator(DoiSqlOperator):
         on_breach: Literal["fail", "warn"] = "fail",
         top: int = 5,
         mode: str = "auto",
+        functions_schema: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.functions_schema = functions_schema
         if not 0.0 <= max_invalid_share <= 1.0:
             raise ValueError("max_invalid_share must be between 0 and 1")
         if on_breach not in ("fail", "warn"):
@@ -76,15 +81,17 @@ class DoiValidateOperator(DoiSqlOperator):
             check_mode(mode)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        self.check_identifiers(self.doi_column)
+        functions_schema = self.functions_schema or None
+        self.check_identifiers(self.doi_column, *filter(None, [functions_schema]))
         hook = self.get_db_hook()
         dialect = dialect_of(hook)
-        where = plan(check_mode(self.mode), dialect.name)
+        where = plan(check_mode(self.mode), dialect.name, "auto", functions_schema)
         self.log.info("Validating %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = dialect.cursor(conn)
             if where.in_database:
-                total_rows, reasons, examples = self._count_in_database(conn, cursor, dialect)
+                total_rows, reasons, examples = self._count_in_database(
+                    conn, cursor, dialect, functions_schema)
             else:
                 total_rows, reasons, examples = self._count(cursor, dialect)
         if self.allow_empty:
@@ -124,12 +131,12 @@ class DoiValidateOperator(DoiSqlOperator):
         return operator_lineage([dataset(hook, connection, self.table)], [])
 
     def _count_in_database(
-        self, conn: Any, cursor: Any, dialect: Dialect
+        self, conn: Any, cursor: Any, dialect: Dialect, functions_schema: str | None,
     ) -> tuple[int, Counter[str], dict[str, list[str]]]:
         """One ``GROUP BY`` over the rule's reason, two example values per reason."""
         # In the engine's own dialect, as the generated body is: no translation.
         source, table = dialect.quote(self.doi_column), dialect.quote(self.table)
-        reason = column_sql(conn, dialect, self.doi_column)["doi_reason"]
+        reason = column_sql(conn, dialect, self.doi_column, functions_schema)["doi_reason"]
         cursor = native_cursor(cursor)
         cursor.execute(
             f"SELECT r, COUNT(*), MIN(v), MAX(v) FROM (SELECT {reason} AS r, "

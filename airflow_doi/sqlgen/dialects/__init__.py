@@ -5,6 +5,7 @@ from __future__ import annotations
 from airflow_doi.sqlgen.dialects.base import Dialect
 from airflow_doi.sqlgen.dialects.bigquery import BigQuery
 from airflow_doi.sqlgen.dialects.duckdb import DuckDB
+from airflow_doi.sqlgen.dialects.mariadb import MariaDB
 from airflow_doi.sqlgen.dialects.postgres import Postgres
 from airflow_doi.sqlgen.dialects.redshift import Redshift
 from airflow_doi.sqlgen.dialects.snowflake import Snowflake
@@ -27,5 +28,6 @@ DIALECTS: dict[str, Dialect] = {
         BigQuery(),
         Trino(),
         Redshift(),
+        MariaDB(),
     )
 }

@@ -162,6 +162,14 @@ class Dialect:
     ) -> str:
         raise NotImplementedError
 
+    def helper_functions(self) -> list[str]:
+        """Hand-written DDL the generated functions call (engine primitives), written first."""
+        return []
+
+    def footer(self) -> str:
+        """Text after the last function (empty: none)."""
+        return ""
+
     def indent(self, body: str, spaces: int = 2) -> str:
         # Split on "\n" only: str.splitlines() also splits on U+0085, U+2028, U+2029, \v, \f
         # and \x1c-\x1e, which a dialect may write raw inside a regex or REPLACE literal.
