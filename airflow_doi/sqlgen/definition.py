@@ -149,22 +149,48 @@ UTF8_ESCAPES: Final[str] = f"(?:[^%]|{UTF8_ESCAPE_TOKENS})*"
 #: The same, when only ASCII escapes can be decoded (see the Redshift dialect).
 ASCII_ESCAPES: Final[str] = "(?:[^%]|%[0-7][0-9a-fA-F])*"
 
-#: A printable-ASCII bare DOI: nothing to trim, unwrap or decode, so it is its own normal form.
-FAST_PATH: Final[str] = f"^{_DIRECTORY}{_REGISTRANT}/[!-~]+$"
+#: The characters of a printable-ASCII bare DOI's suffix: nothing to trim, unwrap or decode.
+PRINTABLE: Final[str] = "[!-~]"
 #: The same without ``%``, ``?`` and ``#``: inside a URL these would need decoding or cutting.
-FAST_PATH_URL: Final[str] = f'^{_DIRECTORY}{_REGISTRANT}/[!-"$&->@-~]+$'
+PRINTABLE_URL: Final[str] = '[!-"$&->@-~]'
+
+
+def plain_doi_pattern(suffix_class: str) -> str:
+    """``10.<registrant>/`` then one or more characters of ``suffix_class``, all of it."""
+    return f"^{_DIRECTORY}{_REGISTRANT}/{suffix_class}+$"
+
+
+#: A printable-ASCII bare DOI: its own normal form.
+FAST_PATH: Final[str] = plain_doi_pattern(PRINTABLE)
+FAST_PATH_URL: Final[str] = plain_doi_pattern(PRINTABLE_URL)
 #: Literal prefixes common enough in real catalogues to deserve a fast path of their own
-#: (prefix, pattern the rest must match). Any other spelling (other case, padding, escapes)
-#: takes the full path, which gives the same answer.
+#: (prefix, the class of the suffix's characters after it). Any other spelling (other case,
+#: padding, escapes) takes the full path, which gives the same answer.
 FAST_PREFIXES: Final[tuple[tuple[str, str], ...]] = (
-    ("https://doi.org/", FAST_PATH_URL),
-    ("http://dx.doi.org/", FAST_PATH_URL),
-    ("https://dx.doi.org/", FAST_PATH_URL),
-    ("http://doi.org/", FAST_PATH_URL),
-    ("doi:", FAST_PATH),
-    ("doi: ", FAST_PATH),
+    ("https://doi.org/", PRINTABLE_URL),
+    ("http://dx.doi.org/", PRINTABLE_URL),
+    ("https://dx.doi.org/", PRINTABLE_URL),
+    ("http://doi.org/", PRINTABLE_URL),
+    ("doi:", PRINTABLE),
+    ("doi: ", PRINTABLE),
 )
-_ASCII_SPACE = _class("".join(c for c in WHITESPACE if c.isascii()))
+#: The literal URL prefixes, for URLs whose escapes all decode to printable ASCII.
+URL_PREFIXES: Final[tuple[str, ...]] = tuple(p for p, c in FAST_PREFIXES if c == PRINTABLE_URL)
+#: A URL path character that needs no cutting and is safe inside a JSON string and in every
+#: engine's bracket class (no ``"``, ``#``, ``?``, ``[``, ``\\`` or ``]``); ``%`` is allowed:
+#: every ``%`` must start a :data:`PRINTABLE_ESCAPE`.
+ESCAPED_URL_CHAR: Final[str] = "[!$-&'->@-Z^-~]"
+#: An escape whose byte is printable ASCII (``%21``-``%7E``): decoded, still a printable DOI.
+PRINTABLE_ESCAPE: Final[str] = "%(?:2[1-9a-fA-F]|[3-6][0-9a-fA-F]|7[0-9a-eA-E])"
+#: A ``%`` that does not start a :data:`PRINTABLE_ESCAPE` (its exact complement at each ``%``,
+#: written without lookahead, which RE2 and POSIX engines lack).
+BAD_PRINTABLE_ESCAPE: Final[str] = (
+    "%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])"
+)
+#: The ASCII characters of :data:`~airflow_doi.syntax.WHITESPACE` (tab to carriage return,
+#: space): the only padding a printable-ASCII value can have.
+ASCII_WHITESPACE: Final[str] = "".join(c for c in WHITESPACE if c.isascii())
+_ASCII_SPACE = _class(ASCII_WHITESPACE)
 #: Still printable ASCII, one regular expression: ASCII padding, any ASCII case of a URL
 #: prefix, or ``doi:`` and ASCII spaces, around a DOI without ``%``, ``?`` or ``#`` (so there
 #: is nothing to decode or cut). Group 1 is the normalized DOI.
@@ -177,9 +203,8 @@ SIMPLE_WRAPPED: Final[str] = (
 URN_SIMPLE: Final[str] = f'^{_URN}{_DIRECTORY}{_REGISTRANT}:[!-"$&->@-~]+$'
 #: A bare DOI whose suffix holds no illegal and no trimmable character (non-ASCII allowed):
 #: nothing to trim, unwrap or decode, so it is its own normal form.
-BARE_ANY: Final[str] = (
-    f"^{_DIRECTORY}{_REGISTRANT}/[^" + ILLEGAL[1:-1] + "".join(TRIM_CHARS) + "]+$"
-)
+BARE_ANY_CLASS: Final[str] = "[^" + ILLEGAL[1:-1] + "".join(TRIM_CHARS) + "]"
+BARE_ANY: Final[str] = f"^{_DIRECTORY}{_REGISTRANT}/{BARE_ANY_CLASS}+$"
 #: A URL (no padding) whose path starts with a literal ``10.`` and is printable ASCII without
 #: ``?`` or ``#`` (so there is nothing to cut): its ``dt`` is ``K`` + the decoded path when the
 #: escapes pass :data:`UTF8_ESCAPES`, else ``E``, without the unwrapping chain.
@@ -392,14 +417,72 @@ class Parts(Protocol):
 Builder = Callable[[exp.Expression, Parts], exp.Expression]
 
 
-def _starts_10(s: exp.Expression, pattern: str) -> exp.Expression:
-    # The literal "10." test first: it is ~10x cheaper than the regular expression, and lets
-    # every wrapped value skip it.
-    head = exp.Substring(this=s.copy(), start=exp.Literal.number(1), length=exp.Literal.number(3))
-    return _and(exp.EQ(this=head, expression=lit(DIRECTORY)), re_match(s.copy(), pattern))
+def _call(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def starts(value: exp.Expression, prefix: str) -> exp.Expression:
+    """``DOI__STARTS``: ``value`` begins with the literal ``prefix`` (a test ~10x cheaper than
+    a regular expression in every engine, so that most values skip most branches)."""
+    return _call("DOI__STARTS", value, lit(prefix))
+
+
+def plain_doi(value: exp.Expression, suffix_class: str) -> exp.Expression:
+    """``DOI__PLAIN_DOI``: all of ``value`` is ``10.<registrant>/`` and one or more characters
+    of the bracket class ``suffix_class``. By default one anchored regular expression; an
+    engine whose regular expressions cost more per call than per character may spell it as
+    cheaper exact tests (see the PostgreSQL dialect)."""
+    return _call("DOI__PLAIN_DOI", value, lit(suffix_class))
+
+
+def prefixed_doi(s: exp.Expression, prefix: str, suffix_class: str) -> exp.Expression:
+    """``DOI__PREFIXED_DOI``: ``s`` is the literal ``prefix`` then a :func:`plain_doi`."""
+    return _call("DOI__PREFIXED_DOI", s, lit(prefix), lit(suffix_class))
+
+
+def _starts_10(s: exp.Expression, suffix_class: str) -> exp.Expression:
+    # The literal "10." test first: it lets every wrapped value skip the rest.
+    return _and(starts(s.copy(), DIRECTORY), plain_doi(s.copy(), suffix_class))
 
 
 Answer = Callable[[exp.Expression], exp.Expression]
+
+
+#: Optional shortcuts: a dialect lists those worth their cost in ``Dialect.shortcuts``; the
+#: lowering drops the branches of the others (``DOI__IF_SHORTCUT``).
+ESCAPED_URLS: Final[str] = "escaped_urls"
+PADDED: Final[str] = "padded"
+
+
+def _optional(shortcut: str, branch: exp.If) -> exp.If:
+    branch.set("this", _call("DOI__IF_SHORTCUT", lit(shortcut), branch.this))
+    return branch
+
+
+def _escaped_url_branches(s: exp.Expression, answer: Answer) -> list[exp.If]:
+    """A literal URL prefix, then a DOI whose escapes all decode to printable ASCII (and no
+    character needs cutting or is unsafe to decode): its decoded path is a printable-ASCII
+    DOI, so the usual ``answer`` applies without the full parse. Optional
+    (:data:`ESCAPED_URLS`): worth it where the dialect has a cheap decoder of ASCII escapes."""
+    branches = []
+    for prefix in URL_PREFIXES:
+        rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
+        condition = _and(
+            prefixed_doi(s.copy(), prefix, ESCAPED_URL_CHAR),
+            _call("DOI__ESCAPES_PRINTABLE", s.copy()),  # the prefix holds no "%"
+        )
+        decoded = _call("DOI__ASCII_DECODE", rest)
+        branches.append(_optional(ESCAPED_URLS, exp.If(this=condition, true=answer(decoded))))
+    return branches
+
+
+def _padded_branch(s: exp.Expression, answer: Answer) -> exp.If:
+    """A printable-ASCII bare DOI with ASCII whitespace around it. Optional (:data:`PADDED`):
+    worth it where the one regular expression for every padded or odd-case spelling costs
+    several plain tests."""
+    trimmed = _call("DOI__TRIM_ASCII_WHITESPACE", s.copy())
+    branch = exp.If(this=plain_doi(trimmed.copy(), PRINTABLE), true=answer(trimmed))
+    return _optional(PADDED, branch)
 
 
 def _fast_branches(
@@ -416,40 +499,36 @@ def _fast_branches(
     ``answer(doi)`` for a printable-ASCII DOI, ``answer_any(doi)`` for a DOI that may hold
     non-ASCII characters (default: ``answer``), ``from_dt(url_dt)`` for a URL with escapes
     (``url_dt`` is :func:`url_dt` of ``s`` as the binding strategy shares it).
-    Cheapest and commonest first: the bare DOI, then literal prefixes, then (after
+    Cheapest and commonest first: the bare DOI, then literal prefixes (and, where the dialect
+    has a cheap decoder, literal URL prefixes with printable escapes), then (after
     ``hopeless``, when given) one regular expression for padded and odd-case spellings, a
     ``urn:doi:`` without escapes, a bare DOI with non-ASCII characters, and a URL with escapes.
     """
-    branches = [exp.If(this=_starts_10(s, FAST_PATH), true=answer(s.copy()))]
-    for prefix, pattern in FAST_PREFIXES:
+    branches = [exp.If(this=_starts_10(s, PRINTABLE), true=answer(s.copy()))]
+    for prefix, suffix_class in FAST_PREFIXES:
         rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
-        head = exp.Substring(
-            this=s.copy(), start=exp.Literal.number(1), length=exp.Literal.number(len(prefix))
-        )
-        branches.append(
-            exp.If(
-                this=_and(
-                    exp.EQ(this=head, expression=lit(prefix)), re_match(rest.copy(), pattern)
-                ),
-                true=answer(rest),
-            )
-        )
+        condition = prefixed_doi(s.copy(), prefix, suffix_class)
+        branches.append(exp.If(this=condition, true=answer(rest)))
+    branches.extend(_escaped_url_branches(s, answer))
     if hopeless is not None:
         branches.append(exp.If(this=_hopeless(s), true=hopeless))
+    branches.append(_padded_branch(s, answer))
     branches.append(
         exp.If(
             this=re_match(s.copy(), SIMPLE_WRAPPED),
-            true=answer(re_extract(s.copy(), SIMPLE_WRAPPED)),
+            true=answer(_call("DOI__SIMPLE_DOI", s.copy())),
         )
     )
     urn_rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(URN_PREFIX) + 1))
     branches.append(
         exp.If(
             this=re_match(s.copy(), URN_SIMPLE),
-            true=answer(re_replace(urn_rest, "^([^:]*):", "\\1/")),
+            true=answer(_call("DOI__URN_SLASH", urn_rest)),
         )
     )
-    branches.append(exp.If(this=_starts_10(s, BARE_ANY), true=(answer_any or answer)(s.copy())))
+    branches.append(
+        exp.If(this=_starts_10(s, BARE_ANY_CLASS), true=(answer_any or answer)(s.copy()))
+    )
     branches.append(exp.If(this=re_match(s.copy(), URL_WITH_ESCAPES), true=from_dt(url_dt)))
     return branches
 

@@ -8,7 +8,7 @@
 -- doi__* functions are internal steps.
 --
 -- Install: run the file as one script (TEMP functions); for persistent functions replace 'CREATE TEMP FUNCTION name' by 'CREATE OR REPLACE FUNCTION dataset.name' (and the doi__ calls inside by dataset.doi__...).
--- Proof:   parsed with sqlglot (bigquery); no BigQuery engine runs in the test suite.
+-- Proof:   emulated: every body transpiled by sqlglot (bigquery -> duckdb) and run on DuckDB against every conformance case (airflow_doi/sqlgen/emulate.py); no BigQuery engine runs in the test suite.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.
 

@@ -5,194 +5,53 @@
 -- decode="auto": URL, URN and info forms are percent-decoded, bare and doi: forms
 -- are not. NULL: normalize/key/url give NULL, is_valid false, reason 'empty'.
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
--- doi__* functions are internal steps.
 --
 -- Install: run the file in a Databricks SQL warehouse with USE CATALOG/SCHEMA set first.
 -- Proof:   parsed with sqlglot (databricks); the same definition as sql/spark, which is run on Spark SQL in the test suite.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.
 
-CREATE OR REPLACE FUNCTION doi__unwrap(s STRING)
-RETURNS STRING
-DETERMINISTIC
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            CONCAT(
-              '0',
-              REGEXP_REPLACE(
-                s,
-                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                ''
-              )
-            ),
-            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-            '1$1'
-          ),
-          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-          '1$1/'
-        ),
-        '^.[uU][rR][nN]:[dD][oO][iI]:',
-        '1'
-      ),
-      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-      '2'
-    ),
-    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-    '1'
-  );
-
-CREATE OR REPLACE FUNCTION doi__decode(u STRING)
-RETURNS STRING
-DETERMINISTIC
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      COALESCE(
-        NULLIF(
-          REGEXP_EXTRACT(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
-          ''
-        ),
-        CASE
-          WHEN REGEXP_LIKE(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
-          AND LOCATE(
-            '%',
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
-              '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-              ''
-            )
-          ) = 0
-          THEN CONCAT(
-            'K',
-            URL_DECODE(
-              REPLACE(SUBSTRING(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
-            )
-          )
-          WHEN NOT REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
-          THEN 'E'
-        END
-      ),
-      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-      'K'
-    ),
-    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-    ''
-  );
-
-CREATE OR REPLACE FUNCTION doi__url_dt(s STRING)
-RETURNS STRING
-DETERMINISTIC
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      COALESCE(
-        CONCAT(
-          'K',
-          URL_DECODE(
-            REPLACE(
-              CASE
-                WHEN LOCATE(
-                  '%',
-                  REGEXP_REPLACE(
-                    s,
-                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                    ''
-                  )
-                ) = 0
-                THEN SUBSTRING(s, LOCATE('10.', s))
-              END,
-              '+',
-              '%2B'
-            )
-          )
-        ),
-        'E'
-      ),
-      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-      'K'
-    ),
-    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-    ''
-  );
-
-CREATE OR REPLACE FUNCTION doi__normalized(dt STRING)
-RETURNS STRING
-DETERMINISTIC
-RETURN
-  NULLIF(
-    REGEXP_EXTRACT(
-      dt,
-      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
-    ),
-    ''
-  );
-
-CREATE OR REPLACE FUNCTION doi__valid(dt STRING)
-RETURNS BOOLEAN
-DETERMINISTIC
-RETURN
-  COALESCE(
-    REGEXP_LIKE(
-      dt,
-      '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
-    ),
-    FALSE
-  );
-
-CREATE OR REPLACE FUNCTION doi__reason(dt STRING)
-RETURNS STRING
-DETERMINISTIC
-RETURN
-  CASE
-    WHEN dt IS NULL OR dt = 'K'
-    THEN 'empty'
-    WHEN dt = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_LIKE(
-      dt,
-      '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
-    )
-    THEN 'bad_character'
-    WHEN NOT REGEXP_LIKE(dt, '^K10[.]')
-    THEN 'bad_directory'
-    WHEN NOT REGEXP_LIKE(CONCAT(dt, '/'), '^K10[.][0-9]+(?:[.][0-9]+)*/')
-    THEN 'bad_registrant'
-    WHEN NOT REGEXP_LIKE(dt, '(?s)^K[^/]*/.')
-    THEN 'missing_suffix'
-    WHEN REGEXP_LIKE(dt, '(?s)^K[^/]*/./')
-    THEN 'reserved_suffix'
-  END;
-
 CREATE OR REPLACE FUNCTION doi_normalize(s STRING)
 RETURNS STRING
 DETERMINISTIC
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+    WHEN STARTSWITH(s, '10.') AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN s
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN SUBSTRING(s, 17)
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN SUBSTRING(s, 19)
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN SUBSTRING(s, 20)
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN SUBSTRING(s, 16)
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND REGEXP_LIKE(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN SUBSTRING(s, 5)
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND REGEXP_LIKE(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN SUBSTRING(s, 6)
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
     WHEN REGEXP_LIKE(
@@ -208,7 +67,7 @@ RETURN
     )
     WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND REGEXP_LIKE(
       s,
       '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -218,8 +77,124 @@ RETURN
       s,
       '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     )
-    THEN DOI__NORMALIZED(DOI__URL_DT(s))
-    ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> NULLIF(
+        REGEXP_EXTRACT(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+        ),
+        ''
+      )
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> NULLIF(
+          REGEXP_EXTRACT(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+          ),
+          ''
+        )
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE FUNCTION doi_key(s STRING)
@@ -227,51 +202,60 @@ RETURNS STRING
 DETERMINISTIC
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, '10.') AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+    THEN UPPER(s)
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 17), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    THEN UPPER(SUBSTRING(s, 17))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 19), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    THEN UPPER(SUBSTRING(s, 19))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 20), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    THEN UPPER(SUBSTRING(s, 20))
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 16), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    THEN UPPER(SUBSTRING(s, 16))
+    WHEN STARTSWITH(s, 'doi:')
     AND REGEXP_LIKE(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 5), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    THEN UPPER(SUBSTRING(s, 5))
+    WHEN STARTSWITH(s, 'doi: ')
     AND REGEXP_LIKE(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-    THEN TRANSLATE(SUBSTRING(s, 6), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    THEN UPPER(SUBSTRING(s, 6))
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')))
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
     WHEN REGEXP_LIKE(
       s,
       '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     )
-    THEN TRANSLATE(
+    THEN UPPER(
       NULLIF(
         REGEXP_EXTRACT(
           s,
           '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
         ),
         ''
-      ),
-      'abcdefghijklmnopqrstuvwxyz',
-      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+      )
     )
     WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
-    THEN TRANSLATE(
-      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'),
-      'abcdefghijklmnopqrstuvwxyz',
-      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-    )
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'))
+    WHEN STARTSWITH(s, '10.')
     AND REGEXP_LIKE(
       s,
       '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -282,12 +266,128 @@ RETURN
       '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     )
     THEN TRANSLATE(
-      DOI__NORMALIZED(DOI__URL_DT(s)),
+      TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                CONCAT(
+                  'K',
+                  URL_DECODE(
+                    REPLACE(
+                      CASE
+                        WHEN LOCATE(
+                          '%',
+                          REGEXP_REPLACE(
+                            s,
+                            '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                            ''
+                          )
+                        ) = 0
+                        THEN SUBSTRING(s, LOCATE('10.', s))
+                      END,
+                      '+',
+                      '%2B'
+                    )
+                  )
+                ),
+                'E'
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> NULLIF(
+          REGEXP_EXTRACT(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+          ),
+          ''
+        )
+      )[0],
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
     ELSE TRANSLATE(
-      DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s))),
+      TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    CONCAT(
+                      '0',
+                      REGEXP_REPLACE(
+                        s,
+                        '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                        ''
+                      )
+                    ),
+                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                    '1$1'
+                  ),
+                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                  '1$1/'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                '1'
+              ),
+              '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+              '2'
+            ),
+            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+            '1'
+          )
+        ),
+        doi__u -> TRANSFORM(
+          ARRAY(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                COALESCE(
+                  NULLIF(
+                    REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                    ''
+                  ),
+                  CASE
+                    WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                    AND LOCATE(
+                      '%',
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                        ''
+                      )
+                    ) = 0
+                    THEN CONCAT(
+                      'K',
+                      URL_DECODE(
+                        REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                      )
+                    )
+                    WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                    THEN 'E'
+                  END
+                ),
+                '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                'K'
+              ),
+              '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+              ''
+            )
+          ),
+          doi__dt -> NULLIF(
+            REGEXP_EXTRACT(
+              doi__dt,
+              '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+            ),
+            ''
+          )
+        )[0]
+      )[0],
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
@@ -298,27 +398,42 @@ RETURNS BOOLEAN
 DETERMINISTIC
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+    WHEN STARTSWITH(s, '10.') AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN NOT REGEXP_LIKE(s, '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 17), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 19), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 20), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 16), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND REGEXP_LIKE(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 5), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND REGEXP_LIKE(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN NOT REGEXP_LIKE(SUBSTRING(s, 6), '^[^/]*/./')
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')), '^[^/]*/./')
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')), '^[^/]*/./')
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')), '^[^/]*/./')
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')), '^[^/]*/./')
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN FALSE
     WHEN REGEXP_LIKE(
@@ -337,7 +452,7 @@ RETURN
     )
     WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
     THEN NOT REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND REGEXP_LIKE(
       s,
       '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -347,8 +462,124 @@ RETURN
       s,
       '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     )
-    THEN DOI__VALID(DOI__URL_DT(s))
-    ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> COALESCE(
+        REGEXP_LIKE(
+          doi__dt,
+          '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
+        ),
+        FALSE
+      )
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> COALESCE(
+          REGEXP_LIKE(
+            doi__dt,
+            '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
+          ),
+          FALSE
+        )
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE FUNCTION doi_reason(s STRING)
@@ -356,27 +587,54 @@ RETURNS STRING
 DETERMINISTIC
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+    WHEN STARTSWITH(s, '10.') AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(s, '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 17), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 19), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 20), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 16), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND REGEXP_LIKE(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 5), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND REGEXP_LIKE(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
     THEN CASE WHEN REGEXP_LIKE(SUBSTRING(s, 6), '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+    AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
     WHEN REGEXP_LIKE(
       s,
       '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -399,7 +657,7 @@ RETURN
       WHEN REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND REGEXP_LIKE(
       s,
       '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -409,8 +667,148 @@ RETURN
       s,
       '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     )
-    THEN DOI__REASON(DOI__URL_DT(s))
-    ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN REGEXP_LIKE(
+          doi__dt,
+          '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+        )
+        THEN 'bad_character'
+        WHEN NOT REGEXP_LIKE(doi__dt, '^K10[.]')
+        THEN 'bad_directory'
+        WHEN NOT REGEXP_LIKE(CONCAT(doi__dt, '/'), '^K10[.][0-9]+(?:[.][0-9]+)*/')
+        THEN 'bad_registrant'
+        WHEN NOT REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/.')
+        THEN 'missing_suffix'
+        WHEN REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/./')
+        THEN 'reserved_suffix'
+      END
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> CASE
+          WHEN doi__dt IS NULL OR doi__dt = 'K'
+          THEN 'empty'
+          WHEN doi__dt = 'E'
+          THEN 'bad_encoding'
+          WHEN REGEXP_LIKE(
+            doi__dt,
+            '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+          )
+          THEN 'bad_character'
+          WHEN NOT REGEXP_LIKE(doi__dt, '^K10[.]')
+          THEN 'bad_directory'
+          WHEN NOT REGEXP_LIKE(CONCAT(doi__dt, '/'), '^K10[.][0-9]+(?:[.][0-9]+)*/')
+          THEN 'bad_registrant'
+          WHEN NOT REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/.')
+          THEN 'missing_suffix'
+          WHEN REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/./')
+          THEN 'reserved_suffix'
+        END
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE FUNCTION doi_url(s STRING)
@@ -441,27 +839,42 @@ RETURN
                                           REPLACE(
                                             REPLACE(
                                               CASE
-                                                WHEN SUBSTRING(s, 1, 3) = '10.'
-                                                AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+                                                WHEN STARTSWITH(s, '10.') AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                                 THEN s
-                                                WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+                                                WHEN STARTSWITH(s, 'https://doi.org/')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                                 THEN SUBSTRING(s, 17)
-                                                WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                                 THEN SUBSTRING(s, 19)
-                                                WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                                 THEN SUBSTRING(s, 20)
-                                                WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+                                                WHEN STARTSWITH(s, 'http://doi.org/')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                                 THEN SUBSTRING(s, 16)
-                                                WHEN SUBSTRING(s, 1, 4) = 'doi:'
+                                                WHEN STARTSWITH(s, 'doi:')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                                 THEN SUBSTRING(s, 5)
-                                                WHEN SUBSTRING(s, 1, 5) = 'doi: '
+                                                WHEN STARTSWITH(s, 'doi: ')
                                                 AND REGEXP_LIKE(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                                 THEN SUBSTRING(s, 6)
+                                                WHEN STARTSWITH(s, 'https://doi.org/')
+                                                AND REGEXP_LIKE(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+                                                AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
+                                                AND REGEXP_LIKE(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+                                                AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
+                                                AND REGEXP_LIKE(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+                                                AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'http://doi.org/')
+                                                AND REGEXP_LIKE(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z')
+                                                AND NOT REGEXP_LIKE(s, '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
                                                 WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
                                                 THEN NULL
                                                 WHEN REGEXP_LIKE(
@@ -477,7 +890,7 @@ RETURN
                                                 )
                                                 WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
                                                 THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-                                                WHEN SUBSTRING(s, 1, 3) = '10.'
+                                                WHEN STARTSWITH(s, '10.')
                                                 AND REGEXP_LIKE(
                                                   s,
                                                   '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -487,8 +900,124 @@ RETURN
                                                   s,
                                                   '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
                                                 )
-                                                THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                                ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                                THEN TRANSFORM(
+                                                  ARRAY(
+                                                    REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        COALESCE(
+                                                          CONCAT(
+                                                            'K',
+                                                            URL_DECODE(
+                                                              REPLACE(
+                                                                CASE
+                                                                  WHEN LOCATE(
+                                                                    '%',
+                                                                    REGEXP_REPLACE(
+                                                                      s,
+                                                                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                      ''
+                                                                    )
+                                                                  ) = 0
+                                                                  THEN SUBSTRING(s, LOCATE('10.', s))
+                                                                END,
+                                                                '+',
+                                                                '%2B'
+                                                              )
+                                                            )
+                                                          ),
+                                                          'E'
+                                                        ),
+                                                        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                        'K'
+                                                      ),
+                                                      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                      ''
+                                                    )
+                                                  ),
+                                                  doi__dt -> NULLIF(
+                                                    REGEXP_EXTRACT(
+                                                      doi__dt,
+                                                      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                    ),
+                                                    ''
+                                                  )
+                                                )[0]
+                                                ELSE TRANSFORM(
+                                                  ARRAY(
+                                                    REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
+                                                              CONCAT(
+                                                                '0',
+                                                                REGEXP_REPLACE(
+                                                                  s,
+                                                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                                  ''
+                                                                )
+                                                              ),
+                                                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                                                              '1$1'
+                                                            ),
+                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                            '1$1/'
+                                                          ),
+                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                          '1'
+                                                        ),
+                                                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+                                                        '2'
+                                                      ),
+                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                      '1'
+                                                    )
+                                                  ),
+                                                  doi__u -> TRANSFORM(
+                                                    ARRAY(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          COALESCE(
+                                                            NULLIF(
+                                                              REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                                                              ''
+                                                            ),
+                                                            CASE
+                                                              WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                                                              AND LOCATE(
+                                                                '%',
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                                                                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                  ''
+                                                                )
+                                                              ) = 0
+                                                              THEN CONCAT(
+                                                                'K',
+                                                                URL_DECODE(
+                                                                  REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                                                                )
+                                                              )
+                                                              WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                                                              THEN 'E'
+                                                            END
+                                                          ),
+                                                          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                          'K'
+                                                        ),
+                                                        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                        ''
+                                                      )
+                                                    ),
+                                                    doi__dt -> NULLIF(
+                                                      REGEXP_EXTRACT(
+                                                        doi__dt,
+                                                        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                      ),
+                                                      ''
+                                                    )
+                                                  )[0]
+                                                )[0]
                                               END,
                                               '%',
                                               '%25'

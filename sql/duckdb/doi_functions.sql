@@ -55,7 +55,9 @@ CREATE OR REPLACE MACRO doi__decode(u) AS
             REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
             '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
           )
-          THEN 'K' || URL_DECODE(SUBSTRING(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+          THEN 'K' || TRY(
+            URL_DECODE(SUBSTRING(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+          )
           WHEN NOT REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
           THEN 'E'
         END
@@ -73,14 +75,16 @@ CREATE OR REPLACE MACRO doi__url_dt(s) AS
   REGEXP_REPLACE(
     REGEXP_REPLACE(
       COALESCE(
-        'K' || URL_DECODE(
-          CASE
-            WHEN REGEXP_FULL_MATCH(
-              s,
-              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-            )
-            THEN SUBSTRING(s, STRPOS(s, '10.'))
-          END
+        'K' || TRY(
+          URL_DECODE(
+            CASE
+              WHEN REGEXP_FULL_MATCH(
+                s,
+                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+              )
+              THEN SUBSTRING(s, STRPOS(s, '10.'))
+            END
+          )
         ),
         'E'
       ),
@@ -133,37 +137,147 @@ CREATE OR REPLACE MACRO doi__reason(dt) AS
 CREATE OR REPLACE MACRO doi_normalize(s) AS
   CASE
     WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN s
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 17)
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 19)
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 20)
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 16)
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    WHEN (
+      s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN SUBSTRING(s, 5)
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN SUBSTRING(s, 6)
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN NULL
     WHEN REGEXP_FULL_MATCH(
       s,
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
     )
-    THEN REGEXP_EXTRACT_ALL(
-      s,
-      '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-      1
-    )[1]
+    THEN RTRIM(
+      SUBSTRING(s, STRPOS(s, '10.')),
+      CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+    )
     WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
     WHEN SUBSTRING(s, 1, 3) = '10.'
@@ -183,26 +297,137 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
 CREATE OR REPLACE MACRO doi_key(s) AS
   CASE
     WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN UPPER(s)
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 17))
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 19))
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 20))
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 16))
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    WHEN (
+      s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN UPPER(SUBSTRING(s, 5))
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN UPPER(SUBSTRING(s, 6))
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 17))))
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 19))))
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 20))))
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 16))))
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN NULL
     WHEN REGEXP_FULL_MATCH(
@@ -210,11 +435,10 @@ CREATE OR REPLACE MACRO doi_key(s) AS
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
     )
     THEN UPPER(
-      REGEXP_EXTRACT_ALL(
-        s,
-        '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-        1
-      )[1]
+      RTRIM(
+        SUBSTRING(s, STRPOS(s, '10.')),
+        CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+      )
     )
     WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
     THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'))
@@ -256,26 +480,137 @@ CREATE OR REPLACE MACRO doi_key(s) AS
 CREATE OR REPLACE MACRO doi_is_valid(s) AS
   CASE
     WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN NOT REGEXP_MATCHES(s, '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 17), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 19), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 20), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 16), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    WHEN (
+      s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 5), '^[^/]*/./')
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./')
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 17))), '^[^/]*/./')
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 19))), '^[^/]*/./')
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 20))), '^[^/]*/./')
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 16))), '^[^/]*/./')
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN FALSE
     WHEN REGEXP_FULL_MATCH(
@@ -283,11 +618,10 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
     )
     THEN NOT REGEXP_MATCHES(
-      REGEXP_EXTRACT_ALL(
-        s,
-        '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-        1
-      )[1],
+      RTRIM(
+        SUBSTRING(s, STRPOS(s, '10.')),
+        CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+      ),
       '^[^/]*/./'
     )
     WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
@@ -309,37 +643,159 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
 CREATE OR REPLACE MACRO doi_reason(s) AS
   CASE
     WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN CASE WHEN REGEXP_MATCHES(s, '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 17), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 19), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 20), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '%')
+    AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 16), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    WHEN (
+      s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 5), '^[^/]*/./') THEN 'reserved_suffix' END
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
-    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN (
+      s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 17))), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN (
+      s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 19))), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN (
+      s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 20))), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN (
+      s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    AND NOT CONTAINS(s, '#')
+    AND NOT CONTAINS(s, '?')
+    AND NOT CONTAINS(s, '[')
+    AND NOT CONTAINS(s, ']')
+    AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+    THEN CASE
+      WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 16))), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
     WHEN REGEXP_FULL_MATCH(
       s,
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
     )
     THEN CASE
       WHEN REGEXP_MATCHES(
-        REGEXP_EXTRACT_ALL(
-          s,
-          '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-          1
-        )[1],
+        RTRIM(
+          SUBSTRING(s, STRPOS(s, '10.')),
+          CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+        ),
         '^[^/]*/./'
       )
       THEN 'reserved_suffix'
@@ -387,37 +843,147 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                           REPLACE(
                                             CASE
                                               WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                              AND (
+                                                s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
                                               THEN s
-                                              WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                              WHEN (
+                                                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '%')
+                                              AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 17)
-                                              WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                              WHEN (
+                                                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '%')
+                                              AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 19)
-                                              WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                              WHEN (
+                                                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '%')
+                                              AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 20)
-                                              WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                              WHEN (
+                                                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '%')
+                                              AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 16)
-                                              WHEN SUBSTRING(s, 1, 4) = 'doi:'
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                              WHEN (
+                                                s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
                                               THEN SUBSTRING(s, 5)
                                               WHEN SUBSTRING(s, 1, 5) = 'doi: '
-                                              AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                              AND (
+                                                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+                                              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+                                              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+                                              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
                                               THEN SUBSTRING(s, 6)
+                                              WHEN (
+                                                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '?')
+                                              AND NOT CONTAINS(s, '[')
+                                              AND NOT CONTAINS(s, ']')
+                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                              THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
+                                              WHEN (
+                                                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '?')
+                                              AND NOT CONTAINS(s, '[')
+                                              AND NOT CONTAINS(s, ']')
+                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                              THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
+                                              WHEN (
+                                                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '?')
+                                              AND NOT CONTAINS(s, '[')
+                                              AND NOT CONTAINS(s, ']')
+                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                              THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
+                                              WHEN (
+                                                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              AND NOT CONTAINS(s, '#')
+                                              AND NOT CONTAINS(s, '?')
+                                              AND NOT CONTAINS(s, '[')
+                                              AND NOT CONTAINS(s, ']')
+                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+                                              THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
                                               WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
                                               THEN NULL
                                               WHEN REGEXP_FULL_MATCH(
                                                 s,
                                                 '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
                                               )
-                                              THEN REGEXP_EXTRACT_ALL(
-                                                s,
-                                                '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-                                                1
-                                              )[1]
+                                              THEN RTRIM(
+                                                SUBSTRING(s, STRPOS(s, '10.')),
+                                                CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+                                              )
                                               WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
                                               THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
                                               WHEN SUBSTRING(s, 1, 3) = '10.'

@@ -7,7 +7,7 @@
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
 --
 -- Install: run the file in the target schema (psql or the query editor).
--- Proof:   parsed with sqlglot (redshift); no Redshift engine runs in the test suite.
+-- Proof:   emulated: every body transpiled by sqlglot (redshift -> duckdb) and run on DuckDB against every conformance case (airflow_doi/sqlgen/emulate.py); no Redshift engine runs in the test suite.
 -- Rules this dialect cannot honour:
 --   - percent-escapes of non-ASCII bytes (%80-%FF) in URL/URN/info forms give bad_encoding instead of being decoded (a SQL UDF cannot map over runs of escapes).
 --   - doi_url is NULL for a DOI with non-ASCII characters (same reason).

@@ -8,7 +8,7 @@
 -- doi__* functions are internal steps.
 --
 -- Install: run the file with USE SCHEMA set (SnowSQL: !source sql/snowflake/doi_functions.sql).
--- Proof:   parsed with sqlglot (snowflake); no Snowflake engine runs in the test suite.
+-- Proof:   emulated: every body transpiled by sqlglot (snowflake -> duckdb) and run on DuckDB against every conformance case (airflow_doi/sqlgen/emulate.py); no Snowflake engine runs in the test suite.
 -- Rules this dialect cannot honour:
 --   - U+0000 in an input is not tested for (Snowflake strings are C strings in several clients); the other controls are, and a decoded %00 is bad_character.
 

@@ -5,180 +5,52 @@
 -- decode="auto": URL, URN and info forms are percent-decoded, bare and doi: forms
 -- are not. NULL: normalize/key/url give NULL, is_valid false, reason 'empty'.
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
--- doi__* functions are internal steps.
 --
 -- Install: run each statement with spark.sql() in the session (TEMPORARY functions live as long as the session); see sql/databricks for persistent functions.
 -- Proof:   run on Spark SQL (pyspark, local mode) against every conformance vector.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.
 
-CREATE OR REPLACE TEMPORARY FUNCTION doi__unwrap(s STRING)
-RETURNS STRING
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          REGEXP_REPLACE(
-            CONCAT(
-              '0',
-              REGEXP_REPLACE(
-                s,
-                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                ''
-              )
-            ),
-            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-            '1$1'
-          ),
-          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-          '1$1/'
-        ),
-        '^.[uU][rR][nN]:[dD][oO][iI]:',
-        '1'
-      ),
-      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-      '2'
-    ),
-    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-    '1'
-  );
-
-CREATE OR REPLACE TEMPORARY FUNCTION doi__decode(u STRING)
-RETURNS STRING
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      COALESCE(
-        NULLIF(
-          REGEXP_EXTRACT(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
-          ''
-        ),
-        CASE
-          WHEN REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
-          AND LOCATE(
-            '%',
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
-              '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-              ''
-            )
-          ) = 0
-          THEN CONCAT(
-            'K',
-            URL_DECODE(
-              REPLACE(SUBSTRING(REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
-            )
-          )
-          WHEN NOT REGEXP_REPLACE(u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
-          THEN 'E'
-        END
-      ),
-      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-      'K'
-    ),
-    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-    ''
-  );
-
-CREATE OR REPLACE TEMPORARY FUNCTION doi__url_dt(s STRING)
-RETURNS STRING
-RETURN
-  REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      COALESCE(
-        CONCAT(
-          'K',
-          URL_DECODE(
-            REPLACE(
-              CASE
-                WHEN LOCATE(
-                  '%',
-                  REGEXP_REPLACE(
-                    s,
-                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                    ''
-                  )
-                ) = 0
-                THEN SUBSTRING(s, LOCATE('10.', s))
-              END,
-              '+',
-              '%2B'
-            )
-          )
-        ),
-        'E'
-      ),
-      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-      'K'
-    ),
-    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-    ''
-  );
-
-CREATE OR REPLACE TEMPORARY FUNCTION doi__normalized(dt STRING)
-RETURNS STRING
-RETURN
-  NULLIF(
-    REGEXP_EXTRACT(
-      dt,
-      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
-    ),
-    ''
-  );
-
-CREATE OR REPLACE TEMPORARY FUNCTION doi__valid(dt STRING)
-RETURNS BOOLEAN
-RETURN
-  COALESCE(
-    dt RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z',
-    FALSE
-  );
-
-CREATE OR REPLACE TEMPORARY FUNCTION doi__reason(dt STRING)
-RETURNS STRING
-RETURN
-  CASE
-    WHEN dt IS NULL OR dt = 'K'
-    THEN 'empty'
-    WHEN dt = 'E'
-    THEN 'bad_encoding'
-    WHEN dt RLIKE '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
-    THEN 'bad_character'
-    WHEN NOT dt RLIKE '^K10[.]'
-    THEN 'bad_directory'
-    WHEN NOT CONCAT(dt, '/') RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/'
-    THEN 'bad_registrant'
-    WHEN NOT dt RLIKE '(?s)^K[^/]*/.'
-    THEN 'missing_suffix'
-    WHEN dt RLIKE '(?s)^K[^/]*/./'
-    THEN 'reserved_suffix'
-  END;
-
 CREATE OR REPLACE TEMPORARY FUNCTION doi_normalize(s STRING)
 RETURNS STRING
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.' AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN s
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN SUBSTRING(s, 17)
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN SUBSTRING(s, 19)
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN SUBSTRING(s, 20)
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN SUBSTRING(s, 16)
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN SUBSTRING(s, 5)
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN SUBSTRING(s, 6)
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -191,69 +63,311 @@ RETURN
     )
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
     THEN s
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
-    THEN DOI__NORMALIZED(DOI__URL_DT(s))
-    ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> NULLIF(
+        REGEXP_EXTRACT(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+        ),
+        ''
+      )
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> NULLIF(
+          REGEXP_EXTRACT(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+          ),
+          ''
+        )
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE TEMPORARY FUNCTION doi_key(s STRING)
 RETURNS STRING
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.' AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN UPPER(s)
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 17), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    THEN UPPER(SUBSTRING(s, 17))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 19), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    THEN UPPER(SUBSTRING(s, 19))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 20), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    THEN UPPER(SUBSTRING(s, 20))
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 16), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    THEN UPPER(SUBSTRING(s, 16))
+    WHEN STARTSWITH(s, 'doi:')
     AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 5), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    THEN UPPER(SUBSTRING(s, 5))
+    WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-    THEN TRANSLATE(SUBSTRING(s, 6), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    THEN UPPER(SUBSTRING(s, 6))
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')))
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
-    THEN TRANSLATE(
+    THEN UPPER(
       NULLIF(
         REGEXP_EXTRACT(
           s,
           '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
         ),
         ''
-      ),
-      'abcdefghijklmnopqrstuvwxyz',
-      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+      )
     )
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
-    THEN TRANSLATE(
-      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'),
-      'abcdefghijklmnopqrstuvwxyz',
-      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-    )
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'))
+    WHEN STARTSWITH(s, '10.')
     AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
     THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     THEN TRANSLATE(
-      DOI__NORMALIZED(DOI__URL_DT(s)),
+      TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                CONCAT(
+                  'K',
+                  URL_DECODE(
+                    REPLACE(
+                      CASE
+                        WHEN LOCATE(
+                          '%',
+                          REGEXP_REPLACE(
+                            s,
+                            '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                            ''
+                          )
+                        ) = 0
+                        THEN SUBSTRING(s, LOCATE('10.', s))
+                      END,
+                      '+',
+                      '%2B'
+                    )
+                  )
+                ),
+                'E'
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> NULLIF(
+          REGEXP_EXTRACT(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+          ),
+          ''
+        )
+      )[0],
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
     ELSE TRANSLATE(
-      DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s))),
+      TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    CONCAT(
+                      '0',
+                      REGEXP_REPLACE(
+                        s,
+                        '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                        ''
+                      )
+                    ),
+                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                    '1$1'
+                  ),
+                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                  '1$1/'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                '1'
+              ),
+              '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+              '2'
+            ),
+            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+            '1'
+          )
+        ),
+        doi__u -> TRANSFORM(
+          ARRAY(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                COALESCE(
+                  NULLIF(
+                    REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                    ''
+                  ),
+                  CASE
+                    WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                    AND LOCATE(
+                      '%',
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                        ''
+                      )
+                    ) = 0
+                    THEN CONCAT(
+                      'K',
+                      URL_DECODE(
+                        REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                      )
+                    )
+                    WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                    THEN 'E'
+                  END
+                ),
+                '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                'K'
+              ),
+              '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+              ''
+            )
+          ),
+          doi__dt -> NULLIF(
+            REGEXP_EXTRACT(
+              doi__dt,
+              '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+            ),
+            ''
+          )
+        )[0]
+      )[0],
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
@@ -263,26 +377,42 @@ CREATE OR REPLACE TEMPORARY FUNCTION doi_is_valid(s STRING)
 RETURNS BOOLEAN
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.' AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN NOT s RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN NOT SUBSTRING(s, 17) RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN NOT SUBSTRING(s, 19) RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN NOT SUBSTRING(s, 20) RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN NOT SUBSTRING(s, 16) RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN NOT SUBSTRING(s, 5) RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN NOT SUBSTRING(s, 6) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN NOT URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN NOT URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN NOT URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN NOT URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')) RLIKE '^[^/]*/./'
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN FALSE
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -295,38 +425,176 @@ RETURN
     ) RLIKE '^[^/]*/./'
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
     THEN NOT REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
     THEN NOT s RLIKE '^[^/]*/./'
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
-    THEN DOI__VALID(DOI__URL_DT(s))
-    ELSE DOI__VALID(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> COALESCE(
+        doi__dt RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z',
+        FALSE
+      )
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> COALESCE(
+          doi__dt RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z',
+          FALSE
+        )
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE TEMPORARY FUNCTION doi_reason(s STRING)
 RETURNS STRING
 RETURN
   CASE
-    WHEN SUBSTRING(s, 1, 3) = '10.' AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN CASE WHEN s RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 17) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
     AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 19) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
     AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 20) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    WHEN STARTSWITH(s, 'http://doi.org/')
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 16) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    WHEN STARTSWITH(s, 'doi:')
     AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 5) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
-    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 6) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN CASE
+      WHEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B')) RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN CASE
+      WHEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B')) RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN CASE
+      WHEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B')) RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+    AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+    THEN CASE
+      WHEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')) RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     THEN CASE
       WHEN NULLIF(
@@ -343,12 +611,146 @@ RETURN
       WHEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
       THEN 'reserved_suffix'
     END
-    WHEN SUBSTRING(s, 1, 3) = '10.'
+    WHEN STARTSWITH(s, '10.')
     AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
     THEN CASE WHEN s RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
-    THEN DOI__REASON(DOI__URL_DT(s))
-    ELSE DOI__REASON(DOI__DECODE(DOI__UNWRAP(s)))
+    THEN TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              CONCAT(
+                'K',
+                URL_DECODE(
+                  REPLACE(
+                    CASE
+                      WHEN LOCATE(
+                        '%',
+                        REGEXP_REPLACE(
+                          s,
+                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                          ''
+                        )
+                      ) = 0
+                      THEN SUBSTRING(s, LOCATE('10.', s))
+                    END,
+                    '+',
+                    '%2B'
+                  )
+                )
+              ),
+              'E'
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
+          ),
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
+      ),
+      doi__dt -> CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN doi__dt RLIKE '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+        THEN 'bad_character'
+        WHEN NOT doi__dt RLIKE '^K10[.]'
+        THEN 'bad_directory'
+        WHEN NOT CONCAT(doi__dt, '/') RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/'
+        THEN 'bad_registrant'
+        WHEN NOT doi__dt RLIKE '(?s)^K[^/]*/.'
+        THEN 'missing_suffix'
+        WHEN doi__dt RLIKE '(?s)^K[^/]*/./'
+        THEN 'reserved_suffix'
+      END
+    )[0]
+    ELSE TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
+                    REGEXP_REPLACE(
+                      s,
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
+                  ),
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
+                ),
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
+              ),
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                  AND LOCATE(
+                    '%',
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                    )
+                  )
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
+            ),
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
+        ),
+        doi__dt -> CASE
+          WHEN doi__dt IS NULL OR doi__dt = 'K'
+          THEN 'empty'
+          WHEN doi__dt = 'E'
+          THEN 'bad_encoding'
+          WHEN doi__dt RLIKE '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+          THEN 'bad_character'
+          WHEN NOT doi__dt RLIKE '^K10[.]'
+          THEN 'bad_directory'
+          WHEN NOT CONCAT(doi__dt, '/') RLIKE '^K10[.][0-9]+(?:[.][0-9]+)*/'
+          THEN 'bad_registrant'
+          WHEN NOT doi__dt RLIKE '(?s)^K[^/]*/.'
+          THEN 'missing_suffix'
+          WHEN doi__dt RLIKE '(?s)^K[^/]*/./'
+          THEN 'reserved_suffix'
+        END
+      )[0]
+    )[0]
   END;
 
 CREATE OR REPLACE TEMPORARY FUNCTION doi_url(s STRING)
@@ -378,26 +780,42 @@ RETURN
                                           REPLACE(
                                             REPLACE(
                                               CASE
-                                                WHEN SUBSTRING(s, 1, 3) = '10.' AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
                                                 THEN s
-                                                WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+                                                WHEN STARTSWITH(s, 'https://doi.org/')
                                                 AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
                                                 THEN SUBSTRING(s, 17)
-                                                WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
                                                 AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
                                                 THEN SUBSTRING(s, 19)
-                                                WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
                                                 AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
                                                 THEN SUBSTRING(s, 20)
-                                                WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+                                                WHEN STARTSWITH(s, 'http://doi.org/')
                                                 AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
                                                 THEN SUBSTRING(s, 16)
-                                                WHEN SUBSTRING(s, 1, 4) = 'doi:'
+                                                WHEN STARTSWITH(s, 'doi:')
                                                 AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
                                                 THEN SUBSTRING(s, 5)
-                                                WHEN SUBSTRING(s, 1, 5) = 'doi: '
+                                                WHEN STARTSWITH(s, 'doi: ')
                                                 AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
                                                 THEN SUBSTRING(s, 6)
+                                                WHEN STARTSWITH(s, 'https://doi.org/')
+                                                AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
+                                                AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
+                                                AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'http://doi.org/')
+                                                AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
                                                 WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
                                                 THEN NULL
                                                 WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -410,12 +828,128 @@ RETURN
                                                 )
                                                 WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
                                                 THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-                                                WHEN SUBSTRING(s, 1, 3) = '10.'
+                                                WHEN STARTSWITH(s, '10.')
                                                 AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
                                                 THEN s
                                                 WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
-                                                THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                                ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                                THEN TRANSFORM(
+                                                  ARRAY(
+                                                    REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        COALESCE(
+                                                          CONCAT(
+                                                            'K',
+                                                            URL_DECODE(
+                                                              REPLACE(
+                                                                CASE
+                                                                  WHEN LOCATE(
+                                                                    '%',
+                                                                    REGEXP_REPLACE(
+                                                                      s,
+                                                                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                      ''
+                                                                    )
+                                                                  ) = 0
+                                                                  THEN SUBSTRING(s, LOCATE('10.', s))
+                                                                END,
+                                                                '+',
+                                                                '%2B'
+                                                              )
+                                                            )
+                                                          ),
+                                                          'E'
+                                                        ),
+                                                        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                        'K'
+                                                      ),
+                                                      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                      ''
+                                                    )
+                                                  ),
+                                                  doi__dt -> NULLIF(
+                                                    REGEXP_EXTRACT(
+                                                      doi__dt,
+                                                      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                    ),
+                                                    ''
+                                                  )
+                                                )[0]
+                                                ELSE TRANSFORM(
+                                                  ARRAY(
+                                                    REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
+                                                              CONCAT(
+                                                                '0',
+                                                                REGEXP_REPLACE(
+                                                                  s,
+                                                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                                  ''
+                                                                )
+                                                              ),
+                                                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                                                              '1$1'
+                                                            ),
+                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                            '1$1/'
+                                                          ),
+                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                          '1'
+                                                        ),
+                                                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+                                                        '2'
+                                                      ),
+                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                      '1'
+                                                    )
+                                                  ),
+                                                  doi__u -> TRANSFORM(
+                                                    ARRAY(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          COALESCE(
+                                                            NULLIF(
+                                                              REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                                                              ''
+                                                            ),
+                                                            CASE
+                                                              WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                                                              AND LOCATE(
+                                                                '%',
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                                                                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                  ''
+                                                                )
+                                                              ) = 0
+                                                              THEN CONCAT(
+                                                                'K',
+                                                                URL_DECODE(
+                                                                  REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                                                                )
+                                                              )
+                                                              WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                                                              THEN 'E'
+                                                            END
+                                                          ),
+                                                          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                          'K'
+                                                        ),
+                                                        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                        ''
+                                                      )
+                                                    ),
+                                                    doi__dt -> NULLIF(
+                                                      REGEXP_EXTRACT(
+                                                        doi__dt,
+                                                        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                      ),
+                                                      ''
+                                                    )
+                                                  )[0]
+                                                )[0]
                                               END,
                                               '%',
                                               '%25'

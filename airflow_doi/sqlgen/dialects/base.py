@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from airflow_doi.sqlgen import definition
 
-Binding = Literal["functions", "inline", "subquery"]
+Binding = Literal["functions", "inline", "subquery", "lambda"]
 
 PLACEHOLDERS = frozenset(
     {
@@ -26,6 +26,16 @@ PLACEHOLDERS = frozenset(
         "DOI__ESCAPE_NON_ASCII",
         "DOI__ASCII_UPPER",
         "DOI__KEY",
+        "DOI__STARTS",
+        "DOI__PLAIN_DOI",
+        "DOI__PREFIXED_DOI",
+        "DOI__SIMPLE_DOI",
+        "DOI__URN_SLASH",
+        "DOI__IF_SHORTCUT",
+        "DOI__TRIM_ASCII_WHITESPACE",
+        "DOI__ESCAPES_PRINTABLE",
+        "DOI__ASCII_DECODE",
+        "DOI__LET",
     }
 )
 
@@ -55,6 +65,11 @@ class Dialect:
     dbt_native_schema: ClassVar[str] = ""
     #: Flag that makes REGEXP_REPLACE replace every match ("g"), when it is not the default.
     global_flag: ClassVar[str | None] = None
+    #: Optional shortcuts this dialect's bodies take (``definition.ESCAPED_URLS``: literal URL
+    #: prefixes with escapes of printable ASCII, where :meth:`ascii_decode` is cheap;
+    #: ``definition.PADDED``: a bare DOI with ASCII padding, where one complex regular
+    #: expression costs more than a few simple tests).
+    shortcuts: ClassVar[frozenset[str]] = frozenset()
     #: Name of the public functions' argument.
     argument: ClassVar[str] = "s"
     text_type: ClassVar[str] = "VARCHAR"
@@ -102,6 +117,71 @@ class Dialect:
         """The key of a normalized DOI that may be non-ASCII (default: the exact TRANSLATE)."""
         return definition.ascii_upper(value)
 
+    # --- shortcut tests (defaults: the regular expressions of the definition) -------------
+
+    def starts(self, value: exp.Expression, prefix: str) -> exp.Expression:
+        """``value`` begins with the literal ``prefix``."""
+        head = exp.Substring(
+            this=value, start=exp.Literal.number(1), length=exp.Literal.number(len(prefix))
+        )
+        return exp.EQ(this=head, expression=definition.lit(prefix))
+
+    def plain_doi(self, value: exp.Expression, suffix_class: str) -> exp.Expression:
+        """All of ``value`` is ``10.<registrant>/`` then characters of ``suffix_class``."""
+        return self.re_match(value, definition.plain_doi_pattern(suffix_class))
+
+    def prefixed_doi(self, value: exp.Expression, prefix: str, suffix_class: str) -> exp.Expression:
+        """``value`` is the literal ``prefix`` then a :meth:`plain_doi`."""
+        rest = exp.Substring(this=value.copy(), start=exp.Literal.number(len(prefix) + 1))
+        return exp.And(
+            this=self.starts(value, prefix), expression=self.plain_doi(rest, suffix_class)
+        )
+
+    def simple_doi(self, value: exp.Expression) -> exp.Expression:
+        """The DOI of a value matching :data:`definition.SIMPLE_WRAPPED`."""
+        return self.re_extract(value, definition.SIMPLE_WRAPPED)
+
+    def urn_slash(self, rest: exp.Expression) -> exp.Expression:
+        """``rest`` with its first colon turned into a slash."""
+        return self.re_replace(rest, "^([^:]*):", "\\1/")
+
+    def escapes_printable(self, value: exp.Expression) -> exp.Expression:
+        """Every ``%`` of ``value`` starts an escape of printable ASCII (``%21``-``%7E``)."""
+        return exp.Not(this=self.re_match(value, definition.BAD_PRINTABLE_ESCAPE))
+
+    def let(self, value: exp.Expression, name: str, body: exp.Expression) -> exp.Expression:
+        """``body`` with the column ``name`` bound to ``value``: a lambda over a one-element
+        list, in the engines that have both (the ``lambda`` binding)."""
+        function = exp.Lambda(this=body, expressions=[exp.to_identifier(name)])
+        transform = exp.Transform(this=exp.Array(expressions=[value]), expression=function)
+        return exp.Bracket(this=transform, expressions=[exp.Literal.number(0)])
+
+    def _ascii_whitespace(self) -> exp.Expression:
+        """The ASCII whitespace characters as one string, spelled with CHR() so that no raw
+        line break sits inside a literal (see :meth:`indent`)."""
+        parts: list[exp.Expression] = [
+            definition.lit(c)
+            if c.isprintable()
+            else exp.Anonymous(this="CHR", expressions=[exp.Literal.number(ord(c))])
+            for c in definition.ASCII_WHITESPACE
+        ]
+        chars = parts[0]
+        for part in parts[1:]:
+            chars = exp.DPipe(this=chars, expression=part)
+        return self.lower(chars)  # a dialect may spell || otherwise (see JavaRegexDialect)
+
+    def rtrim_ascii_whitespace(self, value: exp.Expression) -> exp.Expression:
+        """``value`` without ASCII whitespace at its end."""
+        return exp.Trim(this=value, expression=self._ascii_whitespace(), position="TRAILING")
+
+    def trim_ascii_whitespace(self, value: exp.Expression) -> exp.Expression:
+        """``value`` without ASCII whitespace at either end."""
+        return exp.Trim(this=value, expression=self._ascii_whitespace())
+
+    def ascii_decode(self, value: exp.Expression) -> exp.Expression:
+        """Percent-decode a value whose escapes are all printable ASCII."""
+        return self.pct_decode(value)
+
     # --- the two engine-specific string primitives ---------------------------------------
 
     def pct_decode(self, value: exp.Expression) -> exp.Expression:
@@ -129,22 +209,42 @@ class Dialect:
                 node.set(
                     key, [self.lower(v) if isinstance(v, exp.Expression) else v for v in value]
                 )
+        if isinstance(node, exp.Case):
+            # A branch a dialect turned off (DOI__IF_ESCAPED_URLS) is dropped, not written.
+            node.set("ifs", [i for i in node.args["ifs"] if i.this != exp.false()])
         if isinstance(node, exp.Anonymous) and node.name in PLACEHOLDERS:
-            args = node.expressions
-            if node.name == "DOI__RE_MATCH":
-                return self.re_match(args[0], args[1].name)
-            if node.name == "DOI__RE_EXTRACT":
-                return self.re_extract(args[0], args[1].name)
-            if node.name == "DOI__ASCII_UPPER":
-                return self.ascii_upper_of_ascii(args[0])
-            if node.name == "DOI__KEY":
-                return self.key(args[0])
-            if node.name == "DOI__RE_REPLACE":
-                return self.re_replace(args[0], args[1].name, args[2].name)
-            if node.name == "DOI__PCT_DECODE":
-                return self.pct_decode(args[0])
-            return self.escape_non_ascii(args[0])
+            return self._lower_placeholder(node.name, node.expressions)
         return node
+
+    def _lower_placeholder(self, name: str, args: list[exp.Expression]) -> exp.Expression:
+        if name == "DOI__RE_MATCH":
+            return self.re_match(args[0], args[1].name)
+        if name == "DOI__RE_EXTRACT":
+            return self.re_extract(args[0], args[1].name)
+        if name == "DOI__RE_REPLACE":
+            return self.re_replace(args[0], args[1].name, args[2].name)
+        if name == "DOI__STARTS":
+            return self.starts(args[0], args[1].name)
+        if name == "DOI__PLAIN_DOI":
+            return self.plain_doi(args[0], args[1].name)
+        if name == "DOI__PREFIXED_DOI":
+            return self.prefixed_doi(args[0], args[1].name, args[2].name)
+        if name == "DOI__LET":
+            return self.let(args[0], args[2].name, args[1])
+        if name == "DOI__IF_SHORTCUT":
+            return args[1] if args[0].name in self.shortcuts else exp.false()
+        one_argument = {
+            "DOI__ASCII_UPPER": self.ascii_upper_of_ascii,
+            "DOI__KEY": self.key,
+            "DOI__PCT_DECODE": self.pct_decode,
+            "DOI__ESCAPE_NON_ASCII": self.escape_non_ascii,
+            "DOI__SIMPLE_DOI": self.simple_doi,
+            "DOI__URN_SLASH": self.urn_slash,
+            "DOI__ESCAPES_PRINTABLE": self.escapes_printable,
+            "DOI__ASCII_DECODE": self.ascii_decode,
+            "DOI__TRIM_ASCII_WHITESPACE": self.trim_ascii_whitespace,
+        }
+        return one_argument[name](args[0])
 
     #: Pretty-print bodies (off where they nest too deep for indentation to help).
     pretty: ClassVar[bool] = True

@@ -2,27 +2,67 @@
 
 {% macro databricks__doi_normalize(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN ({{ value }})
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN SUBSTRING(({{ value }}), 17)
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN SUBSTRING(({{ value }}), 19)
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN SUBSTRING(({{ value }}), 20)
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN SUBSTRING(({{ value }}), 16)
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  WHEN STARTSWITH(({{ value }}), 'doi:')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN SUBSTRING(({{ value }}), 5)
-  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 17), '+', '%2B'))
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 19), '+', '%2B'))
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 20), '+', '%2B'))
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B'))
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN NULL
   WHEN REGEXP_LIKE(
@@ -41,7 +81,7 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
   THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(
     ({{ value }}),
     '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -51,8 +91,8 @@ CASE
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
   )
-  THEN NULLIF(
-    REGEXP_EXTRACT(
+  THEN TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
           COALESCE(
@@ -83,295 +123,179 @@ CASE
         ),
         '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
         ''
-      ),
-      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+      )
     ),
-    ''
-  )
-  ELSE NULLIF(
-    REGEXP_EXTRACT(
+    doi__dt -> NULLIF(
+      REGEXP_EXTRACT(
+        doi__dt,
+        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+      ),
+      ''
+    )
+  )[0]
+  ELSE TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                CONCAT(
+                  '0',
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
+                    ({{ value }}),
+                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                    ''
+                  )
                 ),
-                '(?s)^(K.*)\\z'
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                '1$1'
               ),
-              ''
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1$1/'
             ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1'
+          ),
+          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+          '2'
+        ),
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1'
+      )
+    ),
+    doi__u -> TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              NULLIF(
+                REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                ''
+              ),
+              CASE
+                WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                AND LOCATE(
+                  '%',
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
+                    REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                    ''
+                  )
+                ) = 0
+                THEN CONCAT(
+                  'K',
+                  URL_DECODE(
+                    REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
                   )
                 )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                THEN 'E'
+              END
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
           ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
       ),
-      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
-    ),
-    ''
-  )
+      doi__dt -> NULLIF(
+        REGEXP_EXTRACT(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+        ),
+        ''
+      )
+    )[0]
+  )[0]
 END
 {%- endmacro %}
 
 {% macro databricks__doi_key(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  THEN UPPER(({{ value }}))
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 17),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  THEN UPPER(SUBSTRING(({{ value }}), 17))
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 19),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  THEN UPPER(SUBSTRING(({{ value }}), 19))
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 20),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  THEN UPPER(SUBSTRING(({{ value }}), 20))
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 16),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  THEN UPPER(SUBSTRING(({{ value }}), 16))
+  WHEN STARTSWITH(({{ value }}), 'doi:')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 5),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  THEN UPPER(SUBSTRING(({{ value }}), 5))
+  WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
-  THEN TRANSLATE(
-    SUBSTRING(({{ value }}), 6),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  THEN UPPER(SUBSTRING(({{ value }}), 6))
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
   )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 17), '+', '%2B')))
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 19), '+', '%2B')))
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 20), '+', '%2B')))
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')))
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN NULL
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
   )
-  THEN TRANSLATE(
+  THEN UPPER(
     NULLIF(
       REGEXP_EXTRACT(
         ({{ value }}),
         '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
       ),
       ''
-    ),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
   )
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
-  THEN TRANSLATE(
-    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'),
-    'abcdefghijklmnopqrstuvwxyz',
-    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  )
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'))
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(
     ({{ value }}),
     '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -382,8 +306,8 @@ CASE
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
   )
   THEN TRANSLATE(
-    NULLIF(
-      REGEXP_EXTRACT(
+    TRANSFORM(
+      ARRAY(
         REGEXP_REPLACE(
           REGEXP_REPLACE(
             COALESCE(
@@ -414,222 +338,96 @@ CASE
           ),
           '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
           ''
-        ),
-        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+        )
       ),
-      ''
-    ),
+      doi__dt -> NULLIF(
+        REGEXP_EXTRACT(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+        ),
+        ''
+      )
+    )[0],
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
   ELSE TRANSLATE(
-    NULLIF(
-      REGEXP_EXTRACT(
+    TRANSFORM(
+      ARRAY(
         REGEXP_REPLACE(
           REGEXP_REPLACE(
-            COALESCE(
-              NULLIF(
-                REGEXP_EXTRACT(
-                  REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  CONCAT(
+                    '0',
                     REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
+                      ({{ value }}),
+                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                      ''
+                    )
                   ),
-                  '(?s)^(K.*)\\z'
+                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                  '1$1'
                 ),
-                ''
+                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                '1$1/'
               ),
-              CASE
-                WHEN REGEXP_LIKE(
-                  REGEXP_REPLACE(
+              '^.[uU][rR][nN]:[dD][oO][iI]:',
+              '1'
+            ),
+            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+            '2'
+          ),
+          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+          '1'
+        )
+      ),
+      doi__u -> TRANSFORM(
+        ARRAY(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              COALESCE(
+                NULLIF(
+                  REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                  ''
+                ),
+                CASE
+                  WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                  AND LOCATE(
+                    '%',
                     REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '^1'
-                )
-                AND LOCATE(
-                  '%',
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                CONCAT(
-                                  '0',
-                                  REGEXP_REPLACE(
-                                    ({{ value }}),
-                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                    ''
-                                  )
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                '1$1'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1$1/'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1'
-                          ),
-                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                          '2'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)\\z)',
-                      'K$1'
-                    ),
-                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                    ''
-                  )
-                ) = 0
-                THEN CONCAT(
-                  'K',
-                  URL_DECODE(
-                    REPLACE(
-                      SUBSTRING(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  REGEXP_REPLACE(
-                                    CONCAT(
-                                      '0',
-                                      REGEXP_REPLACE(
-                                        ({{ value }}),
-                                        '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                        ''
-                                      )
-                                    ),
-                                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                    '1$1'
-                                  ),
-                                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                  '1$1/'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                '1'
-                              ),
-                              '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                              '2'
-                            ),
-                            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                            '1'
-                          ),
-                          '(?s)^(?:[02]|1([^%]*)\\z)',
-                          'K$1'
-                        ),
-                        2
-                      ),
-                      '+',
-                      '%2B'
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                      ''
+                    )
+                  ) = 0
+                  THEN CONCAT(
+                    'K',
+                    URL_DECODE(
+                      REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
                     )
                   )
-                )
-                WHEN NOT REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ) IS NULL
-                THEN 'E'
-              END
+                  WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                  THEN 'E'
+                END
+              ),
+              '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+              'K'
             ),
-            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-            'K'
-          ),
-          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-          ''
+            '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+            ''
+          )
         ),
-        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
-      ),
-      ''
-    ),
+        doi__dt -> NULLIF(
+          REGEXP_EXTRACT(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+          ),
+          ''
+        )
+      )[0]
+    )[0],
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
@@ -638,27 +436,67 @@ END
 
 {% macro databricks__doi_is_valid(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN NOT REGEXP_LIKE(({{ value }}), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  WHEN STARTSWITH(({{ value }}), 'doi:')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 17), '+', '%2B')), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 19), '+', '%2B')), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 20), '+', '%2B')), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')), '^[^/]*/./')
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN FALSE
   WHEN REGEXP_LIKE(
@@ -680,7 +518,7 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
   THEN NOT REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(
     ({{ value }}),
     '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -690,8 +528,8 @@ CASE
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
   )
-  THEN COALESCE(
-    REGEXP_LIKE(
+  THEN TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
           COALESCE(
@@ -722,260 +560,186 @@ CASE
         ),
         '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
         ''
-      ),
-      '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
+      )
     ),
-    FALSE
-  )
-  ELSE COALESCE(
-    REGEXP_LIKE(
+    doi__dt -> COALESCE(
+      REGEXP_LIKE(
+        doi__dt,
+        '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
+      ),
+      FALSE
+    )
+  )[0]
+  ELSE TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                CONCAT(
+                  '0',
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
+                    ({{ value }}),
+                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                    ''
+                  )
                 ),
-                '(?s)^(K.*)\\z'
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                '1$1'
               ),
-              ''
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1$1/'
             ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1'
+          ),
+          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+          '2'
+        ),
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1'
+      )
+    ),
+    doi__u -> TRANSFORM(
+      ARRAY(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              NULLIF(
+                REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                ''
+              ),
+              CASE
+                WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                AND LOCATE(
+                  '%',
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
+                    REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                    ''
+                  )
+                ) = 0
+                THEN CONCAT(
+                  'K',
+                  URL_DECODE(
+                    REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
                   )
                 )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                THEN 'E'
+              END
+            ),
+            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+            'K'
           ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
+          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+          ''
+        )
       ),
-      '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
-    ),
-    FALSE
-  )
+      doi__dt -> COALESCE(
+        REGEXP_LIKE(
+          doi__dt,
+          '^K10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}](?:[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}/][^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]*)?\\z'
+        ),
+        FALSE
+      )
+    )[0]
+  )[0]
 END
 {%- endmacro %}
 
 {% macro databricks__doi_reason(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN CASE WHEN REGEXP_LIKE(({{ value }}), '^[^/]*/./') THEN 'reserved_suffix' END
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  WHEN STARTSWITH(({{ value }}), 'doi:')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 17), '+', '%2B')), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 19), '+', '%2B')), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 20), '+', '%2B')), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
+  AND REGEXP_LIKE(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+  )
+  AND NOT REGEXP_LIKE(
+    ({{ value }}),
+    '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
   WHEN REGEXP_LIKE(
@@ -1003,7 +767,7 @@ CASE
     WHEN REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  WHEN STARTSWITH(({{ value }}), '10.')
   AND REGEXP_LIKE(
     ({{ value }}),
     '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -1013,103 +777,8 @@ CASE
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
   )
-  THEN CASE
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          CONCAT(
-            'K',
-            URL_DECODE(
-              REPLACE(
-                CASE
-                  WHEN LOCATE(
-                    '%',
-                    REGEXP_REPLACE(
-                      ({{ value }}),
-                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                      ''
-                    )
-                  ) = 0
-                  THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                END,
-                '+',
-                '%2B'
-              )
-            )
-          ),
-          'E'
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) IS NULL
-    OR REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          CONCAT(
-            'K',
-            URL_DECODE(
-              REPLACE(
-                CASE
-                  WHEN LOCATE(
-                    '%',
-                    REGEXP_REPLACE(
-                      ({{ value }}),
-                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                      ''
-                    )
-                  ) = 0
-                  THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                END,
-                '+',
-                '%2B'
-              )
-            )
-          ),
-          'E'
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) = 'K'
-    THEN 'empty'
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          CONCAT(
-            'K',
-            URL_DECODE(
-              REPLACE(
-                CASE
-                  WHEN LOCATE(
-                    '%',
-                    REGEXP_REPLACE(
-                      ({{ value }}),
-                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                      ''
-                    )
-                  ) = 0
-                  THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                END,
-                '+',
-                '%2B'
-              )
-            )
-          ),
-          'E'
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_LIKE(
+  THEN TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
           COALESCE(
@@ -1140,1284 +809,74 @@ CASE
         ),
         '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
         ''
-      ),
-      '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
-    )
-    THEN 'bad_character'
-    WHEN NOT REGEXP_LIKE(
+      )
+    ),
+    doi__dt -> CASE
+      WHEN doi__dt IS NULL OR doi__dt = 'K'
+      THEN 'empty'
+      WHEN doi__dt = 'E'
+      THEN 'bad_encoding'
+      WHEN REGEXP_LIKE(
+        doi__dt,
+        '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+      )
+      THEN 'bad_character'
+      WHEN NOT REGEXP_LIKE(doi__dt, '^K10[.]')
+      THEN 'bad_directory'
+      WHEN NOT REGEXP_LIKE(CONCAT(doi__dt, '/'), '^K10[.][0-9]+(?:[.][0-9]+)*/')
+      THEN 'bad_registrant'
+      WHEN NOT REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/.')
+      THEN 'missing_suffix'
+      WHEN REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+  )[0]
+  ELSE TRANSFORM(
+    ARRAY(
       REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  CASE
-                    WHEN LOCATE(
-                      '%',
-                      REGEXP_REPLACE(
-                        ({{ value }}),
-                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                        ''
-                      )
-                    ) = 0
-                    THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                  END,
-                  '+',
-                  '%2B'
-                )
-              )
-            ),
-            'E'
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '^K10[.]'
-    )
-    THEN 'bad_directory'
-    WHEN NOT REGEXP_LIKE(
-      CONCAT(
         REGEXP_REPLACE(
           REGEXP_REPLACE(
-            COALESCE(
-              CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    CASE
-                      WHEN LOCATE(
-                        '%',
-                        REGEXP_REPLACE(
-                          ({{ value }}),
-                          '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                          ''
-                        )
-                      ) = 0
-                      THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                    END,
-                    '+',
-                    '%2B'
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                CONCAT(
+                  '0',
+                  REGEXP_REPLACE(
+                    ({{ value }}),
+                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                    ''
                   )
-                )
+                ),
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                '1$1'
               ),
-              'E'
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1$1/'
             ),
-            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-            'K'
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1'
           ),
-          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-          ''
+          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+          '2'
         ),
-        '/'
-      ),
-      '^K10[.][0-9]+(?:[.][0-9]+)*/'
-    )
-    THEN 'bad_registrant'
-    WHEN NOT REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  CASE
-                    WHEN LOCATE(
-                      '%',
-                      REGEXP_REPLACE(
-                        ({{ value }}),
-                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                        ''
-                      )
-                    ) = 0
-                    THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                  END,
-                  '+',
-                  '%2B'
-                )
-              )
-            ),
-            'E'
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '(?s)^K[^/]*/.'
-    )
-    THEN 'missing_suffix'
-    WHEN REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  CASE
-                    WHEN LOCATE(
-                      '%',
-                      REGEXP_REPLACE(
-                        ({{ value }}),
-                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                        ''
-                      )
-                    ) = 0
-                    THEN SUBSTRING(({{ value }}), LOCATE('10.', ({{ value }})))
-                  END,
-                  '+',
-                  '%2B'
-                )
-              )
-            ),
-            'E'
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '(?s)^K[^/]*/./'
-    )
-    THEN 'reserved_suffix'
-  END
-  ELSE CASE
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          NULLIF(
-            REGEXP_EXTRACT(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '(?s)^(K.*)\\z'
-            ),
-            ''
-          ),
-          CASE
-            WHEN REGEXP_LIKE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '^1'
-            )
-            AND LOCATE(
-              '%',
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                ''
-              )
-            ) = 0
-            THEN CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  SUBSTRING(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                CONCAT(
-                                  '0',
-                                  REGEXP_REPLACE(
-                                    ({{ value }}),
-                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                    ''
-                                  )
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                '1$1'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1$1/'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1'
-                          ),
-                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                          '2'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)\\z)',
-                      'K$1'
-                    ),
-                    2
-                  ),
-                  '+',
-                  '%2B'
-                )
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        CONCAT(
-                          '0',
-                          REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                            ''
-                          )
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                        '1$1'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1$1/'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1'
-                  ),
-                  '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                  '2'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1'
-              ),
-              '(?s)^(?:[02]|1([^%]*)\\z)',
-              'K$1'
-            ) IS NULL
-            THEN 'E'
-          END
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) IS NULL
-    OR REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          NULLIF(
-            REGEXP_EXTRACT(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '(?s)^(K.*)\\z'
-            ),
-            ''
-          ),
-          CASE
-            WHEN REGEXP_LIKE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '^1'
-            )
-            AND LOCATE(
-              '%',
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                ''
-              )
-            ) = 0
-            THEN CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  SUBSTRING(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                CONCAT(
-                                  '0',
-                                  REGEXP_REPLACE(
-                                    ({{ value }}),
-                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                    ''
-                                  )
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                '1$1'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1$1/'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1'
-                          ),
-                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                          '2'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)\\z)',
-                      'K$1'
-                    ),
-                    2
-                  ),
-                  '+',
-                  '%2B'
-                )
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        CONCAT(
-                          '0',
-                          REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                            ''
-                          )
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                        '1$1'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1$1/'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1'
-                  ),
-                  '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                  '2'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1'
-              ),
-              '(?s)^(?:[02]|1([^%]*)\\z)',
-              'K$1'
-            ) IS NULL
-            THEN 'E'
-          END
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) = 'K'
-    THEN 'empty'
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          NULLIF(
-            REGEXP_EXTRACT(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '(?s)^(K.*)\\z'
-            ),
-            ''
-          ),
-          CASE
-            WHEN REGEXP_LIKE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ),
-              '^1'
-            )
-            AND LOCATE(
-              '%',
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                ''
-              )
-            ) = 0
-            THEN CONCAT(
-              'K',
-              URL_DECODE(
-                REPLACE(
-                  SUBSTRING(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                CONCAT(
-                                  '0',
-                                  REGEXP_REPLACE(
-                                    ({{ value }}),
-                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                    ''
-                                  )
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                '1$1'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1$1/'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1'
-                          ),
-                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                          '2'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)\\z)',
-                      'K$1'
-                    ),
-                    2
-                  ),
-                  '+',
-                  '%2B'
-                )
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        CONCAT(
-                          '0',
-                          REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                            ''
-                          )
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                        '1$1'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1$1/'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1'
-                  ),
-                  '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                  '2'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1'
-              ),
-              '(?s)^(?:[02]|1([^%]*)\\z)',
-              'K$1'
-            ) IS NULL
-            THEN 'E'
-          END
-        ),
-        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-        'K'
-      ),
-      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-      ''
-    ) = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '(?s)^(K.*)\\z'
-              ),
-              ''
-            ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
-                  )
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
-    )
-    THEN 'bad_character'
-    WHEN NOT REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '(?s)^(K.*)\\z'
-              ),
-              ''
-            ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
-                  )
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '^K10[.]'
-    )
-    THEN 'bad_directory'
-    WHEN NOT REGEXP_LIKE(
-      CONCAT(
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1'
+      )
+    ),
+    doi__u -> TRANSFORM(
+      ARRAY(
         REGEXP_REPLACE(
           REGEXP_REPLACE(
             COALESCE(
               NULLIF(
-                REGEXP_EXTRACT(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '(?s)^(K.*)\\z'
-                ),
+                REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
                 ''
               ),
               CASE
-                WHEN REGEXP_LIKE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '^1'
-                )
+                WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
                 AND LOCATE(
                   '%',
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                CONCAT(
-                                  '0',
-                                  REGEXP_REPLACE(
-                                    ({{ value }}),
-                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                    ''
-                                  )
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                '1$1'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1$1/'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1'
-                          ),
-                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                          '2'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)\\z)',
-                      'K$1'
-                    ),
+                    REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
                     '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
                     ''
                   )
@@ -2425,79 +884,10 @@ CASE
                 THEN CONCAT(
                   'K',
                   URL_DECODE(
-                    REPLACE(
-                      SUBSTRING(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  REGEXP_REPLACE(
-                                    CONCAT(
-                                      '0',
-                                      REGEXP_REPLACE(
-                                        ({{ value }}),
-                                        '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                        ''
-                                      )
-                                    ),
-                                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                    '1$1'
-                                  ),
-                                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                  '1$1/'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                '1'
-                              ),
-                              '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                              '2'
-                            ),
-                            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                            '1'
-                          ),
-                          '(?s)^(?:[02]|1([^%]*)\\z)',
-                          'K$1'
-                        ),
-                        2
-                      ),
-                      '+',
-                      '%2B'
-                    )
+                    REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
                   )
                 )
-                WHEN NOT REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ) IS NULL
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
                 THEN 'E'
               END
             ),
@@ -2506,423 +896,29 @@ CASE
           ),
           '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
           ''
-        ),
-        '/'
+        )
       ),
-      '^K10[.][0-9]+(?:[.][0-9]+)*/'
-    )
-    THEN 'bad_registrant'
-    WHEN NOT REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '(?s)^(K.*)\\z'
-              ),
-              ''
-            ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
-                  )
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '(?s)^K[^/]*/.'
-    )
-    THEN 'missing_suffix'
-    WHEN REGEXP_LIKE(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            NULLIF(
-              REGEXP_EXTRACT(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '(?s)^(K.*)\\z'
-              ),
-              ''
-            ),
-            CASE
-              WHEN REGEXP_LIKE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            CONCAT(
-                              '0',
-                              REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                ''
-                              )
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                            '1$1'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1$1/'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1'
-                      ),
-                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                      '2'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)\\z)',
-                  'K$1'
-                ),
-                '^1'
-              )
-              AND LOCATE(
-                '%',
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              CONCAT(
-                                '0',
-                                REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                  ''
-                                )
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                              '1$1'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1$1/'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1'
-                        ),
-                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                        '2'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                    'K$1'
-                  ),
-                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                  ''
-                )
-              ) = 0
-              THEN CONCAT(
-                'K',
-                URL_DECODE(
-                  REPLACE(
-                    SUBSTRING(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                REGEXP_REPLACE(
-                                  CONCAT(
-                                    '0',
-                                    REGEXP_REPLACE(
-                                      ({{ value }}),
-                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                      ''
-                                    )
-                                  ),
-                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                  '1$1'
-                                ),
-                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                '1$1/'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                              '1'
-                            ),
-                            '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                            '2'
-                          ),
-                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                          '1'
-                        ),
-                        '(?s)^(?:[02]|1([^%]*)\\z)',
-                        'K$1'
-                      ),
-                      2
-                    ),
-                    '+',
-                    '%2B'
-                  )
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          CONCAT(
-                            '0',
-                            REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                              ''
-                            )
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                          '1$1'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1$1/'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1'
-                    ),
-                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                    '2'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1'
-                ),
-                '(?s)^(?:[02]|1([^%]*)\\z)',
-                'K$1'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-          'K'
-        ),
-        '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-        ''
-      ),
-      '(?s)^K[^/]*/./'
-    )
-    THEN 'reserved_suffix'
-  END
+      doi__dt -> CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN REGEXP_LIKE(
+          doi__dt,
+          '[\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]'
+        )
+        THEN 'bad_character'
+        WHEN NOT REGEXP_LIKE(doi__dt, '^K10[.]')
+        THEN 'bad_directory'
+        WHEN NOT REGEXP_LIKE(CONCAT(doi__dt, '/'), '^K10[.][0-9]+(?:[.][0-9]+)*/')
+        THEN 'bad_registrant'
+        WHEN NOT REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/.')
+        THEN 'missing_suffix'
+        WHEN REGEXP_LIKE(doi__dt, '(?s)^K[^/]*/./')
+        THEN 'reserved_suffix'
+      END
+    )[0]
+  )[0]
 END
 {%- endmacro %}
 
@@ -2951,27 +947,67 @@ CONCAT(
                                         REPLACE(
                                           REPLACE(
                                             CASE
-                                              WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                              WHEN STARTSWITH(({{ value }}), '10.')
                                               AND REGEXP_LIKE(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                               THEN ({{ value }})
-                                              WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+                                              WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 17)
-                                              WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+                                              WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 19)
-                                              WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+                                              WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 20)
-                                              WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+                                              WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 16)
-                                              WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+                                              WHEN STARTSWITH(({{ value }}), 'doi:')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 5)
-                                              WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+                                              WHEN STARTSWITH(({{ value }}), 'doi: ')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 6)
+                                              WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
+                                              AND REGEXP_LIKE(
+                                                SUBSTRING(({{ value }}), 17),
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                              )
+                                              AND NOT REGEXP_LIKE(
+                                                ({{ value }}),
+                                                '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                              )
+                                              THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 17), '+', '%2B'))
+                                              WHEN STARTSWITH(({{ value }}), 'http://dx.doi.org/')
+                                              AND REGEXP_LIKE(
+                                                SUBSTRING(({{ value }}), 19),
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                              )
+                                              AND NOT REGEXP_LIKE(
+                                                ({{ value }}),
+                                                '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                              )
+                                              THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 19), '+', '%2B'))
+                                              WHEN STARTSWITH(({{ value }}), 'https://dx.doi.org/')
+                                              AND REGEXP_LIKE(
+                                                SUBSTRING(({{ value }}), 20),
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                              )
+                                              AND NOT REGEXP_LIKE(
+                                                ({{ value }}),
+                                                '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                              )
+                                              THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 20), '+', '%2B'))
+                                              WHEN STARTSWITH(({{ value }}), 'http://doi.org/')
+                                              AND REGEXP_LIKE(
+                                                SUBSTRING(({{ value }}), 16),
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                              )
+                                              AND NOT REGEXP_LIKE(
+                                                ({{ value }}),
+                                                '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                              )
+                                              THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B'))
                                               WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
                                               THEN NULL
                                               WHEN REGEXP_LIKE(
@@ -2990,7 +1026,7 @@ CONCAT(
                                                 '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
                                               )
                                               THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
-                                              WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                              WHEN STARTSWITH(({{ value }}), '10.')
                                               AND REGEXP_LIKE(
                                                 ({{ value }}),
                                                 '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
@@ -3000,8 +1036,8 @@ CONCAT(
                                                 ({{ value }}),
                                                 '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
                                               )
-                                              THEN NULLIF(
-                                                REGEXP_EXTRACT(
+                                              THEN TRANSFORM(
+                                                ARRAY(
                                                   REGEXP_REPLACE(
                                                     REGEXP_REPLACE(
                                                       COALESCE(
@@ -3032,218 +1068,92 @@ CONCAT(
                                                     ),
                                                     '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
                                                     ''
-                                                  ),
-                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                  )
                                                 ),
-                                                ''
-                                              )
-                                              ELSE NULLIF(
-                                                REGEXP_EXTRACT(
+                                                doi__dt -> NULLIF(
+                                                  REGEXP_EXTRACT(
+                                                    doi__dt,
+                                                    '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                  ),
+                                                  ''
+                                                )
+                                              )[0]
+                                              ELSE TRANSFORM(
+                                                ARRAY(
                                                   REGEXP_REPLACE(
                                                     REGEXP_REPLACE(
-                                                      COALESCE(
-                                                        NULLIF(
-                                                          REGEXP_EXTRACT(
-                                                            REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            CONCAT(
+                                                              '0',
                                                               REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      REGEXP_REPLACE(
-                                                                        CONCAT(
-                                                                          '0',
-                                                                          REGEXP_REPLACE(
-                                                                            ({{ value }}),
-                                                                            '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                            ''
-                                                                          )
-                                                                        ),
-                                                                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                                        '1$1'
-                                                                      ),
-                                                                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                      '1$1/'
-                                                                    ),
-                                                                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                    '1'
-                                                                  ),
-                                                                  '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                                  '2'
-                                                                ),
-                                                                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                                '1'
-                                                              ),
-                                                              '(?s)^(?:[02]|1([^%]*)\\z)',
-                                                              'K$1'
+                                                                ({{ value }}),
+                                                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                                ''
+                                                              )
                                                             ),
-                                                            '(?s)^(K.*)\\z'
+                                                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                                                            '1$1'
                                                           ),
-                                                          ''
+                                                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                          '1$1/'
                                                         ),
-                                                        CASE
-                                                          WHEN REGEXP_LIKE(
-                                                            REGEXP_REPLACE(
+                                                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                        '1'
+                                                      ),
+                                                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+                                                      '2'
+                                                    ),
+                                                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                    '1'
+                                                  )
+                                                ),
+                                                doi__u -> TRANSFORM(
+                                                  ARRAY(
+                                                    REGEXP_REPLACE(
+                                                      REGEXP_REPLACE(
+                                                        COALESCE(
+                                                          NULLIF(
+                                                            REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                                                            ''
+                                                          ),
+                                                          CASE
+                                                            WHEN REGEXP_LIKE(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '^1')
+                                                            AND LOCATE(
+                                                              '%',
                                                               REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      REGEXP_REPLACE(
-                                                                        CONCAT(
-                                                                          '0',
-                                                                          REGEXP_REPLACE(
-                                                                            ({{ value }}),
-                                                                            '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                            ''
-                                                                          )
-                                                                        ),
-                                                                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                                        '1$1'
-                                                                      ),
-                                                                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                      '1$1/'
-                                                                    ),
-                                                                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                    '1'
-                                                                  ),
-                                                                  '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                                  '2'
-                                                                ),
-                                                                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                                '1'
-                                                              ),
-                                                              '(?s)^(?:[02]|1([^%]*)\\z)',
-                                                              'K$1'
-                                                            ),
-                                                            '^1'
-                                                          )
-                                                          AND LOCATE(
-                                                            '%',
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      REGEXP_REPLACE(
-                                                                        REGEXP_REPLACE(
-                                                                          CONCAT(
-                                                                            '0',
-                                                                            REGEXP_REPLACE(
-                                                                              ({{ value }}),
-                                                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                              ''
-                                                                            )
-                                                                          ),
-                                                                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                                          '1$1'
-                                                                        ),
-                                                                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                        '1$1/'
-                                                                      ),
-                                                                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                      '1'
-                                                                    ),
-                                                                    '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                                    '2'
-                                                                  ),
-                                                                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                                  '1'
-                                                                ),
-                                                                '(?s)^(?:[02]|1([^%]*)\\z)',
-                                                                'K$1'
-                                                              ),
-                                                              '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                                                              ''
-                                                            )
-                                                          ) = 0
-                                                          THEN CONCAT(
-                                                            'K',
-                                                            URL_DECODE(
-                                                              REPLACE(
-                                                                SUBSTRING(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      REGEXP_REPLACE(
-                                                                        REGEXP_REPLACE(
-                                                                          REGEXP_REPLACE(
-                                                                            REGEXP_REPLACE(
-                                                                              CONCAT(
-                                                                                '0',
-                                                                                REGEXP_REPLACE(
-                                                                                  ({{ value }}),
-                                                                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                                  ''
-                                                                                )
-                                                                              ),
-                                                                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                                              '1$1'
-                                                                            ),
-                                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                            '1$1/'
-                                                                          ),
-                                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                          '1'
-                                                                        ),
-                                                                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                                        '2'
-                                                                      ),
-                                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                                      '1'
-                                                                    ),
-                                                                    '(?s)^(?:[02]|1([^%]*)\\z)',
-                                                                    'K$1'
-                                                                  ),
-                                                                  2
-                                                                ),
-                                                                '+',
-                                                                '%2B'
+                                                                REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                                                                '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                ''
+                                                              )
+                                                            ) = 0
+                                                            THEN CONCAT(
+                                                              'K',
+                                                              URL_DECODE(
+                                                                REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
                                                               )
                                                             )
-                                                          )
-                                                          WHEN NOT REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      CONCAT(
-                                                                        '0',
-                                                                        REGEXP_REPLACE(
-                                                                          ({{ value }}),
-                                                                          '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                          ''
-                                                                        )
-                                                                      ),
-                                                                      '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                                      '1$1'
-                                                                    ),
-                                                                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                    '1$1/'
-                                                                  ),
-                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                  '1'
-                                                                ),
-                                                                '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                                '2'
-                                                              ),
-                                                              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                              '1'
-                                                            ),
-                                                            '(?s)^(?:[02]|1([^%]*)\\z)',
-                                                            'K$1'
-                                                          ) IS NULL
-                                                          THEN 'E'
-                                                        END
+                                                            WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                                                            THEN 'E'
+                                                          END
+                                                        ),
+                                                        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                        'K'
                                                       ),
-                                                      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-                                                      'K'
-                                                    ),
-                                                    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                    ''
+                                                      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                      ''
+                                                    )
                                                   ),
-                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
-                                                ),
-                                                ''
-                                              )
+                                                  doi__dt -> NULLIF(
+                                                    REGEXP_EXTRACT(
+                                                      doi__dt,
+                                                      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                    ),
+                                                    ''
+                                                  )
+                                                )[0]
+                                              )[0]
                                             END,
                                             '%',
                                             '%25'

@@ -6,37 +6,160 @@ system.main.doi_normalize({{ value }})
 {%- else -%}
 CASE
   WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN ({{ value }})
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 17)
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 19)
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 20)
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 16)
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN SUBSTRING(({{ value }}), 5)
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN NULL
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
   )
-  THEN REGEXP_EXTRACT_ALL(
-    ({{ value }}),
-    '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-    1
-  )[1]
+  THEN RTRIM(
+    SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+    CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+  )
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
@@ -52,206 +175,106 @@ CASE
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
   )
-  THEN REGEXP_EXTRACT_ALL(
-    REGEXP_REPLACE(
+  THEN LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
-        COALESCE(
-          'K' || URL_DECODE(
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                ({{ value }}),
-                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || TRY(
+              URL_DECODE(
+                CASE
+                  WHEN REGEXP_FULL_MATCH(
+                    ({{ value }}),
+                    '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                  )
+                  THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                END
               )
-              THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-            END
+            ),
+            'E'
           ),
-          'E'
+          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+          'K',
+          'g'
         ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
+        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+        '',
         'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ),
-    '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-    1
+      )
+    ],
+    LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+      doi__dt,
+      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+      1
+    )[1]
   )[1]
-  ELSE REGEXP_EXTRACT_ALL(
-    REGEXP_REPLACE(
+  ELSE LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
-        COALESCE(
-          REGEXP_EXTRACT_ALL(
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
             REGEXP_REPLACE(
               REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
+                '0' || REGEXP_REPLACE(
+                  ({{ value }}),
+                  '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                  '',
                   'g'
                 ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                '1\1',
                 'g'
               ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1\1/',
               'g'
             ),
-            '(?s)^(K.*)$',
-            1
-          )[1],
-          CASE
-            WHEN REGEXP_FULL_MATCH(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-            )
-            THEN 'K' || URL_DECODE(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                2
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
-            ) IS NULL
-            THEN 'E'
-          END
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1',
+            'g'
+          ),
+          '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+          '2',
+          'g'
         ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1',
         'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ),
-    '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-    1
+      )
+    ],
+    LAMBDA doi__u : LIST_TRANSFORM(
+      [
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+              CASE
+                WHEN REGEXP_FULL_MATCH(
+                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                  '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                )
+                THEN 'K' || TRY(
+                  URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                )
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                THEN 'E'
+              END
+            ),
+            '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+            'K',
+            'g'
+          ),
+          '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+          '',
+          'g'
+        )
+      ],
+      LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+        doi__dt,
+        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+        1
+      )[1]
+    )[1]
   )[1]
 END
 {%- endif %}
@@ -263,26 +286,150 @@ system.main.doi_key({{ value }})
 {%- else -%}
 CASE
   WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN UPPER(({{ value }}))
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 17))
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 19))
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 20))
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 16))
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN UPPER(SUBSTRING(({{ value }}), 5))
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN UPPER(SUBSTRING(({{ value }}), 6))
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))))
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))))
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))))
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))))
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN NULL
   WHEN REGEXP_FULL_MATCH(
@@ -290,11 +437,10 @@ CASE
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
   )
   THEN UPPER(
-    REGEXP_EXTRACT_ALL(
-      ({{ value }}),
-      '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-      1
-    )[1]
+    RTRIM(
+      SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+      CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+    )
   )
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
@@ -320,31 +466,38 @@ CASE
   )
   THEN LIST_TRANSFORM(
     [
-      REGEXP_EXTRACT_ALL(
-        REGEXP_REPLACE(
+      LIST_TRANSFORM(
+        [
           REGEXP_REPLACE(
-            COALESCE(
-              'K' || URL_DECODE(
-                CASE
-                  WHEN REGEXP_FULL_MATCH(
-                    ({{ value }}),
-                    '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+            REGEXP_REPLACE(
+              COALESCE(
+                'K' || TRY(
+                  URL_DECODE(
+                    CASE
+                      WHEN REGEXP_FULL_MATCH(
+                        ({{ value }}),
+                        '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                      )
+                      THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                    END
                   )
-                  THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-                END
+                ),
+                'E'
               ),
-              'E'
+              '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+              'K',
+              'g'
             ),
-            '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-            'K',
+            '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+            '',
             'g'
-          ),
-          '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-          '',
-          'g'
-        ),
-        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-        1
+          )
+        ],
+        LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+          doi__dt,
+          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+          1
+        )[1]
       )[1]
     ],
     LAMBDA doi__n : CASE
@@ -355,180 +508,73 @@ CASE
   )[1]
   ELSE LIST_TRANSFORM(
     [
-      REGEXP_EXTRACT_ALL(
-        REGEXP_REPLACE(
+      LIST_TRANSFORM(
+        [
           REGEXP_REPLACE(
-            COALESCE(
-              REGEXP_EXTRACT_ALL(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
                 REGEXP_REPLACE(
                   REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
+                    '0' || REGEXP_REPLACE(
+                      ({{ value }}),
+                      '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                      '',
                       'g'
                     ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
+                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                    '1\1',
                     'g'
                   ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
+                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                  '1\1/',
                   'g'
                 ),
-                '(?s)^(K.*)$',
-                1
-              )[1],
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN 'K' || URL_DECODE(
-                  SUBSTRING(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              REGEXP_REPLACE(
-                                '0' || REGEXP_REPLACE(
-                                  ({{ value }}),
-                                  '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                  '',
-                                  'g'
-                                ),
-                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                '1\1',
-                                'g'
-                              ),
-                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                              '1\1/',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:',
-                            '1',
-                            'g'
-                          ),
-                          '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                          '2',
-                          'g'
-                        ),
-                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                        '1',
-                        'g'
-                      ),
-                      '(?s)^(?:[02]|1([^%]*)$)',
-                      'K\1',
-                      'g'
-                    ),
-                    2
-                  )
-                )
-                WHEN NOT REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ) IS NULL
-                THEN 'E'
-              END
+                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                '1',
+                'g'
+              ),
+              '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+              '2',
+              'g'
             ),
-            '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-            'K',
+            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+            '1',
             'g'
-          ),
-          '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-          '',
-          'g'
-        ),
-        '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-        1
+          )
+        ],
+        LAMBDA doi__u : LIST_TRANSFORM(
+          [
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                COALESCE(
+                  REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+                  CASE
+                    WHEN REGEXP_FULL_MATCH(
+                      REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                      '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                    )
+                    THEN 'K' || TRY(
+                      URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                    )
+                    WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                    THEN 'E'
+                  END
+                ),
+                '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+                'K',
+                'g'
+              ),
+              '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+              '',
+              'g'
+            )
+          ],
+          LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+            doi__dt,
+            '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+            1
+          )[1]
+        )[1]
       )[1]
     ],
     LAMBDA doi__n : CASE
@@ -547,26 +593,150 @@ system.main.doi_is_valid({{ value }})
 {%- else -%}
 CASE
   WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN NOT REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))), '^[^/]*/./')
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))), '^[^/]*/./')
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))), '^[^/]*/./')
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))), '^[^/]*/./')
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN FALSE
   WHEN REGEXP_FULL_MATCH(
@@ -574,11 +744,10 @@ CASE
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
   )
   THEN NOT REGEXP_MATCHES(
-    REGEXP_EXTRACT_ALL(
-      ({{ value }}),
-      '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-      1
-    )[1],
+    RTRIM(
+      SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+      CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+    ),
     '^[^/]*/./'
   )
   WHEN REGEXP_FULL_MATCH(
@@ -599,19 +768,21 @@ CASE
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
   )
-  THEN COALESCE(
-    REGEXP_FULL_MATCH(
+  THEN LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
         REGEXP_REPLACE(
           COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
+            'K' || TRY(
+              URL_DECODE(
+                CASE
+                  WHEN REGEXP_FULL_MATCH(
+                    ({{ value }}),
+                    '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                  )
+                  THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                END
+              )
             ),
             'E'
           ),
@@ -622,188 +793,86 @@ CASE
         '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
         '',
         'g'
+      )
+    ],
+    LAMBDA doi__dt : COALESCE(
+      REGEXP_FULL_MATCH(
+        doi__dt,
+        'K10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}](?:[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}/][^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]*)?'
       ),
-      'K10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}](?:[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}/][^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]*)?'
-    ),
-    FALSE
-  )
-  ELSE COALESCE(
-    REGEXP_FULL_MATCH(
+      FALSE
+    )
+  )[1]
+  ELSE LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
         REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
+          REGEXP_REPLACE(
+            REGEXP_REPLACE(
               REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
+                '0' || REGEXP_REPLACE(
+                  ({{ value }}),
+                  '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                  '',
                   'g'
                 ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                '1\1',
                 'g'
               ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1\1/',
+              'g'
+            ),
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1',
+            'g'
           ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
+          '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+          '2',
           'g'
         ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1',
         'g'
-      ),
-      'K10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}](?:[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}/][^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]*)?'
-    ),
-    FALSE
-  )
+      )
+    ],
+    LAMBDA doi__u : LIST_TRANSFORM(
+      [
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+              CASE
+                WHEN REGEXP_FULL_MATCH(
+                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                  '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                )
+                THEN 'K' || TRY(
+                  URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                )
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                THEN 'E'
+              END
+            ),
+            '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+            'K',
+            'g'
+          ),
+          '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+          '',
+          'g'
+        )
+      ],
+      LAMBDA doi__dt : COALESCE(
+        REGEXP_FULL_MATCH(
+          doi__dt,
+          'K10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}](?:[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}/][^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]*)?'
+        ),
+        FALSE
+      )
+    )[1]
+  )[1]
 END
 {%- endif %}
 {%- endmacro %}
@@ -814,45 +883,181 @@ system.main.doi_reason({{ value }})
 {%- else -%}
 CASE
   WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN CASE
     WHEN REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '%')
+  AND NOT CONTAINS(({{ value }}), '?')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  WHEN (
+    ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-  AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN (
+    ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN (
+    ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN (
+    ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN (
+    ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  AND NOT CONTAINS(({{ value }}), '#')
+  AND NOT CONTAINS(({{ value }}), '?')
+  AND NOT CONTAINS(({{ value }}), '[')
+  AND NOT CONTAINS(({{ value }}), ']')
+  AND NOT REGEXP_MATCHES(
+    ({{ value }}),
+    '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
   WHEN REGEXP_FULL_MATCH(
@@ -861,11 +1066,10 @@ CASE
   )
   THEN CASE
     WHEN REGEXP_MATCHES(
-      REGEXP_EXTRACT_ALL(
-        ({{ value }}),
-        '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-        1
-      )[1],
+      RTRIM(
+        SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+        CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+      ),
       '^[^/]*/./'
     )
     THEN 'reserved_suffix'
@@ -894,87 +1098,21 @@ CASE
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
   )
-  THEN CASE
-    WHEN REGEXP_REPLACE(
+  THEN LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
-        COALESCE(
-          'K' || URL_DECODE(
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                ({{ value }}),
-                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || TRY(
+              URL_DECODE(
+                CASE
+                  WHEN REGEXP_FULL_MATCH(
+                    ({{ value }}),
+                    '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                  )
+                  THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                END
               )
-              THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-            END
-          ),
-          'E'
-        ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
-        'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) IS NULL
-    OR REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          'K' || URL_DECODE(
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                ({{ value }}),
-                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-            END
-          ),
-          'E'
-        ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
-        'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) = 'K'
-    THEN 'empty'
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          'K' || URL_DECODE(
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                ({{ value }}),
-                '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-            END
-          ),
-          'E'
-        ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
-        'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
             ),
             'E'
           ),
@@ -985,1507 +1123,110 @@ CASE
         '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
         '',
         'g'
-      ),
-      '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
-    )
-    THEN 'bad_character'
-    WHEN NOT REGEXP_MATCHES(
+      )
+    ],
+    LAMBDA doi__dt : CASE
+      WHEN doi__dt IS NULL OR doi__dt = 'K'
+      THEN 'empty'
+      WHEN doi__dt = 'E'
+      THEN 'bad_encoding'
+      WHEN REGEXP_MATCHES(
+        doi__dt,
+        '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
+      )
+      THEN 'bad_character'
+      WHEN NOT REGEXP_MATCHES(doi__dt, '^K10[.]')
+      THEN 'bad_directory'
+      WHEN NOT REGEXP_MATCHES(doi__dt || '/', '^K10[.][0-9]+(?:[.][0-9]+)*/')
+      THEN 'bad_registrant'
+      WHEN NOT REGEXP_MATCHES(doi__dt, '(?s)^K[^/]*/.')
+      THEN 'missing_suffix'
+      WHEN REGEXP_MATCHES(doi__dt, '(?s)^K[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+  )[1]
+  ELSE LIST_TRANSFORM(
+    [
       REGEXP_REPLACE(
         REGEXP_REPLACE(
-          COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
-            ),
-            'E'
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '^K10[.]'
-    )
-    THEN 'bad_directory'
-    WHEN NOT REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
-            ),
-            'E'
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ) || '/',
-      '^K10[.][0-9]+(?:[.][0-9]+)*/'
-    )
-    THEN 'bad_registrant'
-    WHEN NOT REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
-            ),
-            'E'
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '(?s)^K[^/]*/.'
-    )
-    THEN 'missing_suffix'
-    WHEN REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            'K' || URL_DECODE(
-              CASE
-                WHEN REGEXP_FULL_MATCH(
-                  ({{ value }}),
-                  '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                )
-                THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-              END
-            ),
-            'E'
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '(?s)^K[^/]*/./'
-    )
-    THEN 'reserved_suffix'
-  END
-  ELSE CASE
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          REGEXP_EXTRACT_ALL(
+          REGEXP_REPLACE(
             REGEXP_REPLACE(
               REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
+                '0' || REGEXP_REPLACE(
+                  ({{ value }}),
+                  '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                  '',
                   'g'
                 ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
+                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                '1\1',
                 'g'
               ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
+              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+              '1\1/',
               'g'
             ),
-            '(?s)^(K.*)$',
-            1
-          )[1],
-          CASE
-            WHEN REGEXP_FULL_MATCH(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-            )
-            THEN 'K' || URL_DECODE(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                2
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
-            ) IS NULL
-            THEN 'E'
-          END
+            '^.[uU][rR][nN]:[dD][oO][iI]:',
+            '1',
+            'g'
+          ),
+          '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+          '2',
+          'g'
         ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
+        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+        '1',
         'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) IS NULL
-    OR REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          REGEXP_EXTRACT_ALL(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
+      )
+    ],
+    LAMBDA doi__u : LIST_TRANSFORM(
+      [
+        REGEXP_REPLACE(
+          REGEXP_REPLACE(
+            COALESCE(
+              REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+              CASE
+                WHEN REGEXP_FULL_MATCH(
+                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                  '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                )
+                THEN 'K' || TRY(
+                  URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                )
+                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                THEN 'E'
+              END
             ),
-            '(?s)^(K.*)$',
-            1
-          )[1],
-          CASE
-            WHEN REGEXP_FULL_MATCH(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-            )
-            THEN 'K' || URL_DECODE(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                2
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
-            ) IS NULL
-            THEN 'E'
-          END
-        ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
-        'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) = 'K'
-    THEN 'empty'
-    WHEN REGEXP_REPLACE(
-      REGEXP_REPLACE(
-        COALESCE(
-          REGEXP_EXTRACT_ALL(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
-            ),
-            '(?s)^(K.*)$',
-            1
-          )[1],
-          CASE
-            WHEN REGEXP_FULL_MATCH(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-            )
-            THEN 'K' || URL_DECODE(
-              SUBSTRING(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                2
-              )
-            )
-            WHEN NOT REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        '0' || REGEXP_REPLACE(
-                          ({{ value }}),
-                          '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                          '',
-                          'g'
-                        ),
-                        '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                        '1\1',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                      '1\1/',
-                      'g'
-                    ),
-                    '^.[uU][rR][nN]:[dD][oO][iI]:',
-                    '1',
-                    'g'
-                  ),
-                  '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                  '2',
-                  'g'
-                ),
-                '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                '1',
-                'g'
-              ),
-              '(?s)^(?:[02]|1([^%]*)$)',
-              'K\1',
-              'g'
-            ) IS NULL
-            THEN 'E'
-          END
-        ),
-        '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-        'K',
-        'g'
-      ),
-      '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-      '',
-      'g'
-    ) = 'E'
-    THEN 'bad_encoding'
-    WHEN REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
+            '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+            'K',
+            'g'
           ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
+          '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+          '',
           'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
-    )
-    THEN 'bad_character'
-    WHEN NOT REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '^K10[.]'
-    )
-    THEN 'bad_directory'
-    WHEN NOT REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ) || '/',
-      '^K10[.][0-9]+(?:[.][0-9]+)*/'
-    )
-    THEN 'bad_registrant'
-    WHEN NOT REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '(?s)^K[^/]*/.'
-    )
-    THEN 'missing_suffix'
-    WHEN REGEXP_MATCHES(
-      REGEXP_REPLACE(
-        REGEXP_REPLACE(
-          COALESCE(
-            REGEXP_EXTRACT_ALL(
-              REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ),
-              '(?s)^(K.*)$',
-              1
-            )[1],
-            CASE
-              WHEN REGEXP_FULL_MATCH(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            '0' || REGEXP_REPLACE(
-                              ({{ value }}),
-                              '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                              '',
-                              'g'
-                            ),
-                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                            '1\1',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                          '1\1/',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                        '1',
-                        'g'
-                      ),
-                      '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                      '2',
-                      'g'
-                    ),
-                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                    '1',
-                    'g'
-                  ),
-                  '(?s)^(?:[02]|1([^%]*)$)',
-                  'K\1',
-                  'g'
-                ),
-                '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-              )
-              THEN 'K' || URL_DECODE(
-                SUBSTRING(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          REGEXP_REPLACE(
-                            REGEXP_REPLACE(
-                              '0' || REGEXP_REPLACE(
-                                ({{ value }}),
-                                '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                '',
-                                'g'
-                              ),
-                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                              '1\1',
-                              'g'
-                            ),
-                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                            '1\1/',
-                            'g'
-                          ),
-                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                          '1',
-                          'g'
-                        ),
-                        '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                        '2',
-                        'g'
-                      ),
-                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                      '1',
-                      'g'
-                    ),
-                    '(?s)^(?:[02]|1([^%]*)$)',
-                    'K\1',
-                    'g'
-                  ),
-                  2
-                )
-              )
-              WHEN NOT REGEXP_REPLACE(
-                REGEXP_REPLACE(
-                  REGEXP_REPLACE(
-                    REGEXP_REPLACE(
-                      REGEXP_REPLACE(
-                        REGEXP_REPLACE(
-                          '0' || REGEXP_REPLACE(
-                            ({{ value }}),
-                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                            '',
-                            'g'
-                          ),
-                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                          '1\1',
-                          'g'
-                        ),
-                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                        '1\1/',
-                        'g'
-                      ),
-                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                      '1',
-                      'g'
-                    ),
-                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                    '2',
-                    'g'
-                  ),
-                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                  '1',
-                  'g'
-                ),
-                '(?s)^(?:[02]|1([^%]*)$)',
-                'K\1',
-                'g'
-              ) IS NULL
-              THEN 'E'
-            END
-          ),
-          '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-          'K',
-          'g'
-        ),
-        '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-        '',
-        'g'
-      ),
-      '(?s)^K[^/]*/./'
-    )
-    THEN 'reserved_suffix'
-  END
+        )
+      ],
+      LAMBDA doi__dt : CASE
+        WHEN doi__dt IS NULL OR doi__dt = 'K'
+        THEN 'empty'
+        WHEN doi__dt = 'E'
+        THEN 'bad_encoding'
+        WHEN REGEXP_MATCHES(
+          doi__dt,
+          '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
+        )
+        THEN 'bad_character'
+        WHEN NOT REGEXP_MATCHES(doi__dt, '^K10[.]')
+        THEN 'bad_directory'
+        WHEN NOT REGEXP_MATCHES(doi__dt || '/', '^K10[.][0-9]+(?:[.][0-9]+)*/')
+        THEN 'bad_registrant'
+        WHEN NOT REGEXP_MATCHES(doi__dt, '(?s)^K[^/]*/.')
+        THEN 'missing_suffix'
+        WHEN REGEXP_MATCHES(doi__dt, '(?s)^K[^/]*/./')
+        THEN 'reserved_suffix'
+      END
+    )[1]
+  )[1]
 END
 {%- endif %}
 {%- endmacro %}
@@ -2517,37 +1258,160 @@ system.main.doi_url({{ value }})
                                         REPLACE(
                                           CASE
                                             WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                            AND (
+                                              ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
                                             THEN ({{ value }})
-                                            WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 17), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                            WHEN (
+                                              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '%')
+                                            AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 17)
-                                            WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 19), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                            WHEN (
+                                              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '%')
+                                            AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 19)
-                                            WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 20), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                            WHEN (
+                                              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '%')
+                                            AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 20)
-                                            WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 16), '10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+')
+                                            WHEN (
+                                              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '%')
+                                            AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 16)
-                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 5), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                            WHEN (
+                                              ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
                                             THEN SUBSTRING(({{ value }}), 5)
                                             WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-                                            AND REGEXP_FULL_MATCH(SUBSTRING(({{ value }}), 6), '10[.][0-9]+(?:[.][0-9]+)*/[!-~]+')
+                                            AND (
+                                              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+                                            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
                                             THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN (
+                                              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '?')
+                                            AND NOT CONTAINS(({{ value }}), '[')
+                                            AND NOT CONTAINS(({{ value }}), ']')
+                                            AND NOT REGEXP_MATCHES(
+                                              ({{ value }}),
+                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                            )
+                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
+                                            WHEN (
+                                              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '?')
+                                            AND NOT CONTAINS(({{ value }}), '[')
+                                            AND NOT CONTAINS(({{ value }}), ']')
+                                            AND NOT REGEXP_MATCHES(
+                                              ({{ value }}),
+                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                            )
+                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
+                                            WHEN (
+                                              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '?')
+                                            AND NOT CONTAINS(({{ value }}), '[')
+                                            AND NOT CONTAINS(({{ value }}), ']')
+                                            AND NOT REGEXP_MATCHES(
+                                              ({{ value }}),
+                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                            )
+                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
+                                            WHEN (
+                                              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            AND NOT CONTAINS(({{ value }}), '#')
+                                            AND NOT CONTAINS(({{ value }}), '?')
+                                            AND NOT CONTAINS(({{ value }}), '[')
+                                            AND NOT CONTAINS(({{ value }}), ']')
+                                            AND NOT REGEXP_MATCHES(
+                                              ({{ value }}),
+                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                            )
+                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
                                             WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
                                             THEN NULL
                                             WHEN REGEXP_FULL_MATCH(
                                               ({{ value }}),
                                               '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
                                             )
-                                            THEN REGEXP_EXTRACT_ALL(
-                                              ({{ value }}),
-                                              '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*$',
-                                              1
-                                            )[1]
+                                            THEN RTRIM(
+                                              SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+                                              CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+                                            )
                                             WHEN REGEXP_FULL_MATCH(
                                               ({{ value }}),
                                               '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
@@ -2563,206 +1427,106 @@ system.main.doi_url({{ value }})
                                               ({{ value }}),
                                               '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
                                             )
-                                            THEN REGEXP_EXTRACT_ALL(
-                                              REGEXP_REPLACE(
+                                            THEN LIST_TRANSFORM(
+                                              [
                                                 REGEXP_REPLACE(
-                                                  COALESCE(
-                                                    'K' || URL_DECODE(
-                                                      CASE
-                                                        WHEN REGEXP_FULL_MATCH(
-                                                          ({{ value }}),
-                                                          '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                                                  REGEXP_REPLACE(
+                                                    COALESCE(
+                                                      'K' || TRY(
+                                                        URL_DECODE(
+                                                          CASE
+                                                            WHEN REGEXP_FULL_MATCH(
+                                                              ({{ value }}),
+                                                              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                                                            )
+                                                            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                                                          END
                                                         )
-                                                        THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-                                                      END
+                                                      ),
+                                                      'E'
                                                     ),
-                                                    'E'
+                                                    '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+                                                    'K',
+                                                    'g'
                                                   ),
-                                                  '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-                                                  'K',
+                                                  '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                                                  '',
                                                   'g'
-                                                ),
-                                                '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                '',
-                                                'g'
-                                              ),
-                                              '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-                                              1
+                                                )
+                                              ],
+                                              LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+                                                doi__dt,
+                                                '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+                                                1
+                                              )[1]
                                             )[1]
-                                            ELSE REGEXP_EXTRACT_ALL(
-                                              REGEXP_REPLACE(
+                                            ELSE LIST_TRANSFORM(
+                                              [
                                                 REGEXP_REPLACE(
-                                                  COALESCE(
-                                                    REGEXP_EXTRACT_ALL(
+                                                  REGEXP_REPLACE(
+                                                    REGEXP_REPLACE(
                                                       REGEXP_REPLACE(
                                                         REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  '0' || REGEXP_REPLACE(
-                                                                    ({{ value }}),
-                                                                    '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                                    '',
-                                                                    'g'
-                                                                  ),
-                                                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                  '1\1',
-                                                                  'g'
-                                                                ),
-                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                '1\1/',
-                                                                'g'
-                                                              ),
-                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                              '1',
-                                                              'g'
-                                                            ),
-                                                            '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                                                            '2',
+                                                          '0' || REGEXP_REPLACE(
+                                                            ({{ value }}),
+                                                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                                                            '',
                                                             'g'
                                                           ),
-                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                          '1',
+                                                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                          '1\1',
                                                           'g'
                                                         ),
-                                                        '(?s)^(?:[02]|1([^%]*)$)',
-                                                        'K\1',
+                                                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                        '1\1/',
                                                         'g'
                                                       ),
-                                                      '(?s)^(K.*)$',
-                                                      1
-                                                    )[1],
-                                                    CASE
-                                                      WHEN REGEXP_FULL_MATCH(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    '0' || REGEXP_REPLACE(
-                                                                      ({{ value }}),
-                                                                      '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                                      '',
-                                                                      'g'
-                                                                    ),
-                                                                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                    '1\1',
-                                                                    'g'
-                                                                  ),
-                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                  '1\1/',
-                                                                  'g'
-                                                                ),
-                                                                '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                '1',
-                                                                'g'
-                                                              ),
-                                                              '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                                                              '2',
-                                                              'g'
-                                                            ),
-                                                            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                            '1',
-                                                            'g'
-                                                          ),
-                                                          '(?s)^(?:[02]|1([^%]*)$)',
-                                                          'K\1',
-                                                          'g'
-                                                        ),
-                                                        '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                                                      )
-                                                      THEN 'K' || URL_DECODE(
-                                                        SUBSTRING(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(
-                                                                    REGEXP_REPLACE(
-                                                                      '0' || REGEXP_REPLACE(
-                                                                        ({{ value }}),
-                                                                        '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                                        '',
-                                                                        'g'
-                                                                      ),
-                                                                      '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                      '1\1',
-                                                                      'g'
-                                                                    ),
-                                                                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                    '1\1/',
-                                                                    'g'
-                                                                  ),
-                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                  '1',
-                                                                  'g'
-                                                                ),
-                                                                '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                                                                '2',
-                                                                'g'
-                                                              ),
-                                                              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                              '1',
-                                                              'g'
-                                                            ),
-                                                            '(?s)^(?:[02]|1([^%]*)$)',
-                                                            'K\1',
-                                                            'g'
-                                                          ),
-                                                          2
-                                                        )
-                                                      )
-                                                      WHEN NOT REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  '0' || REGEXP_REPLACE(
-                                                                    ({{ value }}),
-                                                                    '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                                    '',
-                                                                    'g'
-                                                                  ),
-                                                                  '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                  '1\1',
-                                                                  'g'
-                                                                ),
-                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                '1\1/',
-                                                                'g'
-                                                              ),
-                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                              '1',
-                                                              'g'
-                                                            ),
-                                                            '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                                                            '2',
-                                                            'g'
-                                                          ),
-                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                          '1',
-                                                          'g'
-                                                        ),
-                                                        '(?s)^(?:[02]|1([^%]*)$)',
-                                                        'K\1',
-                                                        'g'
-                                                      ) IS NULL
-                                                      THEN 'E'
-                                                    END
+                                                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                      '1',
+                                                      'g'
+                                                    ),
+                                                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+                                                    '2',
+                                                    'g'
                                                   ),
-                                                  '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-                                                  'K',
+                                                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                  '1',
                                                   'g'
-                                                ),
-                                                '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                '',
-                                                'g'
-                                              ),
-                                              '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-                                              1
+                                                )
+                                              ],
+                                              LAMBDA doi__u : LIST_TRANSFORM(
+                                                [
+                                                  REGEXP_REPLACE(
+                                                    REGEXP_REPLACE(
+                                                      COALESCE(
+                                                        REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+                                                        CASE
+                                                          WHEN REGEXP_FULL_MATCH(
+                                                            REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                                                            '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                                                          )
+                                                          THEN 'K' || TRY(
+                                                            URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                                                          )
+                                                          WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                                                          THEN 'E'
+                                                        END
+                                                      ),
+                                                      '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+                                                      'K',
+                                                      'g'
+                                                    ),
+                                                    '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                                                    '',
+                                                    'g'
+                                                  )
+                                                ],
+                                                LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+                                                  doi__dt,
+                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+                                                  1
+                                                )[1]
+                                              )[1]
                                             )[1]
                                           END,
                                           '%',

@@ -2,36 +2,80 @@
 
 {% macro postgres__doi_normalize(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN ({{ value }})
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 16) = 'https://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 17) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 17)
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 18) = 'http://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 19) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 19)
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 19) = 'https://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 20) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 20)
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 15) = 'http://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 16) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 16)
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 4) = 'doi:'
-  AND SUBSTRING(({{ value }}) FROM 5) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 5)
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 5) = 'doi: '
-  AND SUBSTRING(({{ value }}) FROM 6) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 6)
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+  )
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+  )
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+  )
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+  )
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN NULL
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }}))
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
-  THEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+  THEN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
   WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g')
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN ({{ value }})
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
@@ -161,40 +205,94 @@ END
 
 {% macro postgres__doi_key(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(({{ value }}) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 16) = 'https://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 17) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 17) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 18) = 'http://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 19) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 19) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 19) = 'https://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 20) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 20) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 15) = 'http://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 16) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 16) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 4) = 'doi:'
-  AND SUBSTRING(({{ value }}) FROM 5) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 5) COLLATE "C")
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 5) = 'doi: '
-  AND SUBSTRING(({{ value }}) FROM 6) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 6) COLLATE "C")
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN UPPER(
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) COLLATE "C"
+  )
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN UPPER(
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) COLLATE "C"
+  )
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN UPPER(
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) COLLATE "C"
+  )
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN UPPER(
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) COLLATE "C"
+  )
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN NULL
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN UPPER(
+    TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) COLLATE "C"
+  )
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
   THEN UPPER(
-    SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') COLLATE "C"
+    TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) COLLATE "C"
   )
   WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
   THEN UPPER(
-    REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') COLLATE "C"
+    OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) COLLATE "C"
   )
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN TRANSLATE(
@@ -332,36 +430,80 @@ END
 
 {% macro postgres__doi_is_valid(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT ({{ value }}) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 16) = 'https://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 17) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 17) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 18) = 'http://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 19) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 19) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 19) = 'https://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 20) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 20) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 15) = 'http://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 16) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 16) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 4) = 'doi:'
-  AND SUBSTRING(({{ value }}) FROM 5) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 5) = 'doi: '
-  AND SUBSTRING(({{ value }}) FROM 6) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*/./'
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN NOT (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+  ) ~ '^[^/]*/./'
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN NOT (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+  ) ~ '^[^/]*/./'
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN NOT (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+  ) ~ '^[^/]*/./'
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN NOT (
+    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+  ) ~ '^[^/]*/./'
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN FALSE
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*/./'
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
-  THEN NOT SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
+  THEN NOT TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) ~ '^[^/]*/./'
   WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-  THEN NOT REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  THEN NOT OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) ~ '^[^/]*/./'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN NOT ({{ value }}) ~ '^[^/]*/./'
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
@@ -497,57 +639,116 @@ END
 
 {% macro postgres__doi_reason(value) -%}
 CASE
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE WHEN ({{ value }}) ~ '^[^/]*/./' THEN 'reserved_suffix' END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 16) = 'https://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 17) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 17) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 18) = 'http://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 19) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 19) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 19) = 'https://dx.doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 20) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 20) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 15) = 'http://doi.org/'
-  AND SUBSTRING(({{ value }}) FROM 16) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 16) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 4) = 'doi:'
-  AND SUBSTRING(({{ value }}) FROM 5) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 5) = 'doi: '
-  AND SUBSTRING(({{ value }}) FROM 6) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+  WHEN ({{ value }}) LIKE 'doi: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
     WHEN SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
+  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN CASE
+    WHEN (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN CASE
+    WHEN (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN CASE
+    WHEN (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+  THEN CASE
+    WHEN (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN CASE
+    WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*/./'
+    THEN 'reserved_suffix'
+  END
   WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$') ~ '^[^/]*/./'
+    WHEN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
   THEN CASE
-    WHEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g') ~ '^[^/]*/./'
+    WHEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) ~ '^[^/]*/./'
     THEN 'reserved_suffix'
   END
-  WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-  AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE WHEN ({{ value }}) ~ '^[^/]*/./' THEN 'reserved_suffix' END
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
@@ -745,36 +946,80 @@ END
                                     REPLACE(
                                       REPLACE(
                                         CASE
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-                                          AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+                                          WHEN ({{ value }}) LIKE '10.%'
+                                          AND ({{ value }}) LIKE '10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN ({{ value }})
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 16) = 'https://doi.org/'
-                                          AND SUBSTRING(({{ value }}) FROM 17) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+                                          WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 17)
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 18) = 'http://dx.doi.org/'
-                                          AND SUBSTRING(({{ value }}) FROM 19) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+                                          WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 19)
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 19) = 'https://dx.doi.org/'
-                                          AND SUBSTRING(({{ value }}) FROM 20) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+                                          WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 20)
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 15) = 'http://doi.org/'
-                                          AND SUBSTRING(({{ value }}) FROM 16) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$'
+                                          WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 16)
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 4) = 'doi:'
-                                          AND SUBSTRING(({{ value }}) FROM 5) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+                                          WHEN ({{ value }}) LIKE 'doi:%'
+                                          AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 5)
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 5) = 'doi: '
-                                          AND SUBSTRING(({{ value }}) FROM 6) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$'
+                                          WHEN ({{ value }}) LIKE 'doi: %'
+                                          AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 6)
+                                          WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                          THEN (
+                                            CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+                                          )
+                                          WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                          THEN (
+                                            CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+                                          )
+                                          WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                          THEN (
+                                            CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+                                          )
+                                          WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                          THEN (
+                                            CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+                                          )
                                           WHEN POSITION('10.' IN ({{ value }})) = 0
                                           AND POSITION('%' IN ({{ value }})) = 0
                                           THEN NULL
+                                          WHEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+                                          AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+                                          AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          THEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }}))
                                           WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
-                                          THEN SUBSTRING(({{ value }}) FROM '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$')
+                                          THEN TRIM(TRAILING CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
                                           WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}) FROM 9), '^([^:]*):', '\1/', 'g')
-                                          WHEN SUBSTRING(({{ value }}) FROM 1 FOR 3) = '10.'
-                                          AND ({{ value }}) ~ '^10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$'
+                                          THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+                                          WHEN ({{ value }}) LIKE '10.%'
+                                          AND ({{ value }}) LIKE '10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN ({{ value }})
                                           WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
                                           THEN (
