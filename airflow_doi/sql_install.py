@@ -37,6 +37,30 @@ def shipped_sql(dialect: str) -> str:
     return (shipped / dialect / "doi_functions.sql").read_text(encoding="utf-8")
 
 
+_QUALIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
+#: Dialects whose functions only live in a session: no schema can hold them.
+_SESSION_ONLY = {"spark": "TEMPORARY functions", "sqlite": "Python functions registered"
+                 " on a connection (airflow_doi.sqlite_udf)"}
+
+
+def in_schema(dialect: str, text: str, schema: str) -> str:
+    """The generated file of ``dialect`` creating every function in ``schema`` (``name`` or
+    ``database.name``), every call between them qualified; BigQuery's ``TEMP`` functions
+    become persistent ones. Raises ``ValueError`` saying why where that cannot be done."""
+    if not _QUALIFIER.fullmatch(schema):
+        raise ValueError(
+            f"--schema {schema!r} is not a plain name or database.name (letters, digits, _)"
+        )
+    if dialect in _SESSION_ONLY:
+        raise ValueError(
+            f"{dialect}'s functions are {_SESSION_ONLY[dialect]}: no schema can hold them; "
+            "print it without --schema"
+        )
+    if dialect == "bigquery":
+        text = re.sub(r"^CREATE TEMP FUNCTION ", "CREATE OR REPLACE FUNCTION ", text, flags=re.M)
+    return qualified(text, schema)
+
+
 def _schema(schema: str | None) -> str | None:
     if schema is not None and not _IDENTIFIER.fullmatch(schema):
         raise InstallError(f"--schema {schema!r} is not a plain name (letters, digits and _)")

@@ -198,12 +198,9 @@ name: doi_bench
 version: "1.0"
 config-version: 2
 profile: doi_bench
-functions:
-  dbt_doi:
-    +enabled: true
 dispatch:
   - macro_namespace: dbt
-    search_order: ["doi_bench", "dbt_doi", "dbt"]
+    search_order: ["doi_bench", "dbt_doi_udfs", "dbt"]
 """
 
 
@@ -220,7 +217,9 @@ def dbt_expansions(sql_root: Path) -> dict[str, str]:
             ignore=shutil.ignore_patterns("integration_tests", "target", "dbt_packages", "logs"),
         )
         (project / "dbt_project.yml").write_text(DBT_PROJECT, encoding="utf-8")
-        (project / "packages.yml").write_text("packages:\n  - local: ../dbt_doi\n")
+        (project / "packages.yml").write_text(
+            "packages:\n  - local: ../dbt_doi\n  - local: ../dbt_doi/udfs\n"
+        )
         profile = {
             "doi_bench": {
                 "target": "bench",

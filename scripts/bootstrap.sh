@@ -22,3 +22,14 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install -q -e ".[$extra]"
   touch "$stamp"
 fi
+# The dbt package claims dbt-core 1.8+: the tests build its integration project with the
+# oldest dbt too, in a venv of its own (dbt 1.8 and 1.11 cannot share one).
+if [[ $extra == dev ]]; then
+  oldest=.venv-dbt-oldest
+  if [[ ! -f $oldest/.installed || scripts/bootstrap.sh -nt $oldest/.installed ]]; then
+    "$PYTHON" -m venv "$oldest"
+    "$oldest/bin/python" -m pip install -q "dbt-core>=1.8,<1.9" "dbt-duckdb>=1.8,<1.9" \
+      "duckdb>=1.1,<2"
+    touch "$oldest/.installed"
+  fi
+fi

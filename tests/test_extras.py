@@ -133,6 +133,48 @@ def test_base_install_prints_the_shipped_sql(venvs: dict[str, Path], workdir: Pa
     assert text == (ROOT / "sql" / "postgres" / "doi_functions.sql").read_text(encoding="utf-8")
 
 
+def test_base_install_ships_the_dbt_package_and_dbt_builds_from_it(
+    venvs: dict[str, Path], workdir: Path
+) -> None:
+    """The README's install: the path ``airflow-doi sql dbt-package`` prints goes into a
+    project's packages.yml, and dbt (here the dev venv's dbt-duckdb) builds a model with the
+    macros and with the UDF resources from the installed files."""
+    printed = {}
+    for flag in ("", " --udfs"):
+        result = _run(venvs["base"], f"airflow-doi sql dbt-package{flag}", workdir,
+                      terminal=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        printed[flag] = Path(result.stdout.strip())
+    package, udfs = printed[""], printed[" --udfs"]
+    assert "site-packages" in str(package) and udfs == package / "udfs"
+    assert (package / "dbt_project.yml").exists() and (package / "macros" / "doi.yml").exists()
+    assert (udfs / "functions" / "schema.yml").exists()
+
+    project = workdir / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: stranger\nversion: '1.0'\nconfig-version: 2\nprofile: stranger\n"
+        "dispatch:\n  - macro_namespace: dbt\n"
+        "    search_order: [stranger, dbt_doi_udfs, dbt]\n", encoding="utf-8")
+    (project / "packages.yml").write_text(
+        f"packages:\n  - local: {package}\n  - local: {udfs}\n", encoding="utf-8")
+    (project / "profiles.yml").write_text(json.dumps({"stranger": {"target": "dev", "outputs": {
+        "dev": {"type": "duckdb", "path": str(workdir / "w.duckdb")}}}}), encoding="utf-8")
+    (project / "models" / "keys.sql").write_text(
+        "select {{ dbt_doi.doi_key(\"'doi: 10.1000/abc'\") }} as inline_key,\n"
+        "  {{ function('doi_key') }}('https://doi.org/10.1000/abc') as udf_key\n",
+        encoding="utf-8")
+    dbt = str(Path(sys.executable).with_name("dbt"))
+    env = {**os.environ, "DBT_PROFILES_DIR": str(project),
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    for args in (["deps"], ["build"], ["show", "--select", "keys", "--output", "json"]):
+        done = subprocess.run([dbt, *args, "--project-dir", str(project)], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout[-3000:]
+    assert '"inline_key": "10.1000/ABC"' in done.stdout, done.stdout
+    assert '"udf_key": "10.1000/ABC"' in done.stdout, done.stdout
+
+
 def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path],
                                                       workdir: Path) -> None:
     result = _run(venvs["base"], "python -c 'import airflow_doi.pandas'", workdir,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import sqlglot
+import yaml
 from sqlglot import exp
 
 from airflow_doi.cli import main
@@ -63,8 +64,16 @@ def test_dbt_bodies_are_jinja_safe_and_cover_every_function() -> None:
         if path.parts[0] != "dbt_doi":
             continue
         adapter = path.stem
-        for name in ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason", "doi_url"):
+        names = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason", "doi_url")
+        if path.suffix == ".yml":  # the dbt docs entries of the same macros
+            assert yaml.safe_load(text)["macros"] == [
+                {**entry, "name": f"{adapter}__{name}"}
+                for name, entry in zip(names, yaml.safe_load(text)["macros"], strict=True)
+            ]
+            continue
+        for name in names:
             assert f"{{% macro {adapter}__{name}(value) -%}}" in text
+            assert f"dbt_doi._function_call('{name}', value)" in text
         assert "({{ value }})" in text
 
 

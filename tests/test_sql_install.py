@@ -45,6 +45,64 @@ def test_print_an_unknown_dialect_names_the_known_ones() -> None:
     _user_error(_cli("print", "oracle"), "unknown dialect 'oracle'", "postgres")
 
 
+#: Dialects whose functions a schema can hold, and how many each file creates.
+SCHEMA_DIALECTS = {"bigquery": 11, "databricks": 5, "duckdb": 11, "mariadb": 13,
+                   "postgres": 11, "redshift": 5, "snowflake": 11, "trino": 11}
+
+
+@pytest.mark.parametrize("dialect", sorted(SCHEMA_DIALECTS))
+def test_print_with_a_schema_qualifies_every_definition_and_call(dialect: str) -> None:
+    """``sql print DIALECT --schema S``: what a warehouse user pastes (BigQuery needs a dataset
+    for persistent functions): every function is created in S and every call of one is S's."""
+    import re
+
+    result = _cli("print", dialect, "--schema", "cat.doi")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    created = re.findall(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|MACRO) ([\w.]+)\(", text, re.M)
+    assert len(created) == SCHEMA_DIALECTS[dialect], created
+    assert all(name.startswith("cat.doi.") for name in created), created
+    bare = {name.removeprefix("cat.doi.") for name in created}
+    unqualified = re.findall(r"(?<![\w.])(" + "|".join(bare) + r")\(", text, re.I)
+    assert not unqualified, unqualified[:5]
+    assert "TEMP FUNCTION" not in text
+
+
+def test_print_with_a_schema_runs_on_postgres_and_duckdb(postgres_dsn: str) -> None:
+    """The printed file, run by hand as psql or the DuckDB CLI would, creates working
+    functions in the named schema and nowhere else."""
+    import psycopg
+
+    schema = f"doi_print_{uuid.uuid4().hex[:8]}"
+    text = _cli("print", "postgres", "--schema", schema).stdout
+    try:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(text)
+            key = conn.execute(f"SELECT {schema}.doi_url(%s)", ("doi:10.1000/a#b",)).fetchone()
+            count = conn.execute(
+                "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = %s", (schema,)).fetchone()
+        assert key == ("https://doi.org/10.1000/a%23b",) and count == (11,)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # ours, made above
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA doi")
+        con.execute(_cli("print", "duckdb", "--schema", "doi").stdout)
+        assert con.execute("SELECT doi.doi_key(' urn:doi:10.123:456 ')").fetchall() == [
+            ("10.123/456",)]
+        assert con.execute(
+            "SELECT count(*) FROM duckdb_functions() WHERE schema_name = 'main' "
+            "AND function_name LIKE 'doi%'").fetchall() == [(0,)]
+
+
+def test_print_with_a_schema_mistakes() -> None:
+    _user_error(_cli("print", "spark", "--schema", "doi"), "TEMPORARY", "without --schema")
+    _user_error(_cli("print", "sqlite", "--schema", "doi"), "without --schema")
+    _user_error(_cli("print", "postgres", "--schema", "doi; DROP TABLE x"), "not a plain name")
+
+
 def test_install_into_postgres_twice_in_a_schema_of_its_own(postgres_dsn: str) -> None:
     import psycopg
 

@@ -8,6 +8,10 @@ is needed.
 DuckDB database; every statement is ``CREATE OR REPLACE``, so a second run changes
 nothing and a newer version replaces the older one.
 
+``airflow-doi sql dbt-package [--udfs]``: the directory of the dbt package shipped in the
+wheel (``airflow_doi/dbt_package`` is the repository's ``dbt_doi/``), for a ``packages.yml``
+``local:`` entry.
+
 ``airflow-doi sql duckdb-extension [--output DIR]``: compile the native DuckDB extension and
 print the path to ``LOAD`` (see :mod:`airflow_doi.duckdb_native`).
 """
@@ -22,8 +26,8 @@ from typing import Any
 DESCRIPTION = """\
 Generated SQL: generate writes (or checks) sql/<dialect>/doi_functions.sql and the dbt
 macro bodies; print writes one dialect's functions to stdout; install creates them in a
-PostgreSQL, DuckDB or MariaDB/MySQL database; duckdb-extension compiles the native DuckDB
-extension and prints its path."""
+PostgreSQL, DuckDB or MariaDB/MySQL database; dbt-package prints where the dbt package is
+installed; duckdb-extension compiles the native DuckDB extension and prints its path."""
 
 #: URL scheme -> (dialect of the generated file, the extra whose driver connects).
 INSTALL_SCHEMES: dict[str, tuple[str, str]] = {
@@ -50,7 +54,7 @@ def register(subparsers: Any) -> None:
     )
     actions = parser.add_subparsers(
         dest="sql_command", required=True, metavar="ACTION",
-        help="generate, print, install or duckdb-extension",
+        help="generate, print, install, dbt-package or duckdb-extension",
     )
     generate = actions.add_parser(
         "generate",
@@ -73,11 +77,17 @@ def register(subparsers: Any) -> None:
         "print", help="write one dialect's DOI functions to stdout",
         description="Write the DOI functions of one SQL dialect to stdout, e.g. "
         "airflow-doi sql print postgres > doi.sql. The files ship with the package: no "
-        "extra is needed.\n\nExit status: 0 printed; 2 an unknown dialect.",
+        "extra is needed.\n\nExit status: 0 printed; 2 an unknown dialect or a --schema "
+        "that dialect cannot take.",
         formatter_class=HelpFormatter,
     )
     printer.add_argument("dialect", help="bigquery, databricks, duckdb, mariadb, postgres, "
                          "redshift, snowflake, spark, sqlite or trino")
+    printer.add_argument(
+        "--schema", help="create every function in this schema (or database.schema; on "
+        "BigQuery a dataset, and the functions become persistent instead of TEMP) and "
+        "qualify the calls between them",
+    )
     printer.set_defaults(func=run_print)
     install = actions.add_parser(
         "install", help="create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
@@ -95,6 +105,20 @@ def register(subparsers: Any) -> None:
         "database. Default: the connection's current schema",
     )
     install.set_defaults(func=run_install)
+    package = actions.add_parser(
+        "dbt-package",
+        help="print the directory of the dbt package dbt_doi shipped with airflow-doi",
+        description="Print the directory of the dbt package dbt_doi as installed with "
+        "airflow-doi (no extra needed), for a packages.yml entry:\n\n"
+        "  packages:\n    - local: <the printed path>\n\n"
+        "--udfs prints the directory of dbt_doi_udfs, its function resources (dbt 1.11+); "
+        "list it beside dbt_doi.",
+        formatter_class=HelpFormatter,
+    )
+    package.add_argument(
+        "--udfs", action="store_true", help="the UDF package dbt_doi_udfs instead"
+    )
+    package.set_defaults(func=run_dbt_package)
     native = actions.add_parser(
         "duckdb-extension",
         help="compile the native DuckDB extension (doi_key & co.) and print its path",
@@ -107,6 +131,17 @@ def register(subparsers: Any) -> None:
     )
     native.add_argument("--force", action="store_true", help="rebuild even if cached")
     native.set_defaults(func=run_duckdb_extension)
+
+
+def run_dbt_package(args: argparse.Namespace) -> int:
+    from importlib.resources import as_file, files
+
+    # A wheel installs real files, an editable install points at the checkout: either way a
+    # directory on disk, resolved so the printed path names the files themselves.
+    with as_file(files("airflow_doi") / "dbt_package") as package:
+        path = Path(package).resolve() / ("udfs" if args.udfs else "")
+    print(path)
+    return 0
 
 
 def run_duckdb_extension(args: argparse.Namespace) -> int:
@@ -153,9 +188,12 @@ def _generated(dialect: str) -> str:
 
 def run_print(args: argparse.Namespace) -> int:
     from airflow_doi.cli._files import input_error
+    from airflow_doi.sql_install import in_schema
 
     try:
         text = _generated(args.dialect)
+        if args.schema is not None:
+            text = in_schema(args.dialect, text, args.schema)
     except ValueError as error:
         return input_error("sql print", error)
     sys.stdout.write(text)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_doi.sqlgen.dialects import DIALECTS, Dialect
-from airflow_doi.sqlgen.render import dbt_macros_file, functions_file
+from airflow_doi.sqlgen.render import dbt_macros_docs, dbt_macros_file, functions_file
 
 __all__ = ["DIALECTS", "Dialect", "generate", "generated_files"]
 
@@ -37,4 +37,5 @@ def generated_files() -> dict[Path, str]:
         files[Path("sql") / name / "doi_functions.sql"] = functions_file(dialect)
         if dialect.dbt_adapter:
             files[DBT_GENERATED_DIR / f"{dialect.dbt_adapter}.sql"] = dbt_macros_file(dialect)
+            files[DBT_GENERATED_DIR / f"{dialect.dbt_adapter}.yml"] = dbt_macros_docs(dialect)
     return dict(sorted(files.items()))

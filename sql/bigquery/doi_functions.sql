@@ -7,7 +7,7 @@
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
 -- doi__* functions are internal steps.
 --
--- Install: run the file as one script (TEMP functions); for persistent functions replace 'CREATE TEMP FUNCTION name' by 'CREATE OR REPLACE FUNCTION dataset.name' (and the doi__ calls inside by dataset.doi__...).
+-- Install: run the file as one script (TEMP functions); for persistent functions in a dataset, print it with airflow-doi sql print bigquery --schema DATASET.
 -- Proof:   emulated: every body transpiled by sqlglot (bigquery -> duckdb) and run on DuckDB against every conformance case (airflow_doi/sqlgen/emulate.py); no BigQuery engine runs in the test suite.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.

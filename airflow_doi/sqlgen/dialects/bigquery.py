@@ -17,9 +17,8 @@ class BigQuery(Dialect):
         " test suite."
     )
     install = (
-        "run the file as one script (TEMP functions); for persistent functions replace"
-        " 'CREATE TEMP FUNCTION name' by 'CREATE OR REPLACE FUNCTION dataset.name' (and the"
-        " doi__ calls inside by dataset.doi__...)."
+        "run the file as one script (TEMP functions); for persistent functions in a dataset,"
+        " print it with airflow-doi sql print bigquery --schema DATASET."
     )
     dbt_adapter = "bigquery"
     dbt_binding = "subquery"

@@ -1,4 +1,4 @@
--- The same vectors through the package's UDF resources (functions/), created by dbt build.
+-- The same vectors through the UDF resources of dbt_doi_udfs, called directly as a user would.
 select
     id,
     expected_doi,

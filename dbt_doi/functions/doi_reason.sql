@@ -1,1 +1,0 @@
-{{ dbt_doi.udf_body('doi_reason', 's') }}

@@ -1,0 +1,1 @@
+{{ dbt_doi_udfs.udf_body('doi_is_valid', 's') }}
