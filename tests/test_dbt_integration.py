@@ -172,6 +172,31 @@ def test_the_macros_build_on_the_oldest_dbt_the_package_claims(tmp_path: Path) -
     expected_failures_fail(project, executable=OLDEST_DBT)
 
 
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_git_install_with_the_readmes_subdirectories(tmp_path: Path) -> None:
+    """The README's git entries (subdirectory dbt_doi and dbt_doi/udfs, a pinned revision),
+    pointed at this repository's own git history: dbt deps clones them and the macros and the
+    functions compile from the clone."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    project = tmp_path / "stranger"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text(
+        "name: stranger\nversion: '1.0'\nconfig-version: 2\nprofile: dbt_doi_integration_tests\n",
+        encoding="utf-8")
+    url = f"file://{ROOT}"
+    (project / "packages.yml").write_text(
+        f"packages:\n  - git: {url!r}\n    subdirectory: dbt_doi\n    revision: {commit}\n"
+        f"  - git: {url!r}\n    subdirectory: dbt_doi/udfs\n    revision: {commit}\n",
+        encoding="utf-8")
+    write_profile(project, {"type": "duckdb", "path": str(tmp_path / "git.duckdb")})
+    assert dbt(project, "deps")[0] == 0
+    installed = sorted(p.name for p in (project / "dbt_packages").iterdir())
+    assert installed == ["dbt_doi", "dbt_doi_udfs"], installed
+    code, _ = dbt(project, "compile", "--inline", "select {{ dbt_doi.doi_key('doi') }} as k")
+    assert code == 0
+
+
 def test_the_claimed_dbt_versions() -> None:
     """The macros admit 1.8 up to 1.12 (1.12 cannot be installed offline here, so it is
     claimed, not built); the UDF resources, a dbt 1.11 feature, start at 1.11."""
