@@ -20,7 +20,12 @@ The regexes are built from the constants in :mod:`airflow_doi.syntax` and
 :mod:`airflow_doi.presentation`, so a host or prefix cannot drift between the engines; the tests
 check that this module and the scalar functions agree on every conformance vector and on
 hypothesis-generated text. Large inputs are cut into slices that run on a thread pool (Arrow
-kernels release the GIL)."""
+kernels release the GIL).
+
+Where the native core is built (:mod:`airflow_doi.native_arrow`, C over the same rules), it
+replaces all four tiers: one pass per value, no regular expression, no row leaves Arrow. The
+tiers above remain the fallback (no C compiler at install time, or ``AIRFLOW_DOI_NATIVE=0``)
+and are tested as such."""
 
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as _compute
 
+from airflow_doi import native_arrow
 from airflow_doi.presentation import DEFAULT_BASE_URL, DOT_SEGMENT_RE, MANDATORY, RECOMMENDED
 from airflow_doi.presentation import encode_path as _encode_path
 from airflow_doi.syntax import (
@@ -55,7 +61,7 @@ from airflow_doi.syntax import (
     validate,
 )
 
-__all__ = ["SLICE_ROWS", "Analysis", "analyse", "to_large_string"]
+__all__ = ["SLICE_ROWS", "Analysis", "analyse", "keys", "to_large_string"]
 
 #: Rows per slice handed to one worker thread; small enough to spread 1M rows over the cores,
 #: large enough that the per-call overhead of each kernel stays negligible.
@@ -237,6 +243,8 @@ class Analysis:
     def url(self, base: str = DEFAULT_BASE_URL) -> pa.ChunkedArray:
         if not base.endswith("/"):
             base += "/"
+        if native_arrow.module() is not None:
+            return native_arrow.run(self.doi, output="encode", base=base)[0]
         return pa.chunked_array([_urls(chunk, base) for chunk in self.doi.chunks], _STRING)
 
 
@@ -263,8 +271,17 @@ def analyse(
     """
     if decode not in ("auto", "always", "never"):
         raise ValueError(f"decode must be 'auto', 'always' or 'never', not {decode!r}")
-    column = to_large_string(values)
     overrides = overrides or {}
+    if native_arrow.module() is not None:
+        doi, codes = native_arrow.run(values, decode, "doi", threads=threads)
+        assert codes is not None
+        if overrides:
+            outcomes = {row: validate(value, decode=decode) for row, value in overrides.items()}
+            doi = _patch(doi, {row: o.doi for row, o in outcomes.items()})
+            for row, outcome in outcomes.items():
+                codes[row] = -1 if outcome.reason is None else REASONS.index(outcome.reason)
+        return Analysis(doi=doi, reason_codes=codes)
+    column = to_large_string(values)
     slices = [
         (column.slice(start, SLICE_ROWS).combine_chunks(), start)
         for start in range(0, max(len(column), 1), SLICE_ROWS)
@@ -285,6 +302,39 @@ def analyse(
         doi=pa.chunked_array([r[0] for r in results], _STRING),
         reason_codes=np.concatenate([r[1] for r in results]),
     )
+
+
+def keys(
+    values: pa.Array | pa.ChunkedArray,
+    decode: Decode = "auto",
+    overrides: Mapping[int, object] | None = None,
+) -> pa.ChunkedArray:
+    """The comparison key of every row (null where there is no DOI): ``analyse(...).key()``,
+    in one native pass where the native core is built."""
+    if native_arrow.module() is None:
+        return analyse(values, decode, overrides).key()
+    if decode not in ("auto", "always", "never"):
+        raise ValueError(f"decode must be 'auto', 'always' or 'never', not {decode!r}")
+    key, _ = native_arrow.run(values, decode, "key")
+    if overrides:
+        key = _patch(key, {row: _scalar_key(value, decode) for row, value in overrides.items()})
+    return key
+
+
+def _scalar_key(value: object, decode: Decode) -> str | None:
+    outcome = validate(value, decode=decode)
+    return None if outcome.doi is None else ascii_upper(outcome.doi)
+
+
+def _patch(column: pa.ChunkedArray, rows: Mapping[int, str | None]) -> pa.ChunkedArray:
+    """``column`` with the given rows replaced (the few cells Arrow could not hold)."""
+    mask = np.zeros(len(column), dtype=bool)
+    numbers = np.fromiter(rows, dtype=np.int64, count=len(rows))
+    mask[numbers] = True
+    order = np.argsort(numbers, kind="stable")
+    replacements = pa.array([list(rows.values())[i] for i in order], _STRING)
+    patched = pc.replace_with_mask(column.combine_chunks(), pa.array(mask), replacements)
+    return pa.chunked_array([patched], _STRING)
 
 
 def _flags(mask: Any) -> np.ndarray[Any, np.dtype[np.bool_]]:

@@ -1,12 +1,15 @@
 """Build and load ``doi``, the native DuckDB extension behind the fastest ``doi_key``.
 
 The generated macros in ``sql/duckdb/doi_functions.sql`` run anywhere DuckDB runs but cost
-about five ``UPPER()`` calls a value; the C extension parses a value in one pass and keys a
-column at about two thirds of ``UPPER()``'s speed (see ``bench/sql.py``). It ships as
-source, not as a binary: :func:`build` compiles it with the machine's C compiler against the
-DuckDB C extension API headers vendored in ``airflow_doi/native/include`` (C API v1.2.0, so any
-DuckDB from 1.2 on loads it) and appends the metadata footer DuckDB reads before loading an
-extension file.
+about five ``UPPER()`` calls a value; the C extension (``native/doi_duckdb.c`` over the shared
+core ``native/doi_core.h``) parses a value in one pass and keys a column at about two thirds
+of ``UPPER()``'s speed (see ``bench/sql.py``). ``pip install`` compiles it where a C compiler
+is present (``setup.py``: ``airflow_doi/_doi_duckdb*.so``, against the DuckDB C extension API
+headers vendored in ``airflow_doi/native/include``: C API v1.2.0, so any DuckDB from 1.2 on
+loads it); :func:`build` then only copies that library into a cache directory with the
+metadata footer DuckDB reads before loading an extension file. Where the install had no
+compiler, or the installed library is older than the sources, :func:`build` compiles the
+source with the machine's C compiler instead.
 
 DuckDB loads only signed extensions unless the connection was opened with
 ``allow_unsigned_extensions``; :func:`connect` does that and loads the extension, and
@@ -16,11 +19,13 @@ the SQL macros into the same database too (macros shadow built-in functions, so 
 would answer; ``system.main.doi_key(...)`` always reaches the extension). Needs ``duckdb`` (the
 ``[duckdb]`` extra) and a C compiler (``cc``, or ``$CC``): Linux and macOS; the file needs no
 DuckDB symbols at link time (the C API arrives as a table of function pointers).
+Without a compiler, only the library ``pip install`` built can serve.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -32,7 +37,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["EXTENSION_NAME", "NativeBuildError", "build", "connect", "load", "metadata_footer"]
+__all__ = [
+    "EXTENSION_NAME", "NativeBuildError", "build", "connect", "digest", "installed_library", "load",
+    "metadata_footer",
+]
 
 EXTENSION_NAME = "doi"
 #: The C API version the source targets (``DUCKDB_EXTENSION_API_VERSION_*`` in the C file).
@@ -64,9 +72,34 @@ def metadata_footer(platform: str, capi_version: str = C_API_VERSION) -> bytes:
     return header + b"".join(_field(f) for f in reversed(fields)) + b"\0" * 256
 
 
+#: The files the extension is compiled from; their digest names the build (see :func:`digest`).
+SOURCES = ("doi_duckdb.c", "doi_core.h", "doi_tables.h")
+#: Compiled into the library (``setup.py`` and :func:`build`) so that a stale one is spotted.
+DIGEST_MARKER = b"airflow-doi-source-digest:"
+
+
 def _sources() -> tuple[Path, Path]:
     root = Path(str(resources.files("airflow_doi") / "native"))
     return root / "doi_duckdb.c", root / "include"
+
+
+def digest() -> str:
+    """The digest of the installed C sources of the extension."""
+    root = Path(str(resources.files("airflow_doi") / "native"))
+    sha = hashlib.sha256()
+    for name in SOURCES:
+        sha.update((root / name).read_bytes())
+    return sha.hexdigest()[:16]
+
+
+def installed_library() -> Path | None:
+    """The library ``pip install`` compiled (``airflow_doi/_doi_duckdb*.so``), if current."""
+    package = Path(str(resources.files("airflow_doi")))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        library = package / f"_doi_duckdb{suffix}"
+        if library.is_file() and DIGEST_MARKER + digest().encode() in library.read_bytes():
+            return library
+    return None
 
 
 def _platform() -> str:
@@ -84,29 +117,46 @@ def _cache_dir() -> Path:
     return Path(base) / "duckdb"
 
 
-def build(output_dir: str | os.PathLike[str] | None = None, *, force: bool = False) -> Path:
-    """Compile the extension (once: the result is cached by source hash and platform) and
-    return the path of ``doi.duckdb_extension``."""
+def build(
+    output_dir: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    from_source: bool = False,
+) -> Path:
+    """The path of a loadable ``doi.duckdb_extension`` (cached by source digest and platform).
+
+    The library ``pip install`` compiled is copied and given its footer; without one (no
+    compiler at install time, or ``from_source=True``) the source is compiled here. ``force``
+    redoes the work even when the cached file exists.
+    """
     source, include = _sources()
     platform = _platform()
-    digest = hashlib.sha256(source.read_bytes() + platform.encode()).hexdigest()[:16]
-    target_dir = Path(output_dir) if output_dir is not None else _cache_dir() / digest
+    name = hashlib.sha256((digest() + platform).encode()).hexdigest()[:16]
+    target_dir = Path(output_dir) if output_dir is not None else _cache_dir() / name
     target = target_dir / f"{EXTENSION_NAME}.duckdb_extension"
     if target.exists() and not force:
         return target
+    installed = None if from_source else installed_library()
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        raise NativeBuildError("no C compiler found: install one (Debian: gcc) or set CC")
+    if installed is None and not compiler:
+        raise NativeBuildError(
+            "the DuckDB extension was not built when airflow-doi was installed and no C "
+            "compiler is found to build it now: install one (Debian: gcc) or set CC"
+        )
     target_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
         library = Path(tmp) / target.name
-        command = [
-            compiler, "-O2", "-std=c11", "-Wall", "-Wextra", "-fPIC", "-shared",
-            "-fvisibility=hidden", "-I", str(include), "-o", str(library), str(source),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise NativeBuildError(f"{' '.join(command)} failed:\n{done.stderr}")
+        if installed is not None:
+            shutil.copyfile(installed, library)
+        else:
+            command = [
+                str(compiler), "-O3", "-std=c11", "-Wall", "-Wextra", "-fPIC", "-shared",
+                "-fvisibility=hidden", f"-DDOI_SOURCE_DIGEST=\"{digest()}\"",
+                "-I", str(include), "-I", str(source.parent), "-o", str(library), str(source),
+            ]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise NativeBuildError(f"{' '.join(command)} failed:\n{done.stderr}")
         with library.open("ab") as handle:
             handle.write(metadata_footer(platform))
         os.replace(library, target)  # atomic: parallel builders never see half a file

@@ -34,7 +34,7 @@ except ModuleNotFoundError as error:  # the accessor is the [pandas] extra's
         "airflow_doi.pandas needs pandas: pip install 'airflow-doi[pandas]'", name=error.name
     ) from None
 
-from airflow_doi._arrow import Analysis, analyse
+from airflow_doi._arrow import Analysis, analyse, keys
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import Decode
 
@@ -111,7 +111,8 @@ class DoiAccessor:
 
     def key(self, *, decode: Decode = "auto") -> pd.Series[Any]:
         """:func:`airflow_doi.comparison_key` per row; null where it would raise."""
-        return _text(self._analyse(decode).key(), self._series, self._series.name)
+        values, overrides = _to_arrow(self._series)
+        return _text(keys(values, decode, overrides), self._series, self._series.name)
 
     def url(self, base: str = DEFAULT_BASE_URL, *, decode: Decode = "auto") -> pd.Series[Any]:
         """:func:`airflow_doi.to_url` per row; null where it would raise."""

@@ -20,7 +20,16 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   fi
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[$extra]"
-  touch "$stamp"
+  touch "$stamp" .venv/.airflow-doi-native-built
+fi
+# The editable install compiled the native core (setup.py) into airflow_doi/: rebuild it, and
+# only it, when its sources changed since (the tests refuse a stale build).
+native_stamp=.venv/.airflow-doi-native-built
+if [[ ! -f $native_stamp || setup.py -nt $native_stamp \
+      || -n $(find airflow_doi/native -type f -newer "$native_stamp" -print -quit) ]]; then
+  echo "bootstrap: rebuilding the native core"
+  .venv/bin/python -m pip install -q --no-deps -e .
+  touch "$native_stamp"
 fi
 # The dbt package claims dbt-core 1.8+: the tests build its integration project with the
 # oldest dbt too, in a venv of its own (dbt 1.8 and 1.11 cannot share one).

@@ -115,3 +115,19 @@ def mariadb_connect(database: str | None = None, **options: Any) -> Any:
     return pymysql.connect(host=url.hostname, port=url.port or 3306, user=url.username,
                            password=url.password or "", database=database,
                            charset="utf8mb4", **options)
+
+
+@pytest.fixture(scope="module", params=["native", "arrow"])
+def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a module's tests on both vectorized engines: the native core, and the pure-Arrow
+    fallback a machine without a C compiler gets (switched in this process and, through the
+    environment, in the subprocesses the tests start)."""
+    from airflow_doi import native_arrow
+
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "arrow":
+            patch.setenv(native_arrow.DISABLE_ENV, "0")
+            patch.setattr(native_arrow, "module", lambda: None)
+        else:
+            assert native_arrow.module() is not None, native_arrow.status()
+        yield request.param

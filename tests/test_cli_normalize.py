@@ -29,6 +29,9 @@ CELLS = [
 ]
 
 
+#: Every test runs on the native core and on the pure-Arrow fallback.
+pytestmark = pytest.mark.usefixtures("vector_engine")
+
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],

@@ -9,7 +9,6 @@ constant tables are read out of the C source and compared with the Python ones.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,15 +16,10 @@ import duckdb
 import pytest
 
 from airflow_doi import duckdb_native
-from airflow_doi.presentation import DEFAULT_BASE_URL, MANDATORY, RECOMMENDED
 from airflow_doi.sqlgen.conformance import INJECTION, expected, mixtures
 from airflow_doi.syntax import (
     ILLEGAL_RANGES,
-    REASONS,
-    SCHEMELESS_HOSTS,
     TRIM_CHARS,
-    URL_HOSTS,
-    WHITESPACE,
 )
 from tests.test_sql_engines import cases, compare
 
@@ -38,7 +32,7 @@ FIVE = "doi_normalize(x), doi_key(x), doi_is_valid(x), doi_reason(x), doi_url(x)
 @pytest.fixture(scope="module")
 def extension(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A fresh build every run: the test must prove the source compiles, not a cached file.
-    return duckdb_native.build(tmp_path_factory.mktemp("ext"), force=True)
+    return duckdb_native.build(tmp_path_factory.mktemp("ext"), force=True, from_source=True)
 
 
 @pytest.fixture()
@@ -141,7 +135,7 @@ def test_unsigned_extension_is_refused_without_the_setting(extension: Path) -> N
 def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises((duckdb_native.NativeBuildError, OSError)):
-        duckdb_native.build(tmp_path, force=True)
+        duckdb_native.build(tmp_path, force=True, from_source=True)
 
 
 def test_metadata_footer_layout() -> None:
@@ -152,36 +146,30 @@ def test_metadata_footer_layout() -> None:
     assert tail[256:] == b"\0" * 256
 
 
-# --- the C tables are the Python tables ---------------------------------------------------
+def test_pip_install_built_the_extension_and_build_uses_it_without_a_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # setup.py compiled airflow_doi/_doi_duckdb*.so from the current sources at install time.
+    installed = duckdb_native.installed_library()
+    assert installed is not None, "pip install did not build the DuckDB extension"
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))  # any compile would now fail
+    built = duckdb_native.build(tmp_path / "out")
+    assert built.read_bytes()[: installed.stat().st_size] == installed.read_bytes()
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    duckdb_native.load(con, built)
+    assert con.execute("SELECT doi_key(' HTTPS://DOI.ORG/10.1000/Ab%2Fc ')").fetchone() == (
+        "10.1000/AB/C",
+    )
 
 
-def c_array(name: str) -> str:
-    match = re.search(rf"{name}\[\][^=]*=\s*\{{(.*?)\}};", SOURCE.read_text(), re.S)
-    assert match, name
-    return match.group(1)
-
-
-def c_ints(name: str) -> list[int]:
-    return [int(h, 16) for h in re.findall(r"0x[0-9A-Fa-f]+", c_array(name))]
-
-
-def c_strings(name: str) -> list[str]:
-    return re.findall(r'"([^"]*)"', c_array(name))
-
-
-def test_c_tables_match_python() -> None:
-    assert c_ints("WHITESPACE") == [ord(c) for c in WHITESPACE]
-    assert c_ints("WHITESPACE") + c_ints("TRIM_EXTRA") == [ord(c) for c in TRIM_CHARS]
-    bounds = c_ints("ILLEGAL")
-    assert list(zip(bounds[::2], bounds[1::2], strict=True)) == list(ILLEGAL_RANGES)
-    assert c_strings("URL_HOSTS") == [f"{h}/" for h in URL_HOSTS]
-    assert c_strings("SCHEMELESS_HOSTS") == [f"{h}/" for h in SCHEMELESS_HOSTS]
-    assert tuple(c_strings("REASON_NAMES")) == REASONS
-    source = SOURCE.read_text()
-    assert f'BASE_URL[] = "{DEFAULT_BASE_URL}";' in source
-    escaped = re.search(r'URL_ESCAPED\[\] = "((?:[^"\\]|\\.)*)";', source)
-    assert escaped
-    assert set(escaped.group(1).encode().decode("unicode_escape")) == set(MANDATORY + RECOMMENDED)
+def test_a_library_from_other_sources_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(duckdb_native, "digest", lambda: "0123456789abcdef")
+    assert duckdb_native.installed_library() is None
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises((duckdb_native.NativeBuildError, OSError)):
+        duckdb_native.build(tmp_path, force=True)
 
 
 def test_cli_builds_the_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,23 +28,26 @@ CSV_ROWS = "record_id,doi_raw\n1,doi:10.1000/ABC\n2,https://doi.org/10.1000/abc\
 #: Left out of the copy the wheel is built from: local state, never part of a release.
 IGNORED = shutil.ignore_patterns(
     ".venv", ".git", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
-    ".mypy_cache", ".ruff_cache", ".hypothesis", "target", "dbt_packages", "logs",
+    ".mypy_cache", ".ruff_cache", ".hypothesis", "target", "dbt_packages", "logs", "*.so",
 )
+
+
+def _build_wheel(scratch: Path, env: dict[str, str] | None = None) -> Path:
+    source = scratch / "src"
+    shutil.copytree(ROOT, source, ignore=IGNORED)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(scratch), str(source)],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (built,) = scratch.glob("airflow_doi-*.whl")
+    return built
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built from a copy of the working tree (the tree stays clean)."""
-    scratch = tmp_path_factory.mktemp("wheel")
-    source = scratch / "src"
-    shutil.copytree(ROOT, source, ignore=IGNORED)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(scratch), str(source)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (built,) = scratch.glob("airflow_doi-*.whl")
-    return built
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def _venv(root: Path, wheel: Path, extra: str) -> Path:
@@ -93,6 +97,39 @@ def _assert_names_extra(result: subprocess.CompletedProcess, extra: str) -> None
     assert result.returncode == 2, output
     assert f"airflow-doi[{extra}]" in output, output
     assert "Traceback" not in output and "No module named" not in output, output
+
+
+def test_the_wheel_carries_the_native_core(wheel: Path, venvs: dict[str, Path],
+                                           workdir: Path) -> None:
+    """pip compiled both native libraries (a C compiler is present here) into the wheel."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("airflow_doi/_native.") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("airflow_doi/_doi_duckdb.") and n.endswith(".so") for n in names)
+    probe = "from airflow_doi import native_arrow; print(native_arrow.status())"
+    result = _run(venvs["base"], f'python -c "{probe}"', workdir, terminal=False)
+    assert result.stdout.startswith("native:"), result.stdout + result.stderr
+
+
+def test_an_install_without_a_compiler_works_on_the_fallback(
+    wheel: Path, venvs: dict[str, Path], workdir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A machine with no C compiler: pip install still succeeds, and the CLI gives the same
+    file as the native install, on the pure-Arrow path, saying why when asked."""
+    scratch = tmp_path_factory.mktemp("no-compiler")
+    no_cc = {**os.environ, "CC": str(scratch / "no-such-cc"), "LDSHARED": str(scratch / "no-ld")}
+    pure = _build_wheel(scratch, no_cc)
+    assert not [n for n in zipfile.ZipFile(pure).namelist() if n.endswith(".so")]
+    venv = _venv(scratch / "venvs", pure, "")
+    command = "airflow-doi normalize catalogue.csv --column doi_raw --output {}.csv"
+    fallback = _run(venv, command.format("fallback"), workdir, terminal=True)
+    assert fallback.returncode == 0, fallback.stdout + fallback.stderr
+    native = _run(venvs["base"], command.format("native"), workdir, terminal=False)
+    assert native.returncode == 0, native.stdout + native.stderr
+    assert (workdir / "fallback.csv").read_bytes() == (workdir / "native.csv").read_bytes()
+    probe = "from airflow_doi import native_arrow; print(native_arrow.status())"
+    status = _run(venv, f'python -c "{probe}"', workdir, terminal=False).stdout
+    assert status.startswith("pure Arrow: the native core is not built"), status
+    assert "C compiler" in status
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])

@@ -19,6 +19,9 @@ from tests.conftest import syntax_vectors
 
 DECODES = ("auto", "always", "never")
 
+#: Every test runs on the native core and on the pure-Arrow fallback.
+pytestmark = pytest.mark.usefixtures("vector_engine")
+
 
 def _none(value: Any) -> Any:
     return None if value is pd.NA or value is None else value

@@ -1,0 +1,318 @@
+/*
+ * airflow_doi._native: the C core (doi_core.h) over Arrow string arrays, for CPython.
+ *
+ * Why: Series.doi, airflow-doi normalize and the Python-mode operators hold their values as
+ * Arrow arrays; the pure-Arrow path (airflow_doi._arrow) needs a regular expression per value
+ * and leaves Arrow for anything unusual. This module reads an Arrow string array through the
+ * Arrow C Data Interface (the PyCapsules of __arrow_c_array__), parses every value once with
+ * the GIL released, and returns the buffers of the answer (a large_string array and an int8
+ * reason code per row): never a Python object per row. airflow_doi.native wraps it (threads,
+ * chunked arrays, the fallback when this module was not built).
+ *
+ * Built by setuptools at install time (setup.py, optional: no compiler, no module).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doi_core.h"
+
+#ifndef DOI_SOURCE_DIGEST
+#define DOI_SOURCE_DIGEST "unknown"
+#endif
+
+/* The Arrow C Data Interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
+struct ArrowSchema {
+	const char *format;
+	const char *name;
+	const char *metadata;
+	int64_t flags;
+	int64_t n_children;
+	struct ArrowSchema **children;
+	struct ArrowSchema *dictionary;
+	void (*release)(struct ArrowSchema *);
+	void *private_data;
+};
+
+struct ArrowArray {
+	int64_t length;
+	int64_t null_count;
+	int64_t offset;
+	int64_t n_buffers;
+	int64_t n_children;
+	const void **buffers;
+	struct ArrowArray **children;
+	struct ArrowArray *dictionary;
+	void (*release)(struct ArrowArray *);
+	void *private_data;
+};
+
+/* What a call returns, per row. */
+enum output {
+	OUT_DOI = 0,    /* the normalized DOI (null where there is none) */
+	OUT_KEY = 1,    /* the comparison key */
+	OUT_URL = 2,    /* base + the encoded DOI */
+	OUT_ENCODE = 3, /* the values are normalized DOIs already: base + encoded, no parse */
+};
+
+/* One input value: its bytes, or NULL for a null. */
+struct input {
+	const struct ArrowArray *array;
+	const uint8_t *validity;
+	const int32_t *offsets32;
+	const int64_t *offsets64;
+	const unsigned char *data;
+};
+
+static inline const unsigned char *input_value(const struct input *in, int64_t row, size_t *n) {
+	int64_t i = in->array->offset + row;
+	if (in->validity && !((in->validity[i >> 3] >> (i & 7)) & 1)) {
+		return NULL;
+	}
+	int64_t start, end;
+	if (in->offsets64) {
+		start = in->offsets64[i];
+		end = in->offsets64[i + 1];
+	} else {
+		start = in->offsets32[i];
+		end = in->offsets32[i + 1];
+	}
+	*n = (size_t)(end - start);
+	/* An empty value may come with a null data buffer: never dereferenced for n == 0. */
+	return in->data ? in->data + start : (const unsigned char *)"";
+}
+
+static int read_input(PyObject *schema_capsule, PyObject *array_capsule, struct input *in) {
+	struct ArrowSchema *schema = (struct ArrowSchema *)PyCapsule_GetPointer(schema_capsule, "arrow_schema");
+	if (!schema) {
+		return -1;
+	}
+	struct ArrowArray *array = (struct ArrowArray *)PyCapsule_GetPointer(array_capsule, "arrow_array");
+	if (!array) {
+		return -1;
+	}
+	memset(in, 0, sizeof(*in));
+	in->array = array;
+	if (strcmp(schema->format, "u") == 0) {
+		in->offsets32 = (const int32_t *)array->buffers[1];
+	} else if (strcmp(schema->format, "U") == 0) {
+		in->offsets64 = (const int64_t *)array->buffers[1];
+	} else {
+		PyErr_Format(PyExc_TypeError, "expected an Arrow string or large_string array, not format '%s'",
+		             schema->format);
+		return -1;
+	}
+	if (array->n_buffers != 3) {
+		PyErr_SetString(PyExc_ValueError, "an Arrow string array has three buffers");
+		return -1;
+	}
+	in->validity = array->null_count == 0 ? NULL : (const uint8_t *)array->buffers[0];
+	in->data = (const unsigned char *)array->buffers[2];
+	return 0;
+}
+
+/* The bytes of every value in the array (a bound for the output's size). */
+static size_t input_bytes(const struct input *in) {
+	int64_t first = in->array->offset, last = in->array->offset + in->array->length;
+	if (in->offsets64) {
+		return (size_t)(in->offsets64[last] - in->offsets64[first]);
+	}
+	return (size_t)(in->offsets32[last] - in->offsets32[first]);
+}
+
+/*
+ * run(schema_capsule, array_capsule, decode, output, base) ->
+ *     (validity, offsets, data, codes, null_count)
+ *
+ * validity/offsets/data are the buffers of a large_string array of len(array) rows (validity
+ * None when no row is null); codes is one int8 per row (syntax.REASONS index, -1 valid; None
+ * for OUT_ENCODE).
+ */
+static PyObject *run(PyObject *self, PyObject *args) {
+	(void)self;
+	PyObject *schema_capsule, *array_capsule;
+	int decode, what;
+	const char *base;
+	Py_ssize_t base_len;
+	if (!PyArg_ParseTuple(args, "OOiiy#", &schema_capsule, &array_capsule, &decode, &what, &base, &base_len)) {
+		return NULL;
+	}
+	if (decode < DOI_DECODE_AUTO || decode > DOI_DECODE_NEVER || what < OUT_DOI || what > OUT_ENCODE) {
+		PyErr_SetString(PyExc_ValueError, "decode or output out of range");
+		return NULL;
+	}
+	struct input in;
+	if (read_input(schema_capsule, array_capsule, &in) < 0) {
+		return NULL;
+	}
+	int64_t rows = in.array->length;
+	size_t total = input_bytes(&in);
+	int url = what == OUT_URL || what == OUT_ENCODE;
+	/* Output bound: a DOI is never longer than its value; a URL is base + 3 bytes a byte + 2 for
+	 * a trailing dot segment, per row. */
+	if (total > (size_t)PY_SSIZE_T_MAX / 16 || (size_t)base_len > 4096 ||
+	    (url && (size_t)rows > ((size_t)PY_SSIZE_T_MAX / 4 - 5 * total) / ((size_t)base_len + 2))) {
+		PyErr_SetString(PyExc_MemoryError, "doi: array too large for one call");
+		return NULL;
+	}
+	size_t capacity = url ? (size_t)rows * ((size_t)base_len + 2) + 5 * total : total;
+
+	PyObject *validity_obj = PyBytes_FromStringAndSize(NULL, (rows + 7) / 8);
+	PyObject *offsets_obj = PyBytes_FromStringAndSize(NULL, (rows + 1) * (Py_ssize_t)sizeof(int64_t));
+	PyObject *data_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)capacity);
+	PyObject *codes_obj = what == OUT_ENCODE ? (Py_INCREF(Py_None), Py_None) : PyBytes_FromStringAndSize(NULL, rows);
+	if (!validity_obj || !offsets_obj || !data_obj || !codes_obj) {
+		goto fail;
+	}
+	uint8_t *validity = (uint8_t *)PyBytes_AS_STRING(validity_obj);
+	int64_t *offsets = (int64_t *)PyBytes_AS_STRING(offsets_obj);
+	unsigned char *data = (unsigned char *)PyBytes_AS_STRING(data_obj);
+	int8_t *codes = what == OUT_ENCODE ? NULL : (int8_t *)PyBytes_AS_STRING(codes_obj);
+	int64_t nulls = 0;
+	int failed = 0;
+
+	Py_BEGIN_ALLOW_THREADS
+	memset(validity, 0, (size_t)(rows + 7) / 8);
+	unsigned char *scratch = NULL;
+	size_t scratch_cap = 0;
+	size_t o = 0;
+	offsets[0] = 0;
+	for (int64_t row = 0; row < rows; row++) {
+		size_t n = 0;
+		const unsigned char *s = input_value(&in, row, &n);
+		const unsigned char *doi = NULL;
+		size_t doi_len = 0;
+		enum doi_reason reason;
+		if (!s) {
+			reason = DOI_R_EMPTY;
+		} else if (what == OUT_ENCODE) {
+			doi = s;
+			doi_len = n;
+			reason = DOI_R_OK;
+		} else {
+			if (2 * n + 2 > scratch_cap) {
+				size_t want = 2 * n + 2 > 4096 ? 2 * n + 2 : 4096;
+				unsigned char *grown = (unsigned char *)realloc(scratch, want);
+				if (!grown) {
+					failed = 1;
+					break;
+				}
+				scratch = grown;
+				scratch_cap = want;
+			}
+			reason = doi_analyse(s, n, (enum doi_decode)decode, scratch, scratch + n + 1, &doi, &doi_len);
+		}
+		if (codes) {
+			codes[row] = (int8_t)reason;
+		}
+		if (doi) {
+			validity[row >> 3] |= (uint8_t)(1u << (row & 7));
+			if (what == OUT_DOI) {
+				memcpy(data + o, doi, doi_len);
+				o += doi_len;
+			} else if (what == OUT_KEY) {
+				doi_ascii_upper(doi, doi_len, data + o);
+				o += doi_len;
+			} else {
+				o += doi_to_url(doi, doi_len, base, (size_t)base_len, data + o);
+			}
+		} else {
+			nulls++;
+		}
+		offsets[row + 1] = (int64_t)o;
+	}
+	free(scratch);
+	Py_END_ALLOW_THREADS
+
+	if (failed) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	if (_PyBytes_Resize(&data_obj, (Py_ssize_t)offsets[rows]) < 0) {
+		data_obj = NULL;
+		goto fail;
+	}
+	if (nulls == 0) {
+		Py_DECREF(validity_obj);
+		Py_INCREF(Py_None);
+		validity_obj = Py_None;
+	}
+	return Py_BuildValue("(NNNNL)", validity_obj, offsets_obj, data_obj, codes_obj, (long long)nulls);
+
+fail:
+	Py_XDECREF(validity_obj);
+	Py_XDECREF(offsets_obj);
+	Py_XDECREF(data_obj);
+	Py_XDECREF(codes_obj);
+	return NULL;
+}
+
+/*
+ * scalar(value, decode) -> (doi or None, reason code): one str (or None) through the core, for callers
+ * that hold one value at a time (SQLite's functions). The value must be encodable as UTF-8.
+ */
+static PyObject *scalar(PyObject *self, PyObject *args) {
+	(void)self;
+	const char *text;
+	Py_ssize_t n;
+	int decode;
+	if (!PyArg_ParseTuple(args, "z#i", &text, &n, &decode)) {
+		return NULL;
+	}
+	if (!text) {
+		return Py_BuildValue("(Oi)", Py_None, (int)DOI_R_EMPTY);
+	}
+	if (decode < DOI_DECODE_AUTO || decode > DOI_DECODE_NEVER) {
+		PyErr_SetString(PyExc_ValueError, "decode out of range");
+		return NULL;
+	}
+	unsigned char small[512];
+	unsigned char *scratch = (size_t)n * 2 + 2 <= sizeof(small) ? small : (unsigned char *)malloc((size_t)n * 2 + 2);
+	if (!scratch) {
+		return PyErr_NoMemory();
+	}
+	const unsigned char *doi = NULL;
+	size_t doi_len = 0;
+	enum doi_reason reason = doi_analyse((const unsigned char *)text, (size_t)n, (enum doi_decode)decode, scratch,
+	                                     scratch + n + 1, &doi, &doi_len);
+	PyObject *result;
+	if (doi) {
+		result = Py_BuildValue("(s#i)", (const char *)doi, (Py_ssize_t)doi_len, (int)reason);
+	} else {
+		result = Py_BuildValue("(Oi)", Py_None, (int)reason);
+	}
+	if (scratch != small) {
+		free(scratch);
+	}
+	return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"run", run, METH_VARARGS, "Parse every value of an Arrow string array (see doi_arrow.c)."},
+    {"scalar", scalar, METH_VARARGS, "Parse one str: (doi or None, reason code)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "airflow_doi._native", "The native DOI core over Arrow arrays (doi_arrow.c).", -1,
+    METHODS, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+	PyObject *module = PyModule_Create(&MODULE);
+	if (!module) {
+		return NULL;
+	}
+	if (PyModule_AddStringConstant(module, "SOURCE_DIGEST", DOI_SOURCE_DIGEST) < 0 ||
+	    PyModule_AddIntConstant(module, "OUT_DOI", OUT_DOI) < 0 ||
+	    PyModule_AddIntConstant(module, "OUT_KEY", OUT_KEY) < 0 ||
+	    PyModule_AddIntConstant(module, "OUT_URL", OUT_URL) < 0 ||
+	    PyModule_AddIntConstant(module, "OUT_ENCODE", OUT_ENCODE) < 0) {
+		Py_DECREF(module);
+		return NULL;
+	}
+	return module;
+}
