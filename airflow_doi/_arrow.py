@@ -203,8 +203,30 @@ def _tier2(decode: Decode) -> list[_Tier2]:
     return families
 
 
+def _strings(values: tuple[str, ...]) -> pa.Array:
+    """A small ``large_string`` array built from its buffers.
+
+    ``pa.array`` would do, but any array built from Python or numpy objects makes pyarrow
+    import pandas (a third of a second) to check for pandas types; the native path never does.
+    """
+    encoded = [value.encode("utf-8") for value in values]
+    offsets = np.cumsum([0, *map(len, encoded)], dtype=np.int64)
+    return pa.Array.from_buffers(
+        _STRING, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def _bitmap(flags: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(flags, bitorder="little"))
+
+
+def _bools(flags: np.ndarray[Any, np.dtype[np.bool_]]) -> pa.BooleanArray:
+    """A numpy bool array as an Arrow one, from its buffers (see :func:`_strings`)."""
+    return pa.Array.from_buffers(pa.bool_(), len(flags), [None, _bitmap(flags)])
+
+
 #: Reason codes: ``REASONS[code]``; -1 for a valid row.
-_REASON_VALUES: Final[pa.Array] = pa.array(REASONS, _STRING)
+_REASON_VALUES: Final[pa.Array] = _strings(REASONS)
 _EMPTY: Final[int] = REASONS.index("empty")
 
 
@@ -226,9 +248,18 @@ class Analysis:
         return self.reason_codes < 0
 
     @property
+    def valid_array(self) -> pa.BooleanArray:
+        """:attr:`valid` as an Arrow column."""
+        return _bools(self.valid)
+
+    @property
     def reason(self) -> pa.Array:
-        codes = self.reason_codes
-        indices = pa.array(codes, pa.int8(), mask=codes < 0)
+        codes = np.ascontiguousarray(self.reason_codes, dtype=np.int8)
+        present = codes >= 0
+        indices = pa.Array.from_buffers(
+            pa.int8(), len(codes), [_bitmap(present), pa.py_buffer(codes)],
+            null_count=int(len(codes) - present.sum()),
+        )
         return pc.cast(pa.DictionaryArray.from_arrays(indices, _REASON_VALUES), _STRING)
 
     def reason_counts(self) -> dict[str, int]:

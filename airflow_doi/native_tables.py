@@ -58,6 +58,11 @@ def render() -> str:
         "\t" + ", ".join(f"{{0x{low:04X}, 0x{high:04X}}}" for low, high in ILLEGAL_RANGES[i:i + 4])
         for i in range(0, len(ILLEGAL_RANGES), 4)
     )
+    escaped = {ord(c) for c in MANDATORY + RECOMMENDED} | set(range(0x80, 0x100))
+    escape_rows = ",\n".join(
+        "\t" + ", ".join("1" if b in escaped else "0" for b in range(row, row + 32))
+        for row in range(0, 256, 32)
+    )
     url_hosts = ", ".join(_c_string(host + "/") for host in URL_HOSTS)
     schemeless = ", ".join(_c_string(host + "/") for host in SCHEMELESS_HOSTS)
     return f"""\
@@ -104,7 +109,10 @@ static const char *const DOI_SCHEMELESS_HOSTS[] = {{{schemeless}}};
 
 /* presentation.DEFAULT_BASE_URL and the IDF tables (presentation.MANDATORY + RECOMMENDED). */
 static const char DOI_BASE_URL[] = {_c_string(DEFAULT_BASE_URL)};
-static const char DOI_URL_ESCAPED[] = {_c_string(MANDATORY + RECOMMENDED)};
+/* 1: the byte is written as %XX (the IDF sets, and every byte of a non-ASCII character). */
+static const unsigned char DOI_URL_ESCAPE_BYTE[256] = {{
+{escape_rows},
+}};
 
 #endif
 """

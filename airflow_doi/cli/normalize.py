@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,6 +219,15 @@ def _is_binary(kind: Any) -> bool:
     return bool(pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
 
 
+def _read_ahead(batches: Iterable[Any], pool: ThreadPoolExecutor) -> Iterator[Any]:
+    """``batches``, each one read on ``pool`` while the caller works on the one before."""
+    iterator = iter(batches)
+    coming = pool.submit(next, iterator, None)
+    while (batch := coming.result()) is not None:
+        coming = pool.submit(next, iterator, None)
+        yield batch
+
+
 def _stream(
     reader: Any, target: Path, out_format: Any, schema: Any, column: str, decode: str,
     base: str, escape: bool,
@@ -230,8 +241,16 @@ def _stream(
 
     summary = Summary()
     text = pa.large_string()
-    with writing(target, out_format, schema) as writer:
-        for batch in reader.batches:
+    # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
+    # release the GIL, so writing a batch overlaps reading and analysing the next one.
+    # Likewise the next batch is read while this one is analysed.
+    with (
+        writing(target, out_format, schema) as writer,
+        ThreadPoolExecutor(1) as background,
+        ThreadPoolExecutor(1) as ahead,
+    ):
+        pending: Future[None] | None = None
+        for batch in _read_ahead(reader.batches, ahead):
             flags = None
             if reader.flags_malformed:
                 flags = batch.column(MALFORMED_FLAG)
@@ -251,7 +270,7 @@ def _stream(
                             summary.repaired[name] += len(repaired)
                 columns.append(escape_formulas(kept) if escape else kept)
             result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
-            added = [result.doi, result.key(), pa.array(result.valid), result.reason,
+            added = [result.doi, result.key(), result.valid_array, result.reason,
                      result.url(base)]
             if flags is not None and pc.any(flags).as_py():
                 # A row that could not be aligned with the header is never a valid DOI row.
@@ -264,9 +283,14 @@ def _stream(
                     pc.if_else(flags, null, added[4]),
                 ]
             columns += added
-            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+            if pending is not None:
+                pending.result()  # at most one batch waits: memory stays bounded
+            pending = background.submit(
+                writer.write_table, pa.Table.from_arrays(columns, schema=schema))
             summary.rows += batch.num_rows
             summary.valid += pc.sum(added[2]).as_py() or 0
             reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
             summary.reasons.update({item["values"]: item["counts"] for item in reasons})
+        if pending is not None:
+            pending.result()
     return summary

@@ -440,7 +440,7 @@ static inline size_t doi_to_url(const unsigned char *doi, size_t n, const char *
 	memcpy(out, base, base_len);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = doi[i];
-		if (c >= 0x80 || (c && strchr(DOI_URL_ESCAPED, c))) {
+		if (DOI_URL_ESCAPE_BYTE[c]) {
 			out[o++] = '%';
 			out[o++] = (unsigned char)HEX[c >> 4];
 			out[o++] = (unsigned char)HEX[c & 15];
