@@ -1,9 +1,10 @@
 """DOI functions for SQLite, registered on a Python ``sqlite3`` connection.
 
 SQLite has no ``CREATE FUNCTION``: scalar functions come from the host program. These call
-:mod:`airflow_doi.syntax` directly, so SQLite answers exactly like Python (``decode="auto"``)
-and NULL behaves as in every other engine: normalize/key/url give NULL, ``doi_is_valid``
-gives 0 and ``doi_reason`` gives ``'empty'``.
+the parser directly (the C core through :func:`airflow_doi.native_core.validate` where it is
+built, else :mod:`airflow_doi.syntax`), so SQLite answers exactly like Python
+(``decode="auto"``) and NULL behaves as in every other engine: normalize/key/url give NULL,
+``doi_is_valid`` gives 0 and ``doi_reason`` gives ``'empty'``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from airflow_doi.native_core import validate
 from airflow_doi.presentation import DEFAULT_BASE_URL, encode_path
-from airflow_doi.syntax import ascii_upper, validate
+from airflow_doi.syntax import ascii_upper
 
 __all__ = ["FUNCTIONS", "register"]
 

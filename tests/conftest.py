@@ -122,12 +122,13 @@ def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a module's tests on both vectorized engines: the native core, and the pure-Arrow
     fallback a machine without a C compiler gets (switched in this process and, through the
     environment, in the subprocesses the tests start)."""
-    from airflow_doi import native_arrow
+    from airflow_doi import native_arrow, native_core
 
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "arrow":
             patch.setenv(native_arrow.DISABLE_ENV, "0")
             patch.setattr(native_arrow, "module", lambda: None)
+            patch.setattr(native_core, "module", lambda: None)
         else:
             assert native_arrow.module() is not None, native_arrow.status()
         yield request.param

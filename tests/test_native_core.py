@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_doi import _arrow, native_arrow, native_tables
+from airflow_doi import _arrow, native_arrow, native_core, native_tables
 from airflow_doi.presentation import DEFAULT_BASE_URL, encode_path
 from airflow_doi.sqlgen.conformance import mixtures
 from airflow_doi.syntax import ILLEGAL_RANGES, REASONS, ascii_upper, validate
@@ -228,11 +228,47 @@ def test_switched_off_it_falls_back_and_says_so_once() -> None:
 
 
 def test_a_stale_build_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    native_arrow._load.cache_clear()
-    monkeypatch.setattr(native_arrow, "source_digest", lambda: "0" * 16)
+    native_core._load.cache_clear()
+    monkeypatch.setattr(native_core, "source_digest", lambda: "0" * 16)
     try:
-        module, why = native_arrow._load()
+        module, why = native_core._load()
         assert module is None
         assert "older sources" in why and "reinstall" in why
     finally:
-        native_arrow._load.cache_clear()
+        native_core._load.cache_clear()
+
+
+@pytest.mark.parametrize("decode", DECODES)
+def test_value_at_a_time_validate_equals_the_python_parser(decode: str) -> None:
+    values: list[object] = [v["input"] for v in syntax_vectors()] + mixtures(2000, seed=4)
+    values += [None, "10.1000/\udc80", b"doi:10.1000/\xc3\xa9", b"\xff", 1234, 10.5, ""]
+    for value in values:
+        assert native_core.validate(value, decode=decode) == validate(value, decode=decode), (  # type: ignore[arg-type]
+            value
+        )
+    with pytest.raises(ValueError, match="decode"):
+        native_core.validate("10.1/x", decode="sometimes")  # type: ignore[arg-type]
+
+
+def test_sqlite_functions_answer_through_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from airflow_doi.sqlite_udf import register
+
+    values = [v["input"] for v in syntax_vectors() if v["decode"] == "auto"] + mixtures(500)
+    answers = {}
+    for engine in ("native", "python"):
+        if engine == "python":
+            monkeypatch.setattr(native_core, "module", lambda: None)
+        con = sqlite3.connect(":memory:")
+        register(con)
+        con.execute("CREATE TABLE t (i INTEGER, x TEXT)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(values)))
+        answers[engine] = con.execute(
+            "SELECT doi_normalize(x), doi_key(x), doi_is_valid(x), doi_reason(x), doi_url(x) "
+            "FROM t ORDER BY i").fetchall()
+    assert answers["native"] == answers["python"]
+    assert answers["native"] == [
+        (s[0], s[1], int(s[3] == -1), None if s[3] == -1 else REASONS[s[3]], s[2])
+        for s in (scalar(v, "auto") for v in values)
+    ]

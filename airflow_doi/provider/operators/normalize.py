@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, get_args
 
+from airflow_doi.native_core import validate
 from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
@@ -37,7 +38,7 @@ from airflow_doi.provider.sql import (
     native_cursor,
     quote_identifier,
 )
-from airflow_doi.syntax import Decode, Validation, validate
+from airflow_doi.syntax import Decode, Validation
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
 

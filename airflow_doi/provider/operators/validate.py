@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, Literal
 
+from airflow_doi.native_core import validate
 from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
 from airflow_doi.provider.sql import Dialect, distinct_pages, native_cursor, quote_identifier
-from airflow_doi.syntax import validate
 
 __all__ = ["DoiValidateOperator"]
 

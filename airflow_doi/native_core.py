@@ -1,0 +1,94 @@
+"""Find the compiled native core, and validate one value with it: standard library only.
+
+``airflow_doi._native`` (``native/doi_arrow.c`` over ``native/doi_core.h``) is compiled by
+setuptools at install time when a C compiler is present. Where it is missing (no compiler at
+install time), stale (its sources changed since it was built) or switched off
+(``AIRFLOW_DOI_NATIVE=0``), :func:`module` returns ``None`` and says why once in the log, and
+callers use the pure-Python/pure-Arrow paths, which give the same answers more slowly.
+Column-at-a-time callers go through :mod:`airflow_doi.native_arrow`; value-at-a-time callers
+(SQLite's functions, the Python-mode operators) through :func:`validate`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+from importlib import resources
+from types import ModuleType
+from typing import Final
+
+from airflow_doi.syntax import REASONS, Decode, Validation
+from airflow_doi.syntax import validate as _validate
+
+__all__ = ["DISABLE_ENV", "module", "source_digest", "status", "validate"]
+
+log = logging.getLogger("airflow_doi.native")
+
+#: Set to ``0`` to use the pure-Python/Arrow paths even where the native module is built.
+DISABLE_ENV: Final[str] = "AIRFLOW_DOI_NATIVE"
+#: The sources the module's SOURCE_DIGEST was computed from (setup.py computes the same).
+SOURCES: Final[tuple[str, ...]] = ("doi_arrow.c", "doi_core.h", "doi_tables.h")
+DECODES: Final[dict[str, int]] = {"auto": 0, "always": 1, "never": 2}
+
+
+def source_digest() -> str:
+    """The digest of the installed C sources (``setup.py`` bakes the same into the module)."""
+    root = resources.files("airflow_doi") / "native"
+    sha = hashlib.sha256()
+    for name in SOURCES:
+        sha.update((root / name).read_bytes())
+    return sha.hexdigest()[:16]
+
+
+@functools.cache
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return None, f"switched off ({DISABLE_ENV}=0)"
+    try:
+        from airflow_doi import _native
+    except ImportError:
+        return None, (
+            "not built (pip found no C compiler when it installed airflow-doi); reinstall "
+            "with gcc and the Python headers present (Debian: gcc python3-dev) for the fast path"
+        )
+    if _native.SOURCE_DIGEST != source_digest():
+        return None, (
+            "built from older sources than the installed ones; reinstall airflow-doi "
+            "(pip install --force-reinstall --no-deps ...) to rebuild it"
+        )
+    return _native, "the native core (airflow_doi._native)"
+
+
+@functools.cache
+def module() -> ModuleType | None:
+    """The compiled module, or ``None`` (logged once) when the slower paths must serve."""
+    native, why = _load()
+    if native is None:
+        log.info("airflow-doi: native DOI core %s; using the slower pure-Arrow path", why)
+    return native
+
+
+def status() -> str:
+    """One line: which engine serves the vectorized functions, and why."""
+    native, why = _load()
+    return f"native: {why}" if native is not None else f"pure Arrow: the native core is {why}"
+
+
+def validate(value: object, *, decode: Decode = "auto") -> Validation:
+    """:func:`airflow_doi.syntax.validate`, through the C core where it can take the value.
+
+    Text goes to C; bytes (which may need decoding), other types and strings with lone
+    surrogates (not UTF-8) go to the Python parser. The answers are the same (tested).
+    """
+    native = module()
+    if native is None or type(value) is not str:
+        return _validate(value, decode=decode)
+    try:
+        doi, code = native.scalar(value, DECODES[decode])
+    except UnicodeEncodeError:
+        return _validate(value, decode=decode)
+    except KeyError:
+        raise ValueError(f"decode must be 'auto', 'always' or 'never', not {decode!r}") from None
+    return Validation(code < 0, None if code < 0 else REASONS[code], doi)
