@@ -80,7 +80,7 @@ def test_every_python_block_is_covered() -> None:
     assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
                                     "Airflow provider"])
     bash = [head for head, _ in blocks("bash")]
-    assert bash[1:] == ["Command line", "Quality report"]  # the latter: tests/test_report.py
+    assert bash[1:] == ["pandas", "Command line", "Quality report"]  # last: tests/test_report.py
 
 
 def test_pandas_block() -> None:
@@ -93,6 +93,19 @@ def test_pandas_block() -> None:
     assert list(report.columns) == ["doi", "key", "valid", "reason"]
     assert report["reason"].tolist()[2:] == ["bad_directory", "empty"]
     assert s.doi.url().tolist()[0] == "https://doi.org/10.1000/ABC"
+
+
+def test_native_status_block() -> None:
+    """The README's check of which engine serves: the install built the native core."""
+    (line,) = commands(block_under("bash", "pandas"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("native: the native core"), done.stdout
+    off = subprocess.run(line, shell=True, cwd=ROOT, env={**env, "AIRFLOW_DOI_NATIVE": "0"},
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert off.stdout.startswith("pure Arrow: the native core is switched off"), off.stdout
 
 
 def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
