@@ -30,11 +30,9 @@ and are tested as such."""
 from __future__ import annotations
 
 import functools
-import os
 import re
 import string
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -323,12 +321,7 @@ def analyse(
         local = {i - start: v for i, v in overrides.items() if start <= i < start + len(chunk)}
         return _analyse_slice(chunk, decode, local)
 
-    workers = min(threads or os.cpu_count() or 1, len(slices))
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(run, slices))
-    else:
-        results = [run(item) for item in slices]
+    results = native_arrow.map_slices(run, slices, threads)
     return Analysis(
         doi=pa.chunked_array([r[0] for r in results], _STRING),
         reason_codes=np.concatenate([r[1] for r in results]),

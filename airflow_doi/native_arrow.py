@@ -10,8 +10,9 @@ more slowly. The tests hold both paths to the scalar functions.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +21,29 @@ from airflow_doi.native_core import DECODES, DISABLE_ENV, module, status
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import Decode
 
-__all__ = ["DISABLE_ENV", "SLICE_ROWS", "module", "run", "status"]
+__all__ = ["DISABLE_ENV", "SLICE_ROWS", "map_slices", "module", "run", "status"]
 
 #: Rows per call into C: each slice runs on a worker thread with the GIL released.
 SLICE_ROWS: Final[int] = 1 << 16
 Output = Literal["doi", "key", "url", "encode"]
 _STRING: Final[pa.DataType] = pa.large_string()
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_slices(function: Callable[[T], R], slices: list[T], threads: int | None = None) -> list[R]:
+    """``function`` over ``slices`` in order, on a thread pool when there is more than one.
+
+    The work inside releases the GIL (the C core, Arrow kernels). A pool per call rather than
+    a shared one: a forked Airflow worker would inherit a shared pool without its threads.
+    """
+    workers = min(threads or os.cpu_count() or 1, len(slices))
+    if workers <= 1:
+        return [function(item) for item in slices]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(function, slices))
 
 
 def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
@@ -72,13 +90,7 @@ def run(
         text = pa.Array.from_buffers(_STRING, len(chunk), buffers, null_count=nulls)
         return text, codes
 
-    slices = _chunks(values)
-    workers = min(threads or os.cpu_count() or 1, len(slices))
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(one, slices))
-    else:
-        results = [one(chunk) for chunk in slices]
+    results = map_slices(one, _chunks(values), threads)
     column = pa.chunked_array([text for text, _ in results], _STRING)
     if output == "encode":
         return column, None
