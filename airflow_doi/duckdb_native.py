@@ -2,8 +2,8 @@
 
 The generated macros in ``sql/duckdb/doi_functions.sql`` run anywhere DuckDB runs but cost
 about five ``UPPER()`` calls a value; the C extension (``native/doi_duckdb.c`` over the shared
-core ``native/doi_core.h``) parses a value in one pass and keys a column at about two thirds
-of ``UPPER()``'s speed (see ``bench/sql.py``). ``pip install`` compiles it where a C compiler
+core ``native/doi_core.h``) parses a value in one pass and keys a column at 0.8 to 1.0 of
+``UPPER()``'s speed (see ``bench/sql.py``). ``pip install`` compiles it where a C compiler
 is present (``setup.py``: ``airflow_doi/_doi_duckdb*.so``, against the DuckDB C extension API
 headers vendored in ``airflow_doi/native/include``: C API v1.2.0, so any DuckDB from 1.2 on
 loads it); :func:`build` then only copies that library into a cache directory with the
@@ -141,8 +141,11 @@ def build(
     if installed is None and not compiler:
         raise NativeBuildError(
             "the DuckDB extension was not built when airflow-doi was installed and no C "
-            "compiler is found to build it now: install one (Debian: gcc) or set CC"
+            "compiler is found to build it now: install one (Debian: gcc) or set CC; or use "
+            "the SQL functions instead (airflow-doi sql install duckdb:///PATH)"
         )
+    if installed is None and compiler and not shutil.which(compiler):
+        raise NativeBuildError(f"CC={compiler} names no program: point CC at a C compiler")
     target_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
         library = Path(tmp) / target.name
@@ -154,7 +157,10 @@ def build(
                 "-fvisibility=hidden", f"-DDOI_SOURCE_DIGEST=\"{digest()}\"",
                 "-I", str(include), "-I", str(source.parent), "-o", str(library), str(source),
             ]  # fmt: skip
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, check=False)
+            except OSError as error:
+                raise NativeBuildError(f"{compiler} could not be run: {error.strerror}") from None
             if done.returncode != 0:
                 raise NativeBuildError(f"{' '.join(command)} failed:\n{done.stderr}")
         with library.open("ab") as handle:

@@ -514,11 +514,20 @@ class TableWriter(Protocol):
 
 @contextmanager
 def writing(path: Path, fmt: Format, schema: pa.Schema) -> Iterator[TableWriter]:
-    """A batch writer for ``path``; the file appears only if the block exits cleanly.
+    """A batch writer for ``path``; a regular file appears only if the block exits cleanly.
 
     The temporary file is created with mode 0666 less the umask, as any file the user's
-    shell would create; CSV is written as UTF-8.
+    shell would create; CSV is written as UTF-8. A symlink is followed (its target is
+    replaced, the link stays); a path that is not a regular file (``/dev/stdout``, a FIFO)
+    is written straight through, never replaced by a file.
     """
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        if path.is_dir():
+            raise TableInputError(f"{path}: is a directory; pass a file name to --output")
+        with _writer(str(path), fmt, schema) as writer:
+            yield writer
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary, handle = _create_beside(path)
@@ -528,18 +537,32 @@ def writing(path: Path, fmt: Format, schema: pa.Schema) -> Iterator[TableWriter]
         ) from None
     os.close(handle)
     try:
-        writer: Any
-        if fmt == "parquet":
-            writer = pq.ParquetWriter(temporary, schema)
-        else:
-            options = pcsv.WriteOptions(quoting_style="needed")
-            writer = pcsv.CSVWriter(temporary, schema, write_options=options)
-        with writer:
+        with _writer(temporary, fmt, schema) as writer:
             yield writer
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _writer(target: str, fmt: Format, schema: pa.Schema) -> Any:
+    if fmt == "parquet":
+        return pq.ParquetWriter(target, schema)
+    options = pcsv.WriteOptions(quoting_style="needed")
+    return pcsv.CSVWriter(target, schema, write_options=options)
+
+
+def refuse_same_file(source: Path, target: Path) -> None:
+    """A command never writes over the file it is reading (it would lose the input)."""
+    try:
+        same = target.exists() and os.path.samefile(source, target)
+    except OSError:
+        same = False
+    if same:
+        raise TableInputError(
+            f"{target}: is the input file itself; write to another --output (the input is "
+            "read while the output is written, and would be lost)"
+        )
 
 
 def _create_beside(path: Path) -> tuple[str, int]:

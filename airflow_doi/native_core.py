@@ -26,7 +26,8 @@ __all__ = ["DISABLE_ENV", "module", "source_digest", "status", "validate"]
 
 log = logging.getLogger("airflow_doi.native")
 
-#: Set to ``0`` to use the pure-Python/Arrow paths even where the native module is built.
+#: Set to ``0`` (or ``false``, ``no``, ``off``) to use the pure-Python/Arrow paths even where
+#: the native module is built.
 DISABLE_ENV: Final[str] = "AIRFLOW_DOI_NATIVE"
 #: The sources the module's SOURCE_DIGEST was computed from (setup.py computes the same).
 SOURCES: Final[tuple[str, ...]] = ("doi_arrow.c", "doi_core.h", "doi_tables.h")
@@ -44,19 +45,21 @@ def source_digest() -> str:
 
 @functools.cache
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        return None, f"switched off ({DISABLE_ENV}=0)"
+    setting = os.environ.get(DISABLE_ENV, "1").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return None, f"switched off ({DISABLE_ENV}={os.environ[DISABLE_ENV]})"
     try:
         from airflow_doi import _native
     except ImportError:
         return None, (
-            "not built (pip found no C compiler when it installed airflow-doi); reinstall "
-            "with gcc and the Python headers present (Debian: gcc python3-dev) for the fast path"
+            "not built (when pip installed airflow-doi it found no C compiler or no Python "
+            "headers, or AIRFLOW_DOI_BUILD_NATIVE=0 was set); reinstall with gcc and the Python "
+            "headers present (Debian: gcc python3-dev) for the fast path"
         )
     if _native.SOURCE_DIGEST != source_digest():
         return None, (
-            "built from older sources than the installed ones; reinstall airflow-doi "
-            "(pip install --force-reinstall --no-deps ...) to rebuild it"
+            "built from older sources than the installed ones; reinstall airflow-doi to "
+            "rebuild it (from a checkout: pip install --force-reinstall --no-deps .)"
         )
     return _native, "the native core (airflow_doi._native)"
 

@@ -366,3 +366,59 @@ def test_a_gzip_file_is_read_and_other_archives_are_named(tmp_path: Path) -> Non
     bz.write_bytes(bz2.compress(b"doi\n10.1000/a\n"))
     run = normalize(bz, tmp_path / "o.csv")
     assert run.returncode == 2 and "bzip2-compressed" in run.stderr
+
+
+# -- --output never replaces what is not a regular file, nor the input --------------------------
+
+SMALL = "id,doi_raw\n1,doi:10.1000/ABC\n2,n/a\n"
+
+
+def test_output_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    real = tmp_path / "data" / "real.csv"
+    real.parent.mkdir()
+    real.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    done = cli("normalize", source, "--column", "doi_raw", "-o", link)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and link.resolve() == real
+    assert "10.1000/ABC" in real.read_text(encoding="utf-8")
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_output_to_a_fifo_is_written_through(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "airflow_doi", "normalize", str(source), "--column", "doi_raw",
+         "-o", str(fifo)], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    with fifo.open(encoding="utf-8") as reader:  # blocks until the CLI opens the FIFO
+        received = reader.read()
+    assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a FIFO, not a file put in its place
+    assert "doi_key" in received and "10.1000/ABC" in received
+
+
+@pytest.mark.parametrize("command", ["normalize", "repair"])
+def test_output_that_is_the_input_is_refused(tmp_path: Path, command: str) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    alias = tmp_path / "alias.csv"
+    alias.symlink_to(source)
+    for target in (source, alias):
+        done = cli(command, source, "--column", "doi_raw", "-o", target)
+        assert done.returncode == 2, done.stderr
+        assert "is the input file itself" in done.stderr and "Traceback" not in done.stderr
+    assert source.read_text(encoding="utf-8") == SMALL
+
+
+def test_output_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    done = cli("normalize", source, "--column", "doi_raw", "-o", tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "is a directory" in done.stderr and "Traceback" not in done.stderr

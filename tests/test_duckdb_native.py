@@ -134,8 +134,22 @@ def test_unsigned_extension_is_refused_without_the_setting(extension: Path) -> N
 
 def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    with pytest.raises((duckdb_native.NativeBuildError, OSError)):
+    with pytest.raises(duckdb_native.NativeBuildError, match="names no program"):
         duckdb_native.build(tmp_path, force=True, from_source=True)
+
+
+def test_cli_without_library_or_compiler_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_doi.cli import main
+
+    monkeypatch.setattr(duckdb_native, "installed_library", lambda: None)
+    monkeypatch.setenv("CC", "")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
+    assert main(["sql", "duckdb-extension", "--output", str(tmp_path / "x"), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "no C compiler" in err and "airflow-doi sql install" in err
+    assert "Traceback" not in err
 
 
 def test_metadata_footer_layout() -> None:
@@ -168,7 +182,7 @@ def test_a_library_from_other_sources_is_not_used(
     monkeypatch.setattr(duckdb_native, "digest", lambda: "0123456789abcdef")
     assert duckdb_native.installed_library() is None
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    with pytest.raises((duckdb_native.NativeBuildError, OSError)):
+    with pytest.raises(duckdb_native.NativeBuildError):
         duckdb_native.build(tmp_path, force=True)
 
 

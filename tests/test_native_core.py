@@ -227,6 +227,28 @@ def test_switched_off_it_falls_back_and_says_so_once() -> None:
     assert done.stdout.startswith("pure Arrow:")
 
 
+@pytest.mark.parametrize("setting", ["0", "false", "OFF", "no"])
+def test_every_spelling_of_off_switches_it_off(monkeypatch: pytest.MonkeyPatch,
+                                               setting: str) -> None:
+    native_core._load.cache_clear()
+    monkeypatch.setenv(native_core.DISABLE_ENV, setting)
+    try:
+        module, why = native_core._load()
+        assert module is None and why == f"switched off (AIRFLOW_DOI_NATIVE={setting})"
+    finally:
+        native_core._load.cache_clear()
+
+
+def test_the_scalar_entry_point_takes_text_only() -> None:
+    module = native_arrow.module()
+    assert module is not None
+    with pytest.raises(TypeError, match="str or None"):
+        module.scalar(b"10.1000/\xff", 0)  # type: ignore[arg-type]
+    with pytest.raises(UnicodeEncodeError):
+        module.scalar("10.1000/\udc80", 0)
+    assert module.scalar(None, 0) == (None, REASONS.index("empty"))
+
+
 def test_a_stale_build_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     native_core._load.cache_clear()
     monkeypatch.setattr(native_core, "source_digest", lambda: "0" * 16)

@@ -179,11 +179,18 @@ def _normalize(
     """The work of :func:`normalize_file`; also returns the reader that read the file."""
     import pyarrow as pa
 
-    from airflow_doi.io_tables import TableInputError, detect_format, read_table, require_column
+    from airflow_doi.io_tables import (
+        TableInputError,
+        detect_format,
+        read_table,
+        refuse_same_file,
+        require_column,
+    )
     from airflow_doi.presentation import DEFAULT_BASE_URL
 
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
+    refuse_same_file(source, target)
     added = [prefix + name for name in ADDED_COLUMNS]
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL

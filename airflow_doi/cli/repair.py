@@ -179,6 +179,7 @@ def _write(
         detect_format,
         escape_formulas,
         read_table,
+        refuse_same_file,
         text_column,
         writing,
     )
@@ -219,6 +220,7 @@ def _write(
                 )
         return +repaired
 
+    refuse_same_file(args.input, args.output)
     repaired, reader = read_table(
         args.input, detect_format(args.input, args.input_format), one_pass,
         chunk_rows=DEFAULT_CHUNK_ROWS, options=csv_options(args),

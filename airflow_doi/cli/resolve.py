@@ -202,13 +202,14 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from airflow_doi.cli._files import csv_options, input_error, report_reading, say
-    from airflow_doi.io_tables import TableInputError, detect_format
+    from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
     from airflow_doi.resolver import ResolverStats, resolve
 
     try:
         config = proxy_config(args, types=tuple(args.types), indexes=tuple(args.indexes),
                               auth=args.auth)
         out_format = detect_format(args.output, args.format)
+        refuse_same_file(args.input, args.output)
         values, flags, reader = read_values(args.input, args.column, args)
     except (TypeError, ValueError, TableInputError) as error:
         return input_error("resolve", error)

@@ -12,7 +12,7 @@ nothing and a newer version replaces the older one.
 wheel (``airflow_doi/dbt_package`` is the repository's ``dbt_doi/``), for a ``packages.yml``
 ``local:`` entry.
 
-``airflow-doi sql duckdb-extension [--output DIR]``: compile the native DuckDB extension and
+``airflow-doi sql duckdb-extension [--output DIR]``: prepare the native DuckDB extension and
 print the path to ``LOAD`` (see :mod:`airflow_doi.duckdb_native`).
 """
 
@@ -27,7 +27,7 @@ DESCRIPTION = """\
 Generated SQL: generate writes (or checks) sql/<dialect>/doi_functions.sql and the dbt
 macro bodies; print writes one dialect's functions to stdout; install creates them in a
 PostgreSQL, DuckDB or MariaDB/MySQL database; dbt-package prints where the dbt package is
-installed; duckdb-extension compiles the native DuckDB extension and prints its path."""
+installed; duckdb-extension prepares the native DuckDB extension and prints its path."""
 
 #: URL scheme -> (dialect of the generated file, the extra whose driver connects).
 INSTALL_SCHEMES: dict[str, tuple[str, str]] = {
@@ -121,9 +121,10 @@ def register(subparsers: Any) -> None:
     package.set_defaults(func=run_dbt_package)
     native = actions.add_parser(
         "duckdb-extension",
-        help="compile the native DuckDB extension (doi_key & co.) and print its path",
-        description="Compile the native DuckDB extension (doi_key and friends) and print the "
-        "path to LOAD. Needs the [duckdb] extra and a C compiler.",
+        help="prepare the native DuckDB extension (doi_key & co.) and print its path",
+        description="Prepare the native DuckDB extension (doi_key and friends) and print the "
+        "path to LOAD: the library pip built at install time, or, where there is none, one "
+        "compiled now with the machine's C compiler. Needs the [duckdb] extra.",
         formatter_class=HelpFormatter,
     )
     native.add_argument(
@@ -148,9 +149,14 @@ def run_duckdb_extension(args: argparse.Namespace) -> int:
     # A missing duckdb reaches the CLI's table of extras (airflow_doi.cli.EXTRAS).
     import duckdb  # noqa: F401  (the platform string comes from it)
 
-    from airflow_doi.duckdb_native import build
+    from airflow_doi.duckdb_native import NativeBuildError, build
 
-    print(build(args.output, force=args.force))
+    try:
+        path = build(args.output, force=args.force)
+    except NativeBuildError as error:
+        print(f"airflow-doi sql duckdb-extension: error: {error}", file=sys.stderr)
+        return 2
+    print(path)
     return 0
 
 

@@ -55,7 +55,7 @@ enum output {
 	OUT_DOI = 0,    /* the normalized DOI (null where there is none) */
 	OUT_KEY = 1,    /* the comparison key */
 	OUT_URL = 2,    /* base + the encoded DOI */
-	OUT_ENCODE = 3, /* the values are normalized DOIs already: base + encoded, no parse */
+	OUT_ENCODE = 3, /* the values are normalized DOIs (no control characters): base + encoded, no parse */
 };
 
 /* One input value: its bytes, or NULL for a null. */
@@ -96,18 +96,31 @@ static int read_input(PyObject *schema_capsule, PyObject *array_capsule, struct 
 	}
 	memset(in, 0, sizeof(*in));
 	in->array = array;
-	if (strcmp(schema->format, "u") == 0) {
-		in->offsets32 = (const int32_t *)array->buffers[1];
-	} else if (strcmp(schema->format, "U") == 0) {
-		in->offsets64 = (const int64_t *)array->buffers[1];
-	} else {
+	if (!schema->release || !array->release) {
+		PyErr_SetString(PyExc_ValueError, "the Arrow array was already released");
+		return -1;
+	}
+	int large = strcmp(schema->format, "U") == 0;
+	if (!large && strcmp(schema->format, "u") != 0) {
 		PyErr_Format(PyExc_TypeError, "expected an Arrow string or large_string array, not format '%s'",
 		             schema->format);
 		return -1;
 	}
-	if (array->n_buffers != 3) {
-		PyErr_SetString(PyExc_ValueError, "an Arrow string array has three buffers");
+	if (array->n_buffers != 3 || array->length < 0 || array->offset < 0) {
+		PyErr_SetString(PyExc_ValueError, "not a valid Arrow string array (three buffers)");
 		return -1;
+	}
+	if (array->length == 0) {
+		return 0; /* some producers export no buffers at all for an empty array */
+	}
+	if (!array->buffers[1]) {
+		PyErr_SetString(PyExc_ValueError, "an Arrow string array without offsets");
+		return -1;
+	}
+	if (large) {
+		in->offsets64 = (const int64_t *)array->buffers[1];
+	} else {
+		in->offsets32 = (const int32_t *)array->buffers[1];
 	}
 	in->validity = array->null_count == 0 ? NULL : (const uint8_t *)array->buffers[0];
 	in->data = (const unsigned char *)array->buffers[2];
@@ -116,6 +129,9 @@ static int read_input(PyObject *schema_capsule, PyObject *array_capsule, struct 
 
 /* The bytes of every value in the array (a bound for the output's size). */
 static size_t input_bytes(const struct input *in) {
+	if (in->array->length == 0) {
+		return 0;
+	}
 	int64_t first = in->array->offset, last = in->array->offset + in->array->length;
 	if (in->offsets64) {
 		return (size_t)(in->offsets64[last] - in->offsets64[first]);
@@ -153,7 +169,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
 	int url = what == OUT_URL || what == OUT_ENCODE;
 	/* Output bound: a DOI is never longer than its value; a URL is base + 3 bytes a byte + 2 for
 	 * a trailing dot segment, per row. */
-	if (total > (size_t)PY_SSIZE_T_MAX / 16 || (size_t)base_len > 4096 ||
+	if (total > (size_t)PY_SSIZE_T_MAX / 20 || (size_t)base_len > 4096 ||
 	    (url && (size_t)rows > ((size_t)PY_SSIZE_T_MAX / 4 - 5 * total) / ((size_t)base_len + 2))) {
 		PyErr_SetString(PyExc_MemoryError, "doi: array too large for one call");
 		return NULL;
@@ -256,14 +272,22 @@ fail:
  */
 static PyObject *scalar(PyObject *self, PyObject *args) {
 	(void)self;
-	const char *text;
-	Py_ssize_t n;
+	PyObject *value;
 	int decode;
-	if (!PyArg_ParseTuple(args, "z#i", &text, &n, &decode)) {
+	if (!PyArg_ParseTuple(args, "Oi", &value, &decode)) {
 		return NULL;
 	}
-	if (!text) {
+	if (value == Py_None) {
 		return Py_BuildValue("(Oi)", Py_None, (int)DOI_R_EMPTY);
+	}
+	if (!PyUnicode_Check(value)) {
+		PyErr_SetString(PyExc_TypeError, "scalar() takes a str or None (bytes go to the Python parser)");
+		return NULL;
+	}
+	Py_ssize_t n;
+	const char *text = PyUnicode_AsUTF8AndSize(value, &n); /* UnicodeEncodeError: lone surrogates */
+	if (!text) {
+		return NULL;
 	}
 	if (decode < DOI_DECODE_AUTO || decode > DOI_DECODE_NEVER) {
 		PyErr_SetString(PyExc_ValueError, "decode out of range");

@@ -119,7 +119,7 @@ static void run(duckdb_function_info info, duckdb_data_chunk input, duckdb_vecto
 				break;
 			}
 			if (what == OUT_KEY) {
-				unsigned char *key = (doi == scratch_b) ? scratch_a : scratch_b; /* not over the DOI */
+				unsigned char *key = (doi >= scratch_b) ? scratch_a : scratch_b; /* not over the DOI */
 				doi_ascii_upper(doi, doi_len, key);
 				doi = key;
 			}
