@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
+import lzma
 import os
 import secrets
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -170,13 +173,25 @@ def read_table(
     cannot keep every row. Returns the pass's result and the reader it used (whose
     ``malformed_count`` is complete). ``columns`` narrows a Parquet read."""
     options = options or CsvOptions()
-    reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
-    reader.restartable = True
     try:
-        return consume(reader), reader
-    except _ReadAgain:
-        lenient = open_csv_lenient(path, chunk_rows, options)
-        return consume(lenient), lenient
+        reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
+        reader.restartable = True
+        try:
+            return consume(reader), reader
+        except _ReadAgain:
+            lenient = open_csv_lenient(path, chunk_rows, options)
+            return consume(lenient), lenient
+    except (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:
+        raise TableInputError(
+            f"{path}: the compressed file is damaged or cut short ({error}); check the file"
+        ) from None
+    except UnicodeError as error:
+        if isinstance(error, UnicodeDecodeError):  # the readers word these themselves
+            raise
+        raise TableInputError(
+            f"{path}: cannot be read as {options.encoding} ({error}); pass the file's real "
+            "encoding with --encoding"
+        ) from None
 
 
 def open_table(

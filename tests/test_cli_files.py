@@ -422,3 +422,18 @@ def test_output_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     done = cli("normalize", source, "--column", "doi_raw", "-o", tmp_path)
     assert done.returncode == 2, done.stderr
     assert "is a directory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_wrong_multibyte_encoding_and_a_cut_gzip_are_input_errors(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    done = cli("normalize", source, "--column", "doi_raw", "-o", tmp_path / "o.csv",
+               "--encoding", "utf-16")
+    assert done.returncode == 2, done.stderr
+    assert f"{source}: cannot be read as utf-16" in done.stderr and "--encoding" in done.stderr
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(gzip.compress(SMALL.encode() * 50)[:40])
+    done = cli("normalize", cut, "--column", "doi_raw", "-o", tmp_path / "o.csv")
+    assert done.returncode == 2, done.stderr
+    assert f"{cut}: the compressed file is damaged or cut short" in done.stderr
+    assert "Traceback" not in done.stderr
