@@ -85,11 +85,9 @@ def _sources() -> tuple[Path, Path]:
 
 def digest() -> str:
     """The digest of the installed C sources of the extension."""
-    root = Path(str(resources.files("airflow_doi") / "native"))
-    sha = hashlib.sha256()
-    for name in SOURCES:
-        sha.update((root / name).read_bytes())
-    return sha.hexdigest()[:16]
+    from airflow_doi.native_core import digest_of
+
+    return digest_of(SOURCES)
 
 
 def installed_library() -> Path | None:

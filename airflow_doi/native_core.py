@@ -34,13 +34,18 @@ SOURCES: Final[tuple[str, ...]] = ("doi_arrow.c", "doi_core.h", "doi_tables.h")
 DECODES: Final[dict[str, int]] = {"auto": 0, "always": 1, "never": 2}
 
 
-def source_digest() -> str:
-    """The digest of the installed C sources (``setup.py`` bakes the same into the module)."""
+def digest_of(names: tuple[str, ...]) -> str:
+    """The digest of installed C sources, as ``setup.py`` bakes it into what it builds."""
     root = resources.files("airflow_doi") / "native"
     sha = hashlib.sha256()
-    for name in SOURCES:
+    for name in names:
         sha.update((root / name).read_bytes())
     return sha.hexdigest()[:16]
+
+
+def source_digest() -> str:
+    """The digest of the module's installed C sources."""
+    return digest_of(SOURCES)
 
 
 @functools.cache
