@@ -205,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
     from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
     from airflow_doi.resolver import ResolverStats, resolve
 
+    terminal = sys.stderr.isatty() and not args.no_progress
+    if terminal:
+        import tqdm  # noqa: F401  (the progress bar's extra, checked before any work starts)
     try:
         config = proxy_config(args, types=tuple(args.types), indexes=tuple(args.indexes),
                               auth=args.auth)
@@ -215,7 +218,6 @@ def run(args: argparse.Namespace) -> int:
         return input_error("resolve", error)
     sent = [None if flags and flags[i] else value for i, value in enumerate(values)]
     stats = ResolverStats()
-    terminal = sys.stderr.isatty() and not args.no_progress
     with _progress(terminal) as progress:
         results = resolve(sent, config=config, cache=args.cache, progress=progress, stats=stats)
     rows = _rows(results, values, flags)
