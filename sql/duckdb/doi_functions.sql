@@ -145,7 +145,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, CHR(127))
     AND NOT CONTAINS(s, ' ')
     THEN s
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -157,7 +158,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 17)
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -169,7 +171,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 19)
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -181,7 +184,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 20)
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -193,7 +197,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN SUBSTRING(s, 16)
-    WHEN (
+    WHEN PREFIX(s, 'doi:10.')
+    AND (
       s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -212,7 +217,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN SUBSTRING(s, 6)
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -226,7 +232,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -240,7 +247,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -254,7 +262,8 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -305,7 +314,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, CHR(127))
     AND NOT CONTAINS(s, ' ')
     THEN UPPER(s)
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -317,7 +327,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 17))
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -329,7 +340,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 19))
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -341,7 +353,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 20))
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -353,7 +366,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN UPPER(SUBSTRING(s, 16))
-    WHEN (
+    WHEN PREFIX(s, 'doi:10.')
+    AND (
       s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -372,7 +386,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN UPPER(SUBSTRING(s, 6))
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -386,7 +401,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 17))))
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -400,7 +416,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 19))))
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -414,7 +431,8 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 20))))
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -488,7 +506,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, CHR(127))
     AND NOT CONTAINS(s, ' ')
     THEN NOT REGEXP_MATCHES(s, '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -500,7 +519,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 17), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -512,7 +532,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 19), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -524,7 +545,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 20), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -536,7 +558,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 16), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'doi:10.')
+    AND (
       s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -555,7 +578,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -569,7 +593,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 17))), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -583,7 +608,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 19))), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -597,7 +623,8 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 20))), '^[^/]*/./')
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -651,7 +678,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(s, CHR(127))
     AND NOT CONTAINS(s, ' ')
     THEN CASE WHEN REGEXP_MATCHES(s, '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -663,7 +691,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 17), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -675,7 +704,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 19), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -687,7 +717,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 20), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -699,7 +730,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(s, '%')
     AND NOT CONTAINS(s, '?')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 16), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'doi:10.')
+    AND (
       s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -718,7 +750,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./') THEN 'reserved_suffix' END
-    WHEN (
+    WHEN PREFIX(s, 'https://doi.org/10.')
+    AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -735,7 +768,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 17))), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
-    WHEN (
+    WHEN PREFIX(s, 'http://dx.doi.org/10.')
+    AND (
       s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -752,7 +786,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 19))), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
-    WHEN (
+    WHEN PREFIX(s, 'https://dx.doi.org/10.')
+    AND (
       s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -769,7 +804,8 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 20))), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
-    WHEN (
+    WHEN PREFIX(s, 'http://doi.org/10.')
+    AND (
       s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
       OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
     )
@@ -851,7 +887,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, CHR(127))
                                               AND NOT CONTAINS(s, ' ')
                                               THEN s
-                                              WHEN (
+                                              WHEN PREFIX(s, 'https://doi.org/10.')
+                                              AND (
                                                 s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -863,7 +900,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, '%')
                                               AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 17)
-                                              WHEN (
+                                              WHEN PREFIX(s, 'http://dx.doi.org/10.')
+                                              AND (
                                                 s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -875,7 +913,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, '%')
                                               AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 19)
-                                              WHEN (
+                                              WHEN PREFIX(s, 'https://dx.doi.org/10.')
+                                              AND (
                                                 s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -887,7 +926,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, '%')
                                               AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 20)
-                                              WHEN (
+                                              WHEN PREFIX(s, 'http://doi.org/10.')
+                                              AND (
                                                 s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -899,7 +939,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, '%')
                                               AND NOT CONTAINS(s, '?')
                                               THEN SUBSTRING(s, 16)
-                                              WHEN (
+                                              WHEN PREFIX(s, 'doi:10.')
+                                              AND (
                                                 s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -918,7 +959,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
                                               AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
                                               THEN SUBSTRING(s, 6)
-                                              WHEN (
+                                              WHEN PREFIX(s, 'https://doi.org/10.')
+                                              AND (
                                                 s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -932,7 +974,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, ']')
                                               AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
                                               THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
-                                              WHEN (
+                                              WHEN PREFIX(s, 'http://dx.doi.org/10.')
+                                              AND (
                                                 s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -946,7 +989,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, ']')
                                               AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
                                               THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
-                                              WHEN (
+                                              WHEN PREFIX(s, 'https://dx.doi.org/10.')
+                                              AND (
                                                 s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )
@@ -960,7 +1004,8 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, ']')
                                               AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
                                               THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
-                                              WHEN (
+                                              WHEN PREFIX(s, 'http://doi.org/10.')
+                                              AND (
                                                 s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                                 OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                               )

@@ -74,7 +74,13 @@ def _printable_doi(value: exp.Expression, suffix_class: str, prefix: str) -> exp
         absent(exp.Literal.string(" ")),
     ]
     tests.extend(absent(exp.Literal.string(c)) for c in left_out)
-    return _and_all(*tests)
+    if not prefix:  # the callers test the bare "10." themselves
+        return _and_all(*tests)
+    # The literal prefix in front (PREFIX costs ~1 ns a value; a GLOB about one UPPER() even
+    # when it fails at the first character): values of every other shape leave the branch
+    # before its GLOBs (a value that is no DOI at all passed two of them in every branch).
+    gate = exp.Anonymous(this="PREFIX", expressions=[value.copy(), exp.Literal.string(head)])
+    return _and_all(gate, *tests)
 
 
 class DuckDB(Dialect):

@@ -18,7 +18,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), CHR(127))
   AND NOT CONTAINS(({{ value }}), ' ')
   THEN ({{ value }})
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -30,7 +31,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 17)
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -42,7 +44,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 19)
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -54,7 +57,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 20)
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -66,7 +70,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN SUBSTRING(({{ value }}), 16)
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'doi:10.')
+  AND (
     ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -85,7 +90,8 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN SUBSTRING(({{ value }}), 6)
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -102,7 +108,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -119,7 +126,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -136,7 +144,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -301,7 +310,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), CHR(127))
   AND NOT CONTAINS(({{ value }}), ' ')
   THEN UPPER(({{ value }}))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -313,7 +323,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 17))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -325,7 +336,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 19))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -337,7 +349,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 20))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -349,7 +362,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN UPPER(SUBSTRING(({{ value }}), 16))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'doi:10.')
+  AND (
     ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -368,7 +382,8 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN UPPER(SUBSTRING(({{ value }}), 6))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -385,7 +400,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -402,7 +418,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -419,7 +436,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))))
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -611,7 +629,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), CHR(127))
   AND NOT CONTAINS(({{ value }}), ' ')
   THEN NOT REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -623,7 +642,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -635,7 +655,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -647,7 +668,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -659,7 +681,8 @@ CASE
   AND NOT CONTAINS(({{ value }}), '%')
   AND NOT CONTAINS(({{ value }}), '?')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'doi:10.')
+  AND (
     ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -678,7 +701,8 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -695,7 +719,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -712,7 +737,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -729,7 +755,8 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))), '^[^/]*/./')
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -907,7 +934,8 @@ CASE
     WHEN REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -922,7 +950,8 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 17), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -937,7 +966,8 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 19), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -952,7 +982,8 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 20), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -967,7 +998,8 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 16), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'doi:10.')
+  AND (
     ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -992,7 +1024,8 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -1012,7 +1045,8 @@ CASE
     WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 17))), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -1032,7 +1066,8 @@ CASE
     WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 19))), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -1052,7 +1087,8 @@ CASE
     WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 20))), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN (
+  WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+  AND (
     ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
     OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
   )
@@ -1282,7 +1318,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(({{ value }}), CHR(127))
                                             AND NOT CONTAINS(({{ value }}), ' ')
                                             THEN ({{ value }})
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1294,7 +1331,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(({{ value }}), '%')
                                             AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 17)
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1306,7 +1344,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(({{ value }}), '%')
                                             AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 19)
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1318,7 +1357,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(({{ value }}), '%')
                                             AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 20)
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1330,7 +1370,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(({{ value }}), '%')
                                             AND NOT CONTAINS(({{ value }}), '?')
                                             THEN SUBSTRING(({{ value }}), 16)
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'doi:10.')
+                                            AND (
                                               ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1349,7 +1390,8 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
                                             AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
                                             THEN SUBSTRING(({{ value }}), 6)
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1366,7 +1408,8 @@ system.main.doi_url({{ value }})
                                               '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                             )
                                             THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1383,7 +1426,8 @@ system.main.doi_url({{ value }})
                                               '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                             )
                                             THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
@@ -1400,7 +1444,8 @@ system.main.doi_url({{ value }})
                                               '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                             )
                                             THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
-                                            WHEN (
+                                            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+                                            AND (
                                               ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
                                               OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
                                             )
