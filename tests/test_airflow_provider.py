@@ -327,6 +327,52 @@ def test_normalize_refuses_to_overwrite_its_source(database: Database) -> None:
                              table="catalogue; DROP TABLE works", doi_column="doi_raw").execute({})
 
 
+def test_a_misspelt_column_or_table_fails_first_and_touches_nothing(
+        database: Database, simulator) -> None:
+    """Found in a new-user trial: on SQLite a misspelt ``doi_column`` was read as a string
+    literal and normalize overwrote every row's results; on DuckDB the output columns were
+    added before the engine's own error. Each operator now checks its table and columns
+    first, names the parameter, and the user's table stays exactly as it was."""
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
+    from airflow_doi.provider.operators.validate import DoiValidateOperator
+
+    table = quote_identifier(database.table)
+    _normalize(database)
+
+    def columns() -> list[str]:
+        conn = database.connect()
+        try:
+            cursor = conn.cursor()  # type: ignore[attr-defined]
+            cursor.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+            return [str(c[0]) for c in cursor.description]
+        finally:
+            conn.close()  # type: ignore[attr-defined]
+
+    before = (columns(), database.run(f"SELECT * FROM {table} ORDER BY id"))
+    common = {"conn_id": database.conn_id, "table": database.table}
+    with pytest.raises(ValueError, match=r"doi_column 'doi_rawx' is not a column of .*; its "
+                                         r"columns are id, doi_raw, doi, doi_key"):
+        DoiNormalizeOperator(task_id="n", doi_column="doi_rawx", output_prefix="fresh_",
+                             **common).execute({})
+    with pytest.raises(ValueError, match="doi_column 'doi_rawx' is not a column"):
+        DoiValidateOperator(task_id="v", doi_column="doi_rawx", **common).execute({})
+    with pytest.raises(ValueError, match="key_column 'doi_kee' is not a column"):
+        DoiResolveOperator(task_id="r", key_column="doi_kee", **common).execute({})
+    with pytest.raises(ValueError, match="repair_column 'raw' is not a column"):
+        DoiResolveOperator(task_id="r", repair_column="raw", **common).execute({})
+    missing = sibling_table(database.table, "catalogu")
+    with pytest.raises(ValueError, match=rf"table '{missing}' cannot be read on this "
+                                         r"connection \(.+\): check the operator's table"):
+        DoiNormalizeOperator(task_id="n", conn_id=database.conn_id, table=missing,
+                             doi_column="doi_raw").execute({})
+    assert simulator.request_count == 0
+    assert (columns(), database.run(f"SELECT * FROM {table} ORDER BY id")) == before
+    assert "doi_resolution" not in str(database.run(
+        "SELECT name FROM sqlite_master" if database.kind == "sqlite"
+        else "SELECT table_name FROM information_schema.tables"))
+
+
 def test_validate_gate_fails_or_warns(database: Database) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 

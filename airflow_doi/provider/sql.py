@@ -36,6 +36,7 @@ __all__ = [
     "missing_columns",
     "native_cursor",
     "quote_identifier",
+    "require_columns",
     "sibling_table",
     "upsert_rows",
 ]
@@ -252,6 +253,37 @@ def column_names(cursor: Any, table: str) -> list[str]:
     names = [str(column[0]) for column in cursor.description]
     cursor.fetchall()
     return names
+
+
+def require_columns(
+    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
+) -> None:
+    """Fail, before anything is written, unless ``table`` can be read and has every column of
+    ``columns`` (operator parameter -> column name), with an error naming the parameter.
+
+    Without it a misspelt name reaches the engine: SQLite reads an unknown ``"quoted"`` name
+    as a string literal (so an UPDATE would overwrite every row with the answers for that
+    text), and other engines fail with their own words after the output columns were added.
+    """
+    try:
+        existing = column_names(cursor, table)
+    except Exception as error:  # each driver has its own exception classes
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(
+            f"table {table!r} cannot be read on this connection ({reason}): check the "
+            "operator's table (schema.table, as the connection sees it) and its connection"
+        ) from None
+
+    def fold(name: str) -> str:
+        return name if case_sensitive else name.lower()
+
+    have = {fold(name) for name in existing}
+    for parameter, name in columns.items():
+        if fold(name) not in have:
+            raise ValueError(
+                f"{parameter} {name!r} is not a column of {table}; its columns are "
+                f"{', '.join(existing)}: set {parameter} to the column that holds the values"
+            )
 
 
 def missing_columns(

@@ -37,6 +37,7 @@ from airflow_doi.provider.sql import (
     insert_values,
     native_cursor,
     quote_identifier,
+    require_columns,
 )
 from airflow_doi.syntax import Decode, Validation
 
@@ -129,6 +130,8 @@ class DoiNormalizeOperator(DoiSqlOperator):
         self.log.info("Normalizing %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = dialect.cursor(conn)
+            require_columns(cursor, self.table, {"doi_column": self.doi_column},
+                            case_sensitive=dialect.case_sensitive_identifiers)
             if where.in_database:
                 summary = self._normalize_in_database(
                     conn, cursor, dialect, columns, functions_schema)

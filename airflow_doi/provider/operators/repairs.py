@@ -23,6 +23,7 @@ from airflow_doi.provider.operators.base import dialect_of
 from airflow_doi.provider.sql import (
     missing_columns,
     quote_identifier,
+    require_columns,
     sibling_table,
     upsert_rows,
 )
@@ -75,6 +76,8 @@ def store_repairs(
     raw = f"c.{quote_identifier(raw_column)}"
     with closing(db_hook.get_conn()) as conn:
         cursor = dialect.cursor(conn)
+        require_columns(cursor, table, {"repair_column": raw_column},
+                        case_sensitive=dialect.case_sensitive_identifiers)
         _ensure_table(cursor, dialect, repair_table)
         conn.commit()
         cursor.execute(

@@ -37,6 +37,7 @@ from airflow_doi.provider.sql import (
     keyset_pages,
     missing_columns,
     quote_identifier,
+    require_columns,
     sibling_table,
     upsert_rows,
 )
@@ -229,6 +230,11 @@ def resolve_due_keys(
              table, redact_url(config.base_url), config.rate, config.concurrency)
     with closing(db_hook.get_conn()) as conn:
         cursor = dialect.cursor(conn)
+        require_columns(
+            cursor, table,
+            {"key_column": key_column, "doi_column": doi_column, "valid_column": valid_column},
+            case_sensitive=dialect.case_sensitive_identifiers,
+        )
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
         source, where, params = due.parts(now, dialect, after, upto)
@@ -330,6 +336,8 @@ def plan_resolve_batches(
     ranges: list[dict[str, str | None]] = []
     with closing(db_hook.get_conn()) as conn:
         cursor = dialect.cursor(conn)
+        require_columns(cursor, table, {"key_column": key_column, "valid_column": valid_column},
+                        case_sensitive=dialect.case_sensitive_identifiers)
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
         now = datetime.now(timezone.utc)
@@ -433,6 +441,9 @@ class DoiResolveOperator(DoiSqlOperator):
 
         results_table = self.results_table or sibling_table(self.table, RESOLUTION_TABLE)
         self.check_identifiers(results_table, self.key_column, self.doi_column, self.valid_column)
+        if self.repair_column:  # checked now, not after hours of resolving
+            self.check_identifiers(self.repair_column)
+            self.require_columns(self.get_db_hook(), repair_column=self.repair_column)
         summary = resolve_due_keys(
             self.get_db_hook(),
             DoiProxyHook(self.doi_proxy_conn_id, **(self.resolver_options or {})),

@@ -18,7 +18,13 @@ from airflow_doi.native_core import validate
 from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
-from airflow_doi.provider.sql import Dialect, distinct_pages, native_cursor, quote_identifier
+from airflow_doi.provider.sql import (
+    Dialect,
+    distinct_pages,
+    native_cursor,
+    quote_identifier,
+    require_columns,
+)
 
 __all__ = ["DoiValidateOperator"]
 
@@ -89,6 +95,8 @@ class DoiValidateOperator(DoiSqlOperator):
         self.log.info("Validating %s.%s %s", self.table, self.doi_column, where.why)
         with closing(hook.get_conn()) as conn:
             cursor = dialect.cursor(conn)
+            require_columns(cursor, self.table, {"doi_column": self.doi_column},
+                            case_sensitive=dialect.case_sensitive_identifiers)
             if where.in_database:
                 total_rows, reasons, examples = self._count_in_database(
                     conn, cursor, dialect, functions_schema)
