@@ -181,3 +181,21 @@ def test_snowflake_decodes_percent_00_to_a_character_its_patterns_can_see() -> N
     decoder = snowflake.pct_decode(exp.column("x")).sql(dialect="snowflake")
     assert "REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')" in decoder
     assert "'%00', '%01'" in (ROOT / "sql" / "snowflake" / "doi_functions.sql").read_text()
+
+
+def test_an_installed_package_never_generates_into_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found in a new-user trial: from an installed package, `sql generate` wrote 24 files
+    into whatever directory it ran in, and `--check` called missing files 'differ'."""
+    from airflow_doi.cli import sql as sql_cli
+
+    monkeypatch.setattr(sql_cli, "_default_root", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["sql", "generate"]) == 2
+    assert "not a checkout of airflow-doi" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["sql", "generate", "--check", "--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "sql/duckdb/doi_functions.sql: missing" in err and "differs" not in err
+    assert list(tmp_path.iterdir()) == []

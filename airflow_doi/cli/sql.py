@@ -39,10 +39,10 @@ INSTALL_SCHEMES: dict[str, tuple[str, str]] = {
 }
 
 
-def _default_root() -> Path:
-    # The repository root when run from a checkout; otherwise the current directory.
+def _default_root() -> Path | None:
+    """The repository root when this is a checkout (an editable install); None otherwise."""
     here = Path(__file__).resolve().parents[2]
-    return here if (here / "pyproject.toml").exists() else Path.cwd()
+    return here if (here / "pyproject.toml").exists() and (here / "dbt_doi").is_dir() else None
 
 
 def register(subparsers: Any) -> None:
@@ -65,7 +65,8 @@ def register(subparsers: Any) -> None:
         formatter_class=HelpFormatter,
     )
     generate.add_argument(
-        "--root", type=Path, default=None, help="repository root (default: this checkout)"
+        "--root", type=Path, default=None,
+        help="repository root (default: this checkout; an installed package has none)",
     )
     generate.add_argument(
         "--check",
@@ -161,9 +162,17 @@ def run_duckdb_extension(args: argparse.Namespace) -> int:
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    from airflow_doi.cli._files import input_error
     from airflow_doi.sqlgen import generated_files  # sqlglot: the [sql] extra
 
-    root: Path = args.root or _default_root()
+    root = args.root or _default_root()
+    if root is None:
+        # An installed package has no checkout to regenerate: never write into the current
+        # directory unasked.
+        return input_error("sql generate", ValueError(
+            "this install is not a checkout of airflow-doi, so there are no generated files to "
+            "write or check: pass --root DIR to write them under DIR, or use `airflow-doi sql "
+            "print DIALECT` for one dialect's functions"))
     stale = []
     for relative, text in generated_files().items():
         path = root / relative
@@ -171,12 +180,13 @@ def run_generate(args: argparse.Namespace) -> int:
         wanted = text.encode("utf-8")
         if current == wanted:
             continue
-        stale.append(relative)
+        stale.append((relative, current is None))
         if not args.check:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(wanted)
-    verb = "differ from the generator" if args.check else "written"
-    for relative in stale:
+    for relative, missing in stale:
+        verb = "written" if not args.check else "missing" if missing else (
+            "differs from the generator")
         print(f"{relative}: {verb}", file=sys.stderr if args.check else sys.stdout)
     if args.check and stale:
         print("run `airflow-doi sql generate` and commit the result", file=sys.stderr)
