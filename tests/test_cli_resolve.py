@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from airflow_doi.cli import EXTRAS, build_parser, main, missing_extra_message
-from airflow_doi.resolver.simulator import ProxySimulator
+from airflow_doi.resolver.simulator import ProxySimulator, make_records
 from tests.conftest import ROOT
 
 FAST = ["--rate", "200", "--backoff-base", "0.01", "--timeout", "2"]
@@ -75,6 +75,30 @@ def test_a_dead_proxy_is_loud_and_exits_3(tmp_path: Path, dois: Path) -> None:
     assert warnings, run.stderr
     assert all(line.startswith("airflow-doi resolve: warning: ") for line in warnings)
     assert summary_number(run.stderr, "retries") == retries_in_rows(rows)
+
+
+@pytest.mark.parametrize("command", ["resolve", "repair"])
+def test_a_bad_cache_or_a_dead_redis_is_an_input_error_before_any_request(
+        tmp_path: Path, dois: Path, command: str) -> None:
+    """Found in a new-user trial: a cache path that cannot be opened printed sqlite's own
+    words with exit 1, and a dead Redis made every row an error blamed on the proxy."""
+    with ProxySimulator(make_records(["10.1000/d0"])) as sim:
+        base = [command, dois, "--column", "doi", "-o", tmp_path / "out.csv",
+                "--base-url", sim.url, *FAST]
+        cases = [
+            (["--cache", tmp_path / "no" / "such" / "c.sqlite"], "--cache", "cannot be used"),
+            (["--cache", dois], "--cache", "cannot be used as the cache"),
+            (["--redis-url", f"redis://127.0.0.1:{dead_port()}/0"], "--redis-url",
+             "Redis cannot be reached"),
+        ]
+        for options, option, words in cases:
+            run = cli(*base, *options)
+            assert run.returncode == 2, run.stderr
+            assert f"airflow-doi {command}: error: {option} " in run.stderr, run.stderr
+            assert words in run.stderr and "Traceback" not in run.stderr
+        assert sim.request_count == 0
+    assert not (tmp_path / "out.csv").exists()
+    assert dois.read_text().startswith("doi\n")  # the file given as a cache is untouched
 
 
 def test_max_error_share_one_accepts_any_failure(tmp_path: Path, dois: Path) -> None:

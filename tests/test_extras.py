@@ -146,7 +146,8 @@ def test_base_install_normalizes(venvs: dict[str, Path], workdir: Path, terminal
 @pytest.mark.parametrize(
     ("command", "extra"),
     [
-        ("airflow-doi resolve catalogue.csv --column doi_raw --output r.csv", "resolve"),
+        ("airflow-doi resolve catalogue.csv --column doi_raw --output r.csv"
+         " --cache r-cache.sqlite", "resolve"),
         ("airflow-doi simulator --auto-records", "resolve"),
         ("airflow-doi sql generate --check", "sql"),
         ("airflow-doi report catalogue.csv --column doi_raw -o report.html", "report"),
@@ -157,6 +158,7 @@ def test_base_install_names_the_missing_extra(
     venvs: dict[str, Path], workdir: Path, command: str, extra: str, terminal: bool
 ) -> None:
     _assert_names_extra(_run(venvs["base"], command, workdir, terminal=terminal), extra)
+    assert not (workdir / "r-cache.sqlite").exists()  # stopped before creating anything
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])

@@ -82,10 +82,18 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from airflow_doi.cli._files import csv_options, input_error, report_reading, say
-    from airflow_doi.cli.resolve import EXIT_ERRORS, _progress, proxy_config
+    from airflow_doi.cli.resolve import (
+        EXIT_ERRORS,
+        _progress,
+        check_backends,
+        proxy_config,
+        require_network_extra,
+    )
     from airflow_doi.io_tables import TableInputError, detect_format
     from airflow_doi.resolver.repair import RepairStats, repair
 
+    if not args.no_verify:
+        require_network_extra()
     try:
         config = proxy_config(args)
     except (TypeError, ValueError) as error:
@@ -93,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out_format = detect_format(args.output, args.format)
         cells, reasons = _read_column(args)
+        check_backends(args)
     except (ValueError, TableInputError) as error:
         return input_error("repair", error)
     stats = RepairStats()

@@ -108,6 +108,48 @@ def proxy_config(args: argparse.Namespace, **extra: Any) -> Any:
     )
 
 
+def require_network_extra() -> None:
+    """Import what the [resolve] extra installs, so that a base install stops (exit 2, the
+    extra named) before anything is read or any file, the cache included, is created."""
+    import aiohttp  # noqa: F401
+    import aiolimiter  # noqa: F401
+    import tenacity  # noqa: F401
+
+
+def check_backends(args: argparse.Namespace) -> None:
+    """Open the ``--cache`` file and reach the ``--redis-url`` server before any request:
+    a wrong path or a dead Redis is one clear input error (``ValueError``), not every row
+    ending in ``status=error`` with advice about the proxy."""
+    import sqlite3
+
+    from airflow_doi.resolver.cache import ResolverCache
+
+    if args.cache is not None:
+        try:
+            ResolverCache(args.cache).close()
+        except (sqlite3.Error, OSError) as error:
+            raise ValueError(
+                f"--cache {args.cache}: cannot be used as the cache ({error}): give the path "
+                "of a new file in a writable directory, or of a cache an earlier run wrote"
+            ) from None
+    if args.redis_url:
+        import redis
+
+        try:
+            client = redis.Redis.from_url(args.redis_url, socket_connect_timeout=5,
+                                          socket_timeout=5)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        except (redis.RedisError, ValueError, OSError) as error:
+            raise ValueError(
+                f"--redis-url {args.redis_url}: Redis cannot be reached ({error}): start it, "
+                "correct the URL, or leave out --redis-url to keep the rate limit in this "
+                "process"
+            ) from None
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -208,12 +250,14 @@ def run(args: argparse.Namespace) -> int:
     terminal = sys.stderr.isatty() and not args.no_progress
     if terminal:
         import tqdm  # noqa: F401  (the progress bar's extra, checked before any work starts)
+    require_network_extra()
     try:
         config = proxy_config(args, types=tuple(args.types), indexes=tuple(args.indexes),
                               auth=args.auth)
         out_format = detect_format(args.output, args.format)
         refuse_same_file(args.input, args.output)
         values, flags, reader = read_values(args.input, args.column, args)
+        check_backends(args)
     except (TypeError, ValueError, TableInputError) as error:
         return input_error("resolve", error)
     sent = [None if flags and flags[i] else value for i, value in enumerate(values)]
