@@ -536,20 +536,12 @@ def writing(path: Path, fmt: Format, schema: pa.Schema) -> Iterator[TableWriter]
     replaced, the link stays); a path that is not a regular file (``/dev/stdout``, a FIFO)
     is written straight through, never replaced by a file.
     """
-    path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_file():
-        if path.is_dir():
-            raise TableInputError(f"{path}: is a directory; pass a file name to --output")
+    path, straight = output_target(path)
+    if straight:
         with _writer(str(path), fmt, schema) as writer:
             yield writer
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary, handle = _create_beside(path)
-    except OSError as error:
-        raise TableInputError(
-            f"{path}: cannot be written ({error.strerror or 'refused'}); pick another --output"
-        ) from None
+    temporary, handle = create_beside(path)
     os.close(handle)
     try:
         with _writer(temporary, fmt, schema) as writer:
@@ -580,11 +572,34 @@ def refuse_same_file(source: Path, target: Path) -> None:
         )
 
 
-def _create_beside(path: Path) -> tuple[str, int]:
-    """A new, unique hidden file next to ``path`` (``tempfile`` would force mode 0600)."""
-    while True:
-        name = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where an output goes, and whether it is written straight through (True) rather than
+    beside and renamed: ``-`` is standard output; a path that exists and is no regular file
+    (``/dev/stdout`` on a pipe or a terminal, a FIFO, a device) is written as it is, never
+    replaced by a file; a symlink to a file is followed (its target is replaced, the link
+    stays). A directory is refused."""
+    if os.fspath(path) == "-":
+        return Path("/dev/stdout"), True
+    given = Path(path)
+    if given.exists() and not given.is_file():
+        if given.is_dir():
+            raise TableInputError(f"{given}: is a directory; pass a file name to --output")
+        return given, True
+    return Path(os.path.realpath(given)), False
+
+
+def create_beside(path: Path) -> tuple[str, int]:
+    """A new, unique hidden file next to ``path`` (``tempfile`` would force mode 0600), its
+    directory created; an error that says what to do when neither can be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            name = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                return name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+    except OSError as error:
+        raise TableInputError(
+            f"{path}: cannot be written ({error.strerror or 'refused'}); pick another --output"
+        ) from None

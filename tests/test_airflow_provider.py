@@ -363,7 +363,7 @@ def test_a_misspelt_column_or_table_fails_first_and_touches_nothing(
         DoiResolveOperator(task_id="r", repair_column="raw", **common).execute({})
     missing = sibling_table(database.table, "catalogu")
     with pytest.raises(ValueError, match=rf"table '{missing}' cannot be read on this "
-                                         r"connection \(.+\): check the operator's table"):
+                                         r"connection \(.+\): check the table name"):
         DoiNormalizeOperator(task_id="n", conn_id=database.conn_id, table=missing,
                              doi_column="doi_raw").execute({})
     assert simulator.request_count == 0

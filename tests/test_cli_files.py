@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -401,6 +402,24 @@ def test_output_to_a_fifo_is_written_through(tmp_path: Path) -> None:
     assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
     assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a FIFO, not a file put in its place
     assert "doi_key" in received and "10.1000/ABC" in received
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("command", ["normalize", "report"])
+def test_output_to_standard_output_through_a_pipe(tmp_path: Path, command: str,
+                                                   target: str) -> None:
+    """Found in a new-user trial: ``-o /dev/stdout`` into a pipe failed (the link leads to
+    ``pipe:[...]``, no path), and ``-o -`` wrote a file named ``-``."""
+    source = tmp_path / "in.csv"
+    source.write_text(SMALL, encoding="utf-8")
+    done = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m airflow_doi {command} {shlex.quote(str(source))} "
+        f"--column doi_raw -o {target} | cat", shell=True, capture_output=True, text=True,
+        cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert ("10.1000/ABC" if command == "normalize" else "<!doctype html>") in done.stdout
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # no file named "-"
 
 
 @pytest.mark.parametrize("command", ["normalize", "repair"])

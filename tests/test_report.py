@@ -381,6 +381,33 @@ def test_cli_input_errors_exit_2_with_a_plain_message(tmp_path, capsys, argv, sa
     assert not target.exists()
 
 
+def test_cli_database_column_table_and_output_errors_exit_2(tmp_path, capsys):
+    """Found in a new-user trial: a misspelt column of a SQLite table printed only
+    ``error: 'nope'`` (SQLite reads an unknown quoted name as text, so every row would have
+    been that text), and an unwritable -o printed a raw errno naming a temporary file."""
+    db = tmp_path / "w.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE works (id INTEGER, doi_raw TEXT)")
+    con.execute("INSERT INTO works VALUES (1, '10.1000/x')")
+    con.commit()
+    con.close()
+    url, target = f"sqlite:///{db}", tmp_path / "r.html"
+    for argv, said in [
+        ([url, "--table", "works", "--column", "nope", "-o", str(target)],
+         "--column 'nope' is not a column of works; its columns are id, doi_raw"),
+        ([url, "--table", "workz", "--column", "doi_raw", "-o", str(target)],
+         "table 'workz' cannot be read on this connection (no such table: workz)"),
+        ([url, "--table", "works", "--column", "doi_raw", "-o", "/proc/r.html"],
+         "/proc/r.html: cannot be written"),
+    ]:
+        assert cli(*argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("airflow-doi report: error: ") and said in err, err
+        assert ".r.html." not in err and "Traceback" not in err
+    assert not target.exists()
+    assert cli(url, "--table", "works", "--column", "doi_raw", "-o", str(target)) == 0
+
+
 def test_cli_postgres_error_hides_the_password(tmp_path, capsys):
     url = "postgresql://someone:s3cret@127.0.0.1:1/none"
     assert cli(url, "--column", "doi", "--table", "t", "-o", str(tmp_path / "r.html")) == 2

@@ -271,7 +271,7 @@ def require_columns(
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(
             f"table {table!r} cannot be read on this connection ({reason}): check the "
-            "operator's table (schema.table, as the connection sees it) and its connection"
+            "table name (schema.table, as the connection sees it) and the connection"
         ) from None
 
     def fold(name: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -87,18 +86,22 @@ def write_report(
     fails half-way never leaves a truncated page where the last good one was. Returns the
     path, absolute, so a task can log it.
     """
+    from airflow_doi.io_tables import create_beside, output_target
+
     page, figures = build_report(source, column, **options)
-    target = Path(output).resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+    target, straight = output_target(output)
+    if straight:  # standard output, a FIFO, a device: written as it is
+        with open(target, "w", encoding="utf-8") as stream:
             stream.write(page)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    else:
+        temporary, handle = create_beside(target)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(page)
+            os.replace(temporary, target)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
     log.info(
         "DOI report: %s (%s rows, %s valid, %s duplicated DOIs)",
         target, f"{figures.rows:,}", f"{figures.valid:,}", f"{figures.duplicate_keys:,}",

@@ -32,7 +32,7 @@ from airflow_doi.io_tables import (
     require_column,
     text_column,
 )
-from airflow_doi.provider.sql import quote_identifier
+from airflow_doi.provider.sql import quote_identifier, require_columns
 from airflow_doi.resolver.config import redact_url
 
 __all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
@@ -168,6 +168,15 @@ def _from_sql(
 
         query = dialect_of(sql_hook(conn_id)).translate(query)
     try:
+        if columns:
+            # An unknown "quoted" name is a string literal to SQLite: every row would read as
+            # that text. The columns are checked against the table's own first.
+            try:
+                require_columns(connection.cursor(), table,
+                                {"--column" if conn_id is None else "column": columns[0]},
+                                case_sensitive=False)
+            except ValueError as error:
+                raise TableInputError(f"{where}: {error}") from None
         try:
             if type(connection).__module__.startswith(("duckdb", "_duckdb")):
                 # DuckDB hands Arrow over without building a Python row per record.
