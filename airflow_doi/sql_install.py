@@ -99,6 +99,12 @@ def install(url: str, dialect: str, text: str, *, schema: str | None = None) -> 
     raise InstallError(f"installing {dialect} functions is not supported")
 
 
+def _said(error: BaseException) -> str:
+    """What the server or driver said, on one line (no password: drivers do not echo it)."""
+    words = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return words or type(error).__name__
+
+
 def _duckdb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
     import duckdb
 
@@ -128,23 +134,26 @@ def _postgres(url: str, text: str, schema: str | None, shown: str) -> tuple[int,
 
     try:
         con = psycopg.connect(url, connect_timeout=10)
-    except psycopg.Error:
-        raise InstallError(f"{shown}: cannot connect: check the host, port, user, password and "
-                           "database name, and that the server is running") from None
+    except psycopg.Error as error:
+        raise InstallError(f"{shown}: cannot connect ({_said(error)}): check the host, port, "
+                           "user, password and database name, and that the server is running"
+                           ) from None
     try:
         with con.transaction():
             if schema:
                 con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                text = qualified(text, schema)
+                # Quoted like the schema it creates: unquoted, PostgreSQL would look for
+                # "trial_up" where "Trial_Up" was created.
+                text = qualified(text, f'"{schema}"')
             con.execute(text.encode("utf-8"))
             row = (schema,) if schema else con.execute("SELECT current_schema()").fetchone()
     except psycopg.errors.InsufficientPrivilege:
         raise InstallError(f"{shown}: the user may not create functions there: use "
                            "--schema with a schema it owns, or another user") from None
     except psycopg.Error as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else "unknown"
-        raise InstallError(f"{shown}: the server refused the functions ({first}); "
-                           "PostgreSQL 14 or newer is needed") from None
+        old = con.info.server_version < 140000
+        raise InstallError(f"{shown}: the server refused the functions ({_said(error)})"
+                           + ("; PostgreSQL 14 or newer is needed" if old else "")) from None
     finally:
         con.close()
     return _count(text), f"schema {row[0] if row else schema} of {shown}"
@@ -219,9 +228,10 @@ def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, 
             user=unquote(parsed.username or "root"), password=unquote(parsed.password or ""),
             charset="utf8mb4", connect_timeout=10, autocommit=True,
         )
-    except pymysql.Error:
-        raise InstallError(f"{shown}: cannot connect: check the host, port, user, password and "
-                           "database name, and that the server is running") from None
+    except pymysql.Error as error:
+        raise InstallError(f"{shown}: cannot connect ({_said(error)}): check the host, port, "
+                           "user, password and database name, and that the server is running"
+                           ) from None
     try:
         with con.cursor() as cursor:
             if schema:

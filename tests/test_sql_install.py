@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import urlparse
 
 import duckdb
 import pytest
@@ -103,10 +104,14 @@ def test_print_with_a_schema_mistakes() -> None:
     _user_error(_cli("print", "postgres", "--schema", "doi; DROP TABLE x"), "not a plain name")
 
 
-def test_install_into_postgres_twice_in_a_schema_of_its_own(postgres_dsn: str) -> None:
+@pytest.mark.parametrize("stem", ["doi_install", "Doi_Install"])
+def test_install_into_postgres_twice_in_a_schema_of_its_own(postgres_dsn: str,
+                                                             stem: str) -> None:
+    """A name with capitals too (found in a new-user trial: the schema was created quoted,
+    the functions unquoted, so PostgreSQL looked for them in the lower-cased name)."""
     import psycopg
 
-    schema = f"doi_install_{uuid.uuid4().hex[:8]}"
+    schema = f"{stem}_{uuid.uuid4().hex[:8]}"
     try:
         for _ in range(2):  # idempotent: the second run replaces, nothing else changes
             result = _cli("install", postgres_dsn, "--schema", schema)
@@ -116,7 +121,7 @@ def test_install_into_postgres_twice_in_a_schema_of_its_own(postgres_dsn: str) -
             names = conn.execute(
                 "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                 "WHERE n.nspname = %s ORDER BY 1", (schema,)).fetchall()
-            key = conn.execute(f"SELECT {schema}.doi_key(%s)",
+            key = conn.execute(f'SELECT "{schema}".doi_key(%s)',
                                (" https://doi.org/10.1000/Straße ",)).fetchone()
         assert len(names) == 11 and ("doi_key",) in names
         assert key == ("10.1000/STRAßE",)
@@ -149,6 +154,15 @@ def test_install_mistakes_are_explained_and_leave_nothing_behind(tmp_path: Path)
                 "cannot connect", "postgresql://127.0.0.1:1/test")
     _user_error(_cli("install", f"duckdb:///{missing}", "--schema", "x; DROP"),
                 "is not a plain name")
+
+
+def test_install_says_why_the_server_refused_the_connection(postgres_dsn: str) -> None:
+    """What the server said is part of the message (found in a new-user trial: a missing
+    database, an unknown user and a wrong password all read the same)."""
+    url = urlparse(postgres_dsn)
+    wrong = url._replace(path="/no_such_database_here").geturl()
+    result = _cli("install", wrong)
+    _user_error(result, "cannot connect (", "no_such_database_here", "does not exist")
 
 
 def test_install_into_mariadb_twice_then_mistakes(mariadb_database: str) -> None:
