@@ -166,3 +166,19 @@ def test_hook_params_and_every_name_are_templated(database: Database) -> None:
     normalize = _operator(database, hook_params={"log_sql": False})
     assert normalize.get_db_hook().log_sql is False
     assert _operator(database).get_db_hook().log_sql is True
+
+
+def test_generating_the_duckdb_bodies_logs_nothing_at_info(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Found in a new-user trial: each DuckDB task logged 46 lines of sqlglot's
+    ``Applying array index offset (1)`` at INFO, burying the operator's own lines."""
+    import logging
+
+    from airflow_doi.provider.operators.pushdown import _inline
+
+    _inline.cache_clear()
+    with caplog.at_level(logging.INFO):
+        bodies = _inline("duckdb", "doi_raw")
+    assert len(bodies) == 4 and all("doi_raw" in body for body in bodies)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("sqlglot")] == []
+    assert logging.getLogger("sqlglot").level == logging.NOTSET  # restored afterwards

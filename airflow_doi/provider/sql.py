@@ -18,8 +18,10 @@ stays bounded by the page size.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +37,7 @@ __all__ = [
     "keyset_pages",
     "missing_columns",
     "native_cursor",
+    "quiet_sqlglot",
     "quote_identifier",
     "require_columns",
     "sibling_table",
@@ -154,6 +157,20 @@ class Dialect:
         return raw if self.sqlglot_dialect is None else TranslatingCursor(raw, self)
 
 
+@contextmanager
+def quiet_sqlglot() -> Iterator[None]:
+    """sqlglot's INFO notes (``Applying array index offset``, dozens per generated body) kept
+    out of a task's log while we generate SQL; its warnings and errors still pass."""
+    logger = logging.getLogger("sqlglot")
+    previous = logger.level
+    if logger.getEffectiveLevel() < logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
 @functools.lru_cache(maxsize=1024)
 def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str:
     import sqlglot
@@ -166,8 +183,9 @@ def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str
             return exp.Var(this=placeholder)  # the driver's own marker, never "?" in a literal
         return node
 
-    trees = sqlglot.parse(sql, read="postgres")
-    return "; ".join(tree.transform(rewrite).sql(dialect=target) for tree in trees if tree)
+    with quiet_sqlglot():
+        trees = sqlglot.parse(sql, read="postgres")
+        return "; ".join(tree.transform(rewrite).sql(dialect=target) for tree in trees if tree)
 
 
 class TranslatingCursor:
