@@ -111,9 +111,10 @@ def _duckdb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, s
     rest = url.split("://", 1)[1]
     path = Path(rest[1:] if rest.startswith("/") else rest)  # duckdb:///rel, duckdb:////abs
     if not path.is_file():
-        raise InstallError(f"{shown}: no DuckDB file at {path}: create the database first, "
-                           "or check the path (duckdb:///relative.duckdb, "
-                           "duckdb:////absolute/path.duckdb)")
+        raise InstallError(f"{shown}: no DuckDB file at {path}: check the path "
+                           "(duckdb:///relative.duckdb, duckdb:////absolute/path.duckdb), or "
+                           "create an empty database there first: python -c \"import duckdb; "
+                           f"duckdb.connect('{path}').close()\"")
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error:

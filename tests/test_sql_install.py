@@ -146,7 +146,7 @@ def test_install_into_an_existing_duckdb_file(tmp_path: Path) -> None:
 def test_install_mistakes_are_explained_and_leave_nothing_behind(tmp_path: Path) -> None:
     missing = tmp_path / "typo.duckdb"
     _user_error(_cli("install", f"duckdb:///{missing}"), "no DuckDB file at",
-                "create the database first")
+                "create an empty database there first", "duckdb.connect(")
     assert not missing.exists()
     _user_error(_cli("install", "oracle://scott:tiger@db/orcl"), "give a postgresql://",
                 "oracle://db/orcl")  # the password is never echoed
