@@ -30,6 +30,7 @@ import csv
 import gzip
 import lzma
 import os
+import re
 import secrets
 import zlib
 from collections import Counter
@@ -217,8 +218,15 @@ def require_column(reader: TableReader, column: str, path: Path) -> None:
     if column not in reader.names:
         listed = ", ".join(repr(name) for name in reader.names) or "none"
         hint = "pass one of them to --column"
-        if reader.all_text and len(reader.names) == 1:
-            found = [mark for mark in ";\t|," if mark in reader.names[0]]
+        first = reader.names[0] if reader.names else ""
+        if reader.all_text and first.lstrip().startswith(("{", "[")):
+            hint = ("the file looks like JSON (Lines), which is not read: convert it to CSV "
+                    "or Parquet with a header line naming the column")
+        elif reader.all_text and len(reader.names) == 1 and re.search(r"10\.\d+/", first):
+            hint = ("the first line is read as the header, and this one is a DOI: add a header "
+                    "line naming the column (e.g. doi) at the top of the file")
+        elif reader.all_text and len(reader.names) == 1:
+            found = [mark for mark in ";\t|," if mark in first]
             if found:
                 hint = f"is the file separated by {found[0]!r}? pass --delimiter {found[0]!r}"
         raise TableInputError(f"{path}: no column {column!r} (columns: {listed}); {hint}")

@@ -255,6 +255,11 @@ def _bad_cp1252(tmp_path: Path) -> Path:
     return path
 
 
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 #: (how to make the input, extra arguments, words both messages must contain)
 REFUSED = {
     "missing file": (lambda tmp: tmp / "nope.csv", [], ["nope.csv: no such file"]),
@@ -269,6 +274,14 @@ REFUSED = {
         lambda tmp: FILES / "duplicate_columns.parquet", [], ["'doi' appear more than once"],
     ),
     "wrong delimiter": (lambda tmp: FILES / "semicolon.csv", [], ["--delimiter ';'"]),
+    "no header line": (
+        lambda tmp: _written(tmp / "dois.txt", "10.1127/nos/2/1972/149\n10.1000/x\n"), [],
+        ["first line is read as the header, and this one is a DOI", "add a header line"],
+    ),
+    "json lines": (
+        lambda tmp: _written(tmp / "dois.jsonl", '{"row": 1, "doi": "10.1000/x"}\n'), [],
+        ["looks like JSON (Lines), which is not read"],
+    ),
     "zip archive": (_zip, [], ["zip archive"]),
     "not the named encoding": (_bad_cp1252, ["--encoding", "cp1252"], ["not cp1252", "81"]),
     "unknown encoding": (lambda tmp: FILES / "bom.csv", ["--encoding", "klingon"],
