@@ -458,3 +458,21 @@ def test_airflow_connection(tmp_path, monkeypatch):
     assert "connection report_catalogue table works" in page
     _, figures = build_report(None, COLUMN, table="works", conn_id="report_catalogue")
     assert headline(figures) == scalar_headline(sample_cells())
+
+
+def test_cli_warns_about_cells_that_were_not_utf8(tmp_path, capsys, caplog):
+    """Found in a new-user trial: normalize and resolve warn about a Latin-1 file and name
+    --encoding; report wrote its page and said nothing."""
+    import logging
+
+    source = tmp_path / "latin.csv"
+    source.write_bytes(b"doi\n10.1000/caf\xe9\n10.1000/x\n")
+    with caplog.at_level(logging.WARNING, logger="airflow_doi"):
+        assert cli(str(source), "--column", "doi", "-o", str(tmp_path / "r.html")) == 0
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "1 cells of column doi were not UTF-8" in said and "--encoding latin-1" in said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="airflow_doi"):
+        assert cli(str(source), "--column", "doi", "--encoding", "latin-1",
+                   "-o", str(tmp_path / "r.html")) == 0
+    assert not [r for r in caplog.records if "UTF-8" in r.getMessage()]

@@ -48,7 +48,12 @@ def build_report(
     from airflow_doi.report.figures import compute_figures
     from airflow_doi.report.html import render_html
     from airflow_doi.report.resolution import ResolutionTableError, resolution_figures
-    from airflow_doi.report.sources import as_table, read_column, read_resolution_table
+    from airflow_doi.report.sources import (
+        as_table,
+        is_database_url,
+        read_column,
+        read_resolution_table,
+    )
 
     if decode not in ("auto", "always", "never"):
         raise ReportInputError(f"decode must be auto, always or never, not {decode!r}")
@@ -56,6 +61,14 @@ def build_report(
         source, column, table=table, conn_id=conn_id, input_format=input_format,
         options=CsvOptions(encoding=encoding, delimiter=delimiter),
     )
+    if found.overrides and source is not None and not is_database_url(source) and (
+            encoding.lower().replace("_", "-") in ("utf-8", "utf8")):
+        log.warning(
+            "%s: %s cells of column %s were not UTF-8 (the report counts them as "
+            "bad_encoding); if the file is Latin-1 or Windows-1252, run again with "
+            "--encoding latin-1 or --encoding cp1252", source, f"{len(found.overrides):,}",
+            column,
+        )
     label = f"{_label(source, conn_id)}{' table ' + table if table else ''}"
     figures = compute_figures(
         found.values, source=label, column=column, decode=decode,
