@@ -345,6 +345,7 @@ def test_cli_dead_proxy_ends_bounded_undecided_and_exits_3(tmp_path):
     assert time.monotonic() - started < 60
     assert run.returncode == 3, run.stderr
     assert "could not decide 2 of 2 rows" in run.stderr and "--max-error-share 0.1" in run.stderr
+    assert "pass --no-verify for the suggestions without the proxy" in run.stderr
     assert "Traceback" not in run.stderr
     rows = list(csv.DictReader(target.open(encoding="utf-8")))
     assert [r["id"] for r in rows] == ["1", "2", "3"]  # still written, every row

@@ -177,7 +177,7 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
         timeout=60,
     )
     assert bad_rate.returncode == 2
-    assert "rate must be a finite number above 0, not 0.0" in bad_rate.stderr
+    assert "error: --rate must be a finite number above 0, not 0.0" in bad_rate.stderr
 
 
 WORKER = textwrap.dedent(

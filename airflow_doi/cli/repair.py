@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             f"with candidate repairs ({undecided / checked:.1%}, above --max-error-share "
             f"{args.max_error_share:g}); {args.output} holds every row, those unverified: "
             "check --base-url and the proxy, then run again (with --cache only the undecided "
-            "DOIs are sent again)")
+            "DOIs are sent again), or pass --no-verify for the suggestions without the proxy")
         return EXIT_ERRORS
     return 0
 

@@ -100,12 +100,22 @@ def proxy_config(args: argparse.Namespace, **extra: Any) -> Any:
     :func:`add_proxy_options` ask for (raises ``ValueError``/``TypeError`` on bad values)."""
     from airflow_doi.resolver import ResolverConfig
 
-    return ResolverConfig(
-        base_url=args.base_url, rate=args.rate, burst=args.burst, concurrency=args.concurrency,
-        timeout=args.timeout, contact=args.contact, redis_url=args.redis_url,
-        max_attempts=args.max_attempts, backoff_base=args.backoff_base,
-        breaker_give_up=args.breaker_give_up, **extra,
-    )
+    options = {
+        "base_url": args.base_url, "rate": args.rate, "burst": args.burst,
+        "concurrency": args.concurrency, "timeout": args.timeout, "contact": args.contact,
+        "redis_url": args.redis_url, "max_attempts": args.max_attempts,
+        "backoff_base": args.backoff_base, "breaker_give_up": args.breaker_give_up,
+    }
+    try:
+        return ResolverConfig(**options, **extra)
+    except (TypeError, ValueError) as error:
+        # The library names its fields; the user typed options: say --rate, not rate.
+        message = str(error)
+        for name in sorted(options, key=len, reverse=True):
+            if message.startswith(f"{name} "):
+                message = f"--{name.replace('_', '-')}{message[len(name):]}"
+                break
+        raise type(error)(message) from None
 
 
 def require_network_extra() -> None:
