@@ -470,7 +470,7 @@ def test_cli_warns_about_cells_that_were_not_utf8(tmp_path, capsys, caplog):
     with caplog.at_level(logging.WARNING, logger="airflow_doi"):
         assert cli(str(source), "--column", "doi", "-o", str(tmp_path / "r.html")) == 0
     said = " ".join(r.getMessage() for r in caplog.records)
-    assert "1 cells of column doi were not UTF-8" in said and "--encoding latin-1" in said
+    assert "1 cell of column doi was not UTF-8" in said and "--encoding latin-1" in said
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="airflow_doi"):
         assert cli(str(source), "--column", "doi", "--encoding", "latin-1",

@@ -198,4 +198,5 @@ def test_an_installed_package_never_generates_into_the_current_directory(
     assert main(["sql", "generate", "--check", "--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "sql/duckdb/doi_functions.sql: missing" in err and "differs" not in err
+    assert f"run `airflow-doi sql generate --root {tmp_path}`" in err  # a hint that works
     assert list(tmp_path.iterdir()) == []

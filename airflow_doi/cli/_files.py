@@ -81,7 +81,9 @@ def report_reading(command: str, reader: Any, repaired: dict[str, int], options:
         columns = ", ".join(f"{name} ({count:,})" for name, count in repaired.items())
         hint = ("; if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 "
                 "or --encoding cp1252") if reader.all_text else ""
-        say(command, f"warning: {total:,} cells were not UTF-8 and are written with U+FFFD "
+        cells = f"{total:,} cell was" if total == 1 else f"{total:,} cells were"
+        say(command, f"warning: {cells} not UTF-8 and {'is' if total == 1 else 'are'} "
+            "written with U+FFFD "
             f"in place of the bad bytes, in column(s) {columns}{hint}")
     if not options.lenient_utf8:
         say(command, f"note: read as {options.encoding}, written as UTF-8")

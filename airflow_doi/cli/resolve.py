@@ -19,8 +19,8 @@ DESCRIPTION = """\
 Resolve a column of DOIs through the doi.org proxy REST API (or any proxy at --base-url).
 
 Writes one row per input row: input (the cell as text), doi, key, status, url, response_code,
-http_status, attempts, error, resolved_at, expires_at, url_raw (the URL exactly as the proxy sent it;
-url holds it only when it is a safe http(s) URL). status is resolved, no_values,
+http_status, attempts, error, resolved_at, expires_at, url_raw (the URL exactly as the proxy
+sent it; url holds it only when it is a safe http(s) URL). status is resolved, no_values,
 not_found, invalid (never sent; the reason is in error: bad_encoding for a cell that is not
 UTF-8, malformed_row for a CSV row with the wrong number of fields) or error (the resolver
 gave up; the reason is in error). Rows sharing a comparison key cost one request. The file is

@@ -189,7 +189,8 @@ def run_generate(args: argparse.Namespace) -> int:
             "differs from the generator")
         print(f"{relative}: {verb}", file=sys.stderr if args.check else sys.stdout)
     if args.check and stale:
-        print("run `airflow-doi sql generate` and commit the result", file=sys.stderr)
+        again = f" --root {args.root}" if args.root else ""
+        print(f"run `airflow-doi sql generate{again}` and commit the result", file=sys.stderr)
         return 1
     if not stale:
         print("generated files are up to date")

@@ -64,10 +64,10 @@ def build_report(
     if found.overrides and source is not None and not is_database_url(source) and (
             encoding.lower().replace("_", "-") in ("utf-8", "utf8")):
         log.warning(
-            "%s: %s cells of column %s were not UTF-8 (the report counts them as "
-            "bad_encoding); if the file is Latin-1 or Windows-1252, run again with "
-            "--encoding latin-1 or --encoding cp1252", source, f"{len(found.overrides):,}",
-            column,
+            "%s: %s of column %s %s not UTF-8 (the report counts them as bad_encoding); "
+            "if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 or "
+            "--encoding cp1252", source, _cells(len(found.overrides)), column,
+            "was" if len(found.overrides) == 1 else "were",
         )
     label = f"{_label(source, conn_id)}{' table ' + table if table else ''}"
     figures = compute_figures(
@@ -120,6 +120,10 @@ def write_report(
         target, f"{figures.rows:,}", f"{figures.valid:,}", f"{figures.duplicate_keys:,}",
     )
     return target
+
+
+def _cells(count: int) -> str:
+    return f"{count:,} cell{'' if count == 1 else 's'}"
 
 
 def _label(source: str | Path | None, conn_id: str | None) -> str:
