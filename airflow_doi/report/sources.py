@@ -14,6 +14,7 @@ Database sources: ``sqlite:///path.db``, ``duckdb:///path.duckdb``, ``postgresql
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,16 +164,19 @@ def _from_sql(
     query = f"SELECT {selected} FROM {quoted_table}"
     where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
     connection = _connect(str(url) if url is not None else None, conn_id, where)
+    checking = connection.cursor
     if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
         from airflow_doi.provider.operators.base import dialect_of, sql_hook
 
-        query = dialect_of(sql_hook(conn_id)).translate(query)
+        dialect = dialect_of(sql_hook(conn_id))
+        query = dialect.translate(query)
+        checking = functools.partial(dialect.cursor, connection)
     try:
         if columns:
             # An unknown "quoted" name is a string literal to SQLite: every row would read as
             # that text. The columns are checked against the table's own first.
             try:
-                require_columns(connection.cursor(), table,
+                require_columns(checking(), table,
                                 {"--column" if conn_id is None else "column": columns[0]},
                                 case_sensitive=False)
             except ValueError as error:
