@@ -544,17 +544,24 @@ def writing(path: Path, fmt: Format, schema: pa.Schema) -> Iterator[TableWriter]
     replaced, the link stays); a path that is not a regular file (``/dev/stdout``, a FIFO)
     is written straight through, never replaced by a file.
     """
-    path, straight = output_target(path)
+    with replacing(path) as (target, _), _writer(target, fmt, schema) as writer:
+        yield writer
+
+
+@contextmanager
+def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
+    """(where to write, the output it becomes) for ``path`` (see :func:`output_target`): the
+    output itself when it is written straight through, else a new file beside it that
+    replaces it only if the block exits cleanly."""
+    final, straight = output_target(path)
     if straight:
-        with _writer(str(path), fmt, schema) as writer:
-            yield writer
+        yield str(final), final
         return
-    temporary, handle = create_beside(path)
+    temporary, handle = create_beside(final)
     os.close(handle)
     try:
-        with _writer(temporary, fmt, schema) as writer:
-            yield writer
-        os.replace(temporary, path)
+        yield temporary, final
+        os.replace(temporary, final)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         proxy_config,
         require_network_extra,
     )
-    from airflow_doi.io_tables import TableInputError, detect_format
+    from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
     from airflow_doi.resolver.repair import RepairStats, repair
 
     if not args.no_verify:
@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return input_error("repair", ValueError(f"{error}; check the resolver options"))
     try:
         out_format = detect_format(args.output, args.format)
+        refuse_same_file(args.input, args.output)
         cells, reasons = _read_column(args)
         check_backends(args)
     except (ValueError, TableInputError) as error:
@@ -188,7 +189,6 @@ def _write(
         detect_format,
         escape_formulas,
         read_table,
-        refuse_same_file,
         text_column,
         writing,
     )
@@ -229,7 +229,6 @@ def _write(
                 )
         return +repaired
 
-    refuse_same_file(args.input, args.output)
     repaired, reader = read_table(
         args.input, detect_format(args.input, args.input_format), one_pass,
         chunk_rows=DEFAULT_CHUNK_ROWS, options=csv_options(args),

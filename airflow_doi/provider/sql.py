@@ -18,10 +18,8 @@ stays bounded by the page size.
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from collections.abc import Generator, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,11 +31,11 @@ __all__ = [
     "column_names",
     "dialect_named",
     "distinct_pages",
+    "fold_identifier",
     "insert_values",
     "keyset_pages",
     "missing_columns",
     "native_cursor",
-    "quiet_sqlglot",
     "quote_identifier",
     "require_columns",
     "sibling_table",
@@ -157,20 +155,6 @@ class Dialect:
         return raw if self.sqlglot_dialect is None else TranslatingCursor(raw, self)
 
 
-@contextmanager
-def quiet_sqlglot() -> Iterator[None]:
-    """sqlglot's INFO notes (``Applying array index offset``, dozens per generated body) kept
-    out of a task's log while we generate SQL; its warnings and errors still pass."""
-    logger = logging.getLogger("sqlglot")
-    previous = logger.level
-    if logger.getEffectiveLevel() < logging.WARNING:
-        logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(previous)
-
-
 @functools.lru_cache(maxsize=1024)
 def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str:
     import sqlglot
@@ -183,9 +167,8 @@ def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str
             return exp.Var(this=placeholder)  # the driver's own marker, never "?" in a literal
         return node
 
-    with quiet_sqlglot():
-        trees = sqlglot.parse(sql, read="postgres")
-        return "; ".join(tree.transform(rewrite).sql(dialect=target) for tree in trees if tree)
+    trees = sqlglot.parse(sql, read="postgres")
+    return "; ".join(tree.transform(rewrite).sql(dialect=target) for tree in trees if tree)
 
 
 class TranslatingCursor:
@@ -273,6 +256,12 @@ def column_names(cursor: Any, table: str) -> list[str]:
     return names
 
 
+def fold_identifier(name: str, case_sensitive: bool) -> str:
+    """``name`` as the engine matches a quoted identifier (see
+    :attr:`Dialect.case_sensitive_identifiers`)."""
+    return name if case_sensitive else name.lower()
+
+
 def require_columns(
     cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
 ) -> None:
@@ -292,12 +281,9 @@ def require_columns(
             "table name (schema.table, as the connection sees it) and the connection"
         ) from None
 
-    def fold(name: str) -> str:
-        return name if case_sensitive else name.lower()
-
-    have = {fold(name) for name in existing}
+    have = {fold_identifier(name, case_sensitive) for name in existing}
     for parameter, name in columns.items():
-        if fold(name) not in have:
+        if fold_identifier(name, case_sensitive) not in have:
             raise ValueError(
                 f"{parameter} {name!r} is not a column of {table}; its columns are "
                 f"{', '.join(existing)}: set {parameter} to the column that holds the values"
@@ -313,11 +299,8 @@ def missing_columns(
     (:attr:`Dialect.case_sensitive_identifiers`): on PostgreSQL an existing ``"DOI"`` is
     another column than ``"doi"``; on SQLite it is the same column.
     """
-    def fold(name: str) -> str:
-        return name if case_sensitive else name.lower()
-
-    existing = {fold(name) for name in column_names(cursor, table)}
-    return [name for name in names if fold(name) not in existing]
+    existing = {fold_identifier(name, case_sensitive) for name in column_names(cursor, table)}
+    return [name for name in names if fold_identifier(name, case_sensitive) not in existing]
 
 
 def add_missing_columns(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -57,12 +56,13 @@ def build_report(
 
     if decode not in ("auto", "always", "never"):
         raise ReportInputError(f"decode must be auto, always or never, not {decode!r}")
+    options = CsvOptions(encoding=encoding, delimiter=delimiter)
     found = read_column(
         source, column, table=table, conn_id=conn_id, input_format=input_format,
-        options=CsvOptions(encoding=encoding, delimiter=delimiter),
+        options=options,
     )
-    if found.overrides and source is not None and not is_database_url(source) and (
-            encoding.lower().replace("_", "-") in ("utf-8", "utf8")):
+    if (found.overrides and source is not None and not is_database_url(source)
+            and options.lenient_utf8):
         log.warning(
             "%s: %s of column %s %s not UTF-8 (the report counts them as bad_encoding); "
             "if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 or "
@@ -99,22 +99,11 @@ def write_report(
     fails half-way never leaves a truncated page where the last good one was. Returns the
     path, absolute, so a task can log it.
     """
-    from airflow_doi.io_tables import create_beside, output_target
+    from airflow_doi.io_tables import replacing
 
     page, figures = build_report(source, column, **options)
-    target, straight = output_target(output)
-    if straight:  # standard output, a FIFO, a device: written as it is
-        with open(target, "w", encoding="utf-8") as stream:
-            stream.write(page)
-    else:
-        temporary, handle = create_beside(target)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(page)
-            os.replace(temporary, target)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+    with replacing(output) as (where, target), open(where, "w", encoding="utf-8") as stream:
+        stream.write(page)
     log.info(
         "DOI report: %s (%s rows, %s valid, %s duplicated DOIs)",
         target, f"{figures.rows:,}", f"{figures.valid:,}", f"{figures.duplicate_keys:,}",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator
 
-from airflow_doi.provider.sql import Dialect, dialect_named, quote_identifier, require_columns
+from airflow_doi.provider.sql import Dialect, dialect_named, quote_identifier
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -83,13 +82,6 @@ class DoiSqlOperator(BaseOperator):
         """Fail before touching the database when a (templated) name is not a plain identifier."""
         for name in (self.table, *names):
             quote_identifier(name)
-
-    def require_columns(self, hook: DbApiHook, **columns: str) -> None:
-        """Fail before any work unless ``table`` has these columns (parameter=column name)."""
-        dialect = dialect_of(hook)
-        with closing(hook.get_conn()) as conn:
-            require_columns(dialect.cursor(conn), self.table, columns,
-                            case_sensitive=dialect.case_sensitive_identifiers)
 
     def lineage_source(self) -> tuple[Any, Any]:
         """(hook, connection) for naming OpenLineage datasets (:mod:`.lineage`)."""

@@ -34,6 +34,7 @@ from airflow_doi.provider.sql import (
     Dialect,
     add_missing_columns,
     distinct_pages,
+    fold_identifier,
     insert_values,
     native_cursor,
     quote_identifier,
@@ -119,7 +120,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         dialect = dialect_of(hook)
 
         def fold(name: str) -> str:
-            return name if dialect.case_sensitive_identifiers else name.lower()
+            return fold_identifier(name, dialect.case_sensitive_identifiers)
 
         if fold(self.doi_column) in {fold(column) for column in columns}:
             raise ValueError(

@@ -26,7 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from airflow_doi.provider.sql import Dialect, quiet_sqlglot
+from airflow_doi.provider.sql import Dialect
 
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
 
@@ -150,8 +150,7 @@ def _inline(engine: str, column: str) -> tuple[str, ...]:
     dialect = DIALECTS[engine]
     binding = dialect.dbt_binding or dialect.binding
     text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
-    with quiet_sqlglot():
-        return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
+    return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
 
 
 def _install_mariadb(conn: Any, schema: str) -> None:

@@ -205,12 +205,14 @@ def resolve_due_keys(
     key_column: str = "doi_key",
     doi_column: str = "doi",
     valid_column: str = "doi_valid",
+    repair_column: str | None = None,
     batch_size: int = 1000,
     after: str | None = None,
     upto: str | None = None,
     log: TaskLog,
 ) -> ResolveSummary:
-    """Resolve the due keys of ``table`` (optionally only ``after < key <= upto``).
+    """Resolve the due keys of ``table`` (optionally only ``after < key <= upto``); when the
+    caller will repair ``repair_column`` afterwards, that column is checked first too.
 
     The engine behind the operator and the mapped tasks; usable from plain Python too.
     """
@@ -230,11 +232,11 @@ def resolve_due_keys(
              table, redact_url(config.base_url), config.rate, config.concurrency)
     with closing(db_hook.get_conn()) as conn:
         cursor = dialect.cursor(conn)
-        require_columns(
-            cursor, table,
-            {"key_column": key_column, "doi_column": doi_column, "valid_column": valid_column},
-            case_sensitive=dialect.case_sensitive_identifiers,
-        )
+        # repair_column too: checked now, not after hours of resolving.
+        columns = {"key_column": key_column, "doi_column": doi_column,
+                   "valid_column": valid_column, "repair_column": repair_column}
+        require_columns(cursor, table, {k: v for k, v in columns.items() if v},
+                        case_sensitive=dialect.case_sensitive_identifiers)
         ensure_resolution_table(cursor, dialect, results_table)
         conn.commit()
         source, where, params = due.parts(now, dialect, after, upto)
@@ -441,9 +443,8 @@ class DoiResolveOperator(DoiSqlOperator):
 
         results_table = self.results_table or sibling_table(self.table, RESOLUTION_TABLE)
         self.check_identifiers(results_table, self.key_column, self.doi_column, self.valid_column)
-        if self.repair_column:  # checked now, not after hours of resolving
+        if self.repair_column:
             self.check_identifiers(self.repair_column)
-            self.require_columns(self.get_db_hook(), repair_column=self.repair_column)
         summary = resolve_due_keys(
             self.get_db_hook(),
             DoiProxyHook(self.doi_proxy_conn_id, **(self.resolver_options or {})),
@@ -452,6 +453,7 @@ class DoiResolveOperator(DoiSqlOperator):
             key_column=self.key_column,
             doi_column=self.doi_column,
             valid_column=self.valid_column,
+            repair_column=self.repair_column,
             batch_size=self.page_size,
             log=self.log,
         )

@@ -8,6 +8,9 @@ lowering is a pure transform over the sqlglot tree; nothing here touches a datab
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar, Literal, cast
 
 import sqlglot
@@ -250,7 +253,8 @@ class Dialect:
     pretty: ClassVar[bool] = True
 
     def to_sql(self, node: exp.Expression) -> str:
-        return self.lower(node.copy()).sql(dialect=self.sqlglot_dialect, pretty=self.pretty)
+        with quiet_sqlglot():
+            return self.lower(node.copy()).sql(dialect=self.sqlglot_dialect, pretty=self.pretty)
 
     # --- DDL -----------------------------------------------------------------------------
 
@@ -367,3 +371,17 @@ class JavaRegexDialect(Dialect):
         if isinstance(lowered, exp.DPipe):
             return exp.Concat(expressions=[lowered.this, lowered.expression])
         return lowered
+
+
+@contextmanager
+def quiet_sqlglot() -> Iterator[None]:
+    """sqlglot's INFO notes (``Applying array index offset``, dozens per body) kept out of
+    the caller's log (an Airflow task's) while a body is generated; warnings still pass."""
+    logger = logging.getLogger("sqlglot")
+    previous = logger.level
+    if logger.getEffectiveLevel() < logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
