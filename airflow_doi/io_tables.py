@@ -1,6 +1,7 @@
-"""THE reading and writing module of both file commands (``normalize`` and ``resolve``).
+"""THE reading and writing module of the file commands (``normalize``, ``resolve``,
+``repair`` and ``report``).
 
-One module, so the two commands accept the same files, refuse the same files with the same
+One module, so the commands accept the same files, refuse the same files with the same
 words, and write alike. Nothing here ever holds a whole table: CSV is read with pyarrow's
 streaming reader (or, for the files it cannot read, Python's ``csv`` module), Parquet with
 ``ParquetFile.iter_batches``; output goes to a temporary file beside the target, created with
@@ -8,19 +9,29 @@ the user's umask, and is renamed into place only when complete.
 
 CSV rules, the same on both readers:
 
-- cells are read as raw bytes, so ids like ``00123`` stay text; with the default UTF-8 a cell
-  that is not UTF-8 cannot stop the run: it is written back with U+FFFD for the bad bytes and
-  counted (:func:`text_column`), and the DOI column reports it as ``bad_encoding``. Any other
-  ``encoding`` (``latin-1``, ``cp1252``) is decoded strictly; output is always UTF-8;
-- a row with the wrong number of fields is kept, padded with nulls or cut to the header's
-  width, and flagged; a blank line is an empty cell in a one-column file and nothing otherwise;
+- how the file was written (encoding, BOM, separators, line ending) is found from the file
+  (:mod:`airflow_doi.sniff`) unless the user says; the header may even be on another
+  separator than the rows;
+- cells are read as raw bytes, so ids like ``00123`` stay text; in a UTF-8 file a cell that is
+  not UTF-8 cannot stop the run: it is written back with U+FFFD for the bad bytes and counted
+  (:func:`text_column`), and the DOI column reports it as ``bad_encoding``. Any other
+  encoding (``cp1252``, ``utf-16``) is decoded strictly; output is always UTF-8;
+- no row is ever lost: a row with the wrong number of fields is kept (padded with nulls, or
+  its surplus fields joined into its last cell) and flagged, a quote left open does not
+  swallow the rows after it (see :func:`open_csv_lenient`); a blank line is an empty cell in
+  a one-column file and nothing otherwise;
+- blank and repeated header names are fine in the columns nobody reads; the DOI column is
+  found after trimming and case-folding (:func:`require_column`), and its missing-value
+  markers (``NA``, ``N/A``, ``NULL``...) read as missing (:meth:`TableReader.doi_cells`);
 - a gzip file is read as the CSV it holds; other archives and Parquet under a CSV name are
-  refused with a word on what to do; duplicated column names are refused.
+  refused with a word on what to do.
 
-The fast reader cannot keep a malformed row (it can only skip it) nor read a row larger than
-its block, so when it meets either the whole read starts again on the lenient reader:
-:func:`read_table` runs the caller's pass once more, which is why the pass must be restartable
-(the temporary output file of :func:`writing` is).
+The fast reader cannot keep a malformed row (it can only skip it), read a row larger than its
+block, or tell a quote left open from a cell with line breaks, so when it meets any of them the
+whole read starts again on the lenient reader: :func:`read_table` runs the caller's pass once
+more, which is why the pass must be restartable (the temporary output file of :func:`writing`
+is). Output CSV keeps the input's separator, line ending and BOM, and quotes a cell only when
+it must (:class:`CsvWriter`).
 """
 
 from __future__ import annotations
@@ -28,34 +39,41 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import itertools
 import lzma
 import os
 import re
 import secrets
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from airflow_doi.sniff import NA_VALUES, CsvDialect, open_text, sniff
+
 __all__ = [
     "MALFORMED_FLAG",
     "CsvOptions",
+    "CsvWriter",
     "Format",
     "TableInputError",
     "TableReader",
+    "added_names",
     "detect_format",
     "escape_formulas",
+    "match_column",
     "open_csv_lenient",
     "open_table",
     "read_table",
+    "reading_notes",
     "require_column",
     "text_column",
     "writing",
@@ -92,35 +110,42 @@ class TableInputError(Exception):
 
 @dataclass(frozen=True)
 class CsvOptions:
-    """How to read CSV text: ``encoding`` (a Python codec name) and a one-character delimiter.
+    """How to read CSV text, as the user asked: each of ``encoding`` (a Python codec name) and
+    ``delimiter`` (one character) is found from the file (:func:`airflow_doi.sniff.sniff`)
+    when None. ``na_values``: the cells a DOI column reads as missing (``None``: pandas'
+    defaults, :data:`~airflow_doi.sniff.NA_VALUES`; ``()``: none).
 
-    UTF-8 (any spelling) is read leniently, bad bytes flagged per cell; any other encoding is
-    decoded strictly, since the user named it.
+    UTF-8 (given or found) is read leniently, bad bytes flagged per cell; any other encoding
+    is decoded strictly.
     """
 
-    encoding: str = "utf-8"
-    delimiter: str = ","
+    encoding: str | None = None
+    delimiter: str | None = None
+    na_values: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        try:
-            codecs.lookup(self.encoding)
-        except LookupError:
-            raise TableInputError(
-                f"unknown encoding {self.encoding!r}: use a name such as utf-8, latin-1 or "
-                "cp1252"
-            ) from None
-        delimiter = {"tab": "\t", "\\t": "\t"}.get(self.delimiter.lower(), self.delimiter)
-        if len(delimiter) != 1 or delimiter in "\"\r\n":
-            raise TableInputError(
-                f"delimiter {self.delimiter!r} cannot be used: give one character other than "
-                "a quote or a line break, e.g. ';' or tab"
-            )
-        object.__setattr__(self, "delimiter", delimiter)
+        if self.encoding is not None:
+            try:
+                codecs.lookup(self.encoding)
+            except LookupError:
+                raise TableInputError(
+                    f"unknown encoding {self.encoding!r}: use a name such as utf-8, latin-1 "
+                    "or cp1252 (or leave --encoding out: it is found from the file)"
+                ) from None
+        if self.delimiter is not None:
+            delimiter = {"tab": "\t", "\\t": "\t"}.get(self.delimiter.lower(), self.delimiter)
+            if len(delimiter) != 1 or delimiter in "\"\r\n":
+                raise TableInputError(
+                    f"delimiter {self.delimiter!r} cannot be used: give one character other "
+                    "than a quote or a line break, e.g. ';' or tab (or leave --delimiter out: "
+                    "it is found from the file)"
+                )
+            object.__setattr__(self, "delimiter", delimiter)
 
     @property
-    def lenient_utf8(self) -> bool:
-        """UTF-8 under any of its names: bad bytes are kept and flagged, not refused."""
-        return codecs.lookup(self.encoding).name == "utf-8"
+    def missing(self) -> tuple[str, ...]:
+        """The missing-value markers in force."""
+        return NA_VALUES if self.na_values is None else self.na_values
 
 
 def detect_format(path: Path, explicit: str | None = None) -> Format:
@@ -138,7 +163,8 @@ class TableReader:
 
     ``schema`` is what the columns look like once read: for CSV every column is text (the
     batches carry raw bytes; :func:`text_column` turns each into text), for Parquet the
-    file's own types.
+    file's own types. ``names`` may repeat or be blank in CSV (columns nobody reads);
+    :func:`require_column` makes sure the one a command reads is not.
     """
 
     names: list[str]
@@ -148,13 +174,121 @@ class TableReader:
     malformed: list[str] = field(default_factory=list)
     malformed_count: int = 0
     #: Lenient CSV only: each batch carries a last boolean column, true for a row whose
-    #: number of fields did not match the header (padded with nulls or cut to fit).
+    #: number of fields did not match the header (padded with nulls, or its surplus fields
+    #: joined into the last cell, so nothing is lost).
     flags_malformed: bool = False
     #: Fast CSV only: set by :func:`read_table`, which reads the file again on the lenient
     #: reader when the fast one cannot keep a row. Left False, the fast reader skips (and
     #: counts in ``malformed_count``) a row with the wrong number of fields, for callers that
     #: check the count after the pass and start again themselves.
     restartable: bool = False
+    #: CSV only: how the file was read (found or given), which the CSV output follows.
+    dialect: CsvDialect | None = None
+    #: CSV only: cells of the DOI column that are a missing-value marker (:meth:`doi_cells`).
+    na_values: tuple[str, ...] = ()
+    na_count: int = 0
+    #: (asked, found) when ``--column`` matched a header only after trimming and case-folding.
+    matched: tuple[str, str] | None = None
+
+    def doi_cells(self, batch: pa.RecordBatch, column: str) -> pa.Array:
+        """The DOI column of ``batch``, its missing-value markers (CSV only) as nulls."""
+        return self.missing_as_null(batch.column(column))
+
+    def missing_as_null(self, values: pa.Array) -> pa.Array:
+        """``values`` (cells of the DOI column, bytes or text) with the missing-value markers
+        as nulls, counted in ``na_count``; unchanged for Parquet."""
+        if not self.na_values or not self.all_text:
+            return values
+        encoded = [value.encode() for value in self.na_values]
+        # Most cells are longer than any marker: only the short ones are looked up.
+        lengths = np.diff(_offsets(values))
+        short = np.flatnonzero((lengths >= 1) & (lengths <= max(map(len, encoded))))
+        if short.size == 0:
+            return values
+        indices = short.astype(np.int64)
+        candidates = values.take(
+            pa.Array.from_buffers(pa.int64(), indices.size, [None, pa.py_buffer(indices)]))
+        found = pc.is_in(candidates, value_set=_binary_array(encoded, values.type))
+        hits = short[_bools(found)]
+        if hits.size == 0:
+            return values
+        self.na_count += int(hits.size)
+        mask = np.zeros(len(values), dtype=bool)
+        mask[hits] = True
+        flags = pa.Array.from_buffers(
+            pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
+        return pc.if_else(flags, pa.nulls(len(values), values.type), values)
+
+
+def reading_notes(reader: TableReader, repaired: dict[str, int]) -> list[tuple[str, str]]:
+    """What a user should hear about how a file was read, as (``note`` | ``warning``, text):
+    how it was written (when not plain UTF-8 with commas), the header ``--column`` matched,
+    missing-value markers, rows kept though malformed, and (``repaired``: column -> count)
+    cells that were not UTF-8. Nothing when there is nothing to say."""
+    notes: list[tuple[str, str]] = []
+    dialect = reader.dialect
+    if dialect is not None and not dialect.plain:
+        written = "" if dialect.lenient_utf8 else "; written as UTF-8"
+        notes.append(("note", f"read as {dialect.describe()}{written}"))
+    if reader.matched:
+        asked, found = reader.matched
+        notes.append(("note", f"--column {asked!r} read the column {found!r}"))
+    if reader.na_count:
+        cells = _cells(reader.na_count)
+        notes.append(("note", f"{cells} a missing-value marker such as NA: read as missing "
+                      "(reason empty); --na-values changes the list"))
+    if reader.malformed_count:
+        examples = "; ".join(repr(row) for row in reader.malformed[:3])
+        rows = "row had" if reader.malformed_count == 1 else "rows had"
+        notes.append(("warning", f"{reader.malformed_count:,} CSV {rows} the wrong number of "
+                      "fields or a quote left open (kept, flagged malformed_row), e.g. "
+                      f"{examples}"))
+    if repaired:
+        total = sum(repaired.values())
+        columns = ", ".join(f"{name} ({count:,})" for name, count in repaired.items())
+        hint = ("; if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 "
+                "or --encoding cp1252") if reader.all_text else ""
+        notes.append(("warning", f"{_cells(total)} not UTF-8 and "
+                      f"{'is' if total == 1 else 'are'} written with U+FFFD in place of the "
+                      f"bad bytes, in column(s) {columns}{hint}"))
+    return notes
+
+
+def _cells(count: int) -> str:
+    return f"{count:,} cell was" if count == 1 else f"{count:,} cells were"
+
+
+def _offsets(values: pa.Array) -> np.ndarray[Any, Any]:
+    """The offsets of a (large) string or binary array's rows (len(values) + 1 of them)."""
+    large = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    offsets = values.buffers()[1]
+    if offsets is None:
+        return np.zeros(len(values) + 1, dtype=np.int64)
+    raw = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)
+    return raw[values.offset : values.offset + len(values) + 1]
+
+
+def _bools(values: pa.Array) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """A boolean array as numpy, null as false, from its bits (``to_numpy`` imports pandas)."""
+    validity, bits = values.buffers()
+
+    def unpack(buffer: pa.Buffer) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        every = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
+        return every[values.offset : values.offset + len(values)].astype(bool)
+
+    flags = unpack(bits)
+    if validity is not None:
+        flags &= unpack(validity)
+    return flags
+
+
+def _binary_array(values: list[bytes], kind: pa.DataType) -> pa.Array:
+    """A small array of ``values`` as ``kind``, from its buffers: ``pa.array`` of a Python list
+    imports pandas (0.15 s) just to check the list is no Series."""
+    offsets = np.cumsum([0, *(len(value) for value in values)], dtype=np.int32)
+    binary = pa.Array.from_buffers(
+        pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    return binary if kind == pa.binary() else binary.cast(kind)
 
 
 class _ReadAgain(Exception):
@@ -172,7 +306,7 @@ def read_table(
 ) -> tuple[T, TableReader]:
     """``consume(reader)`` over ``path``, once more on the lenient reader if the fast one
     cannot keep every row. Returns the pass's result and the reader it used (whose
-    ``malformed_count`` is complete). ``columns`` narrows a Parquet read."""
+    ``malformed_count`` and ``na_count`` are complete). ``columns`` narrows a Parquet read."""
     options = options or CsvOptions()
     try:
         reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
@@ -180,18 +314,23 @@ def read_table(
         try:
             return consume(reader), reader
         except _ReadAgain:
-            lenient = open_csv_lenient(path, chunk_rows, options)
+            lenient = open_csv_lenient(path, chunk_rows, options, dialect=reader.dialect)
             return consume(lenient), lenient
     except (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:
         raise TableInputError(
             f"{path}: the compressed file is damaged or cut short ({error}); check the file"
         ) from None
     except UnicodeError as error:
-        if isinstance(error, UnicodeDecodeError):  # the readers word these themselves
-            raise
+        encoding = options.encoding or "the encoding found"
+        if isinstance(error, UnicodeDecodeError):
+            bad = error.object[error.start : error.end]
+            raise TableInputError(
+                f"{path}: not {encoding} text (bytes {bytes(bad).hex(' ')} have no meaning in "
+                "it); pass the file's real encoding with --encoding (latin-1 accepts every byte)"
+            ) from None
         raise TableInputError(
-            f"{path}: cannot be read as {options.encoding} ({error}); pass the file's real "
-            "encoding with --encoding"
+            f"{path}: cannot be read as {encoding} ({error}); pass the file's real encoding "
+            "with --encoding"
         ) from None
 
 
@@ -213,33 +352,86 @@ def open_table(
     return _open_csv(path, chunk_rows, options or CsvOptions())
 
 
-def require_column(reader: TableReader, column: str, path: Path) -> None:
-    """Refuse a column name the file does not have, listing the ones it has."""
-    if column not in reader.names:
-        listed = ", ".join(repr(name) for name in reader.names) or "none"
-        hint = "pass one of them to --column"
-        first = reader.names[0] if reader.names else ""
-        if reader.all_text and first.lstrip().startswith(("{", "[")):
-            hint = ("the file looks like JSON (Lines), which is not read: convert it to CSV "
-                    "or Parquet with a header line naming the column")
-        elif reader.all_text and len(reader.names) == 1 and re.search(r"10\.\d+/", first):
-            hint = ("the first line is read as the header, and this one is a DOI: add a header "
-                    "line naming the column (e.g. doi) at the top of the file")
-        elif reader.all_text and len(reader.names) == 1:
-            found = [mark for mark in ";\t|," if mark in first]
-            if found:
-                hint = f"is the file separated by {found[0]!r}? pass --delimiter {found[0]!r}"
-        raise TableInputError(f"{path}: no column {column!r} (columns: {listed}); {hint}")
+def _fold(name: str) -> str:
+    """A header as people mean it: spaces, no-break spaces and a stray BOM trimmed, any case."""
+    return name.strip().strip("\ufeff").strip().casefold()
 
 
-def _refuse_duplicates(path: Path, names: list[str]) -> None:
-    twice = [name for name, count in Counter(names).items() if count > 1]
-    if twice:
-        listed = ", ".join(repr(name) for name in twice)
+def match_column(names: list[str], column: str) -> list[str]:
+    """The headers ``column`` names: itself if present, else those equal to it once trimmed
+    and case-folded (several: ambiguous)."""
+    if column in names:
+        return [column] * names.count(column)
+    return [name for name in names if _fold(name) == _fold(column)]
+
+
+def require_column(reader: TableReader, column: str, path: Path) -> str:
+    """The header ``--column`` names (see :func:`match_column`), refusing a name the file
+    does not have (listing the ones it has) or one that two columns answer to."""
+    found = match_column(reader.names, column)
+    if len(found) == 1:
+        if found[0] != column:
+            reader.matched = (column, found[0])
+        return found[0]
+    if found:
+        listed = ", ".join(repr(name) for name in found)
         raise TableInputError(
-            f"{path}: column name(s) {listed} appear more than once, so a column cannot be "
-            "told apart; rename the duplicates in the header"
+            f"{path}: {len(found)} columns answer to --column {column!r} ({listed}), so the "
+            "DOI column cannot be told apart; rename one in the header, or pass the exact name"
         )
+    listed = ", ".join(repr(name) for name in reader.names) or "none"
+    hint = "pass one of them to --column"
+    first = reader.names[0] if reader.names else ""
+    if reader.all_text and first.lstrip().startswith(("{", "[")):
+        hint = ("the file looks like JSON (Lines), which is not read: convert it to CSV "
+                "or Parquet with a header line naming the column")
+    elif reader.all_text and len(reader.names) == 1 and re.search(r"10\.\d+/", first):
+        hint = ("the first line is read as the header, and this one is a DOI: add a header "
+                "line naming the column (e.g. doi) at the top of the file")
+    elif reader.all_text and len(reader.names) == 1:
+        marks = [mark for mark in ";\t|," if mark in first]
+        if marks:
+            hint = f"is the file separated by {marks[0]!r}? pass --delimiter {marks[0]!r}"
+    raise TableInputError(f"{path}: no column {column!r} (columns: {listed}); {hint}")
+
+
+def added_names(
+    wanted: tuple[str, ...], names: list[str], column: str, prefix: str | None
+) -> list[str]:
+    """Names for the columns a command appends to a file that has ``names``.
+
+    ``prefix`` (``--prefix``) is taken as given, and refused if a name then clashes. Without
+    it the names are ``wanted`` unless one of them is already a column (case-insensitively,
+    as DuckDB and spreadsheets compare names); then each ``doi...`` name is derived from the
+    DOI column instead (``doi`` -> ``<column>_normalized``, ``doi_key`` -> ``<column>_key``,
+    ...), with ``_2``, ``_3``... added until none clashes.
+    """
+    taken = {_fold(name) for name in names}
+
+    def clashes(candidates: list[str]) -> list[str]:
+        return [name for name in candidates if _fold(name) in taken]
+
+    if prefix:
+        chosen = [prefix + name for name in wanted]
+        if clashes(chosen):
+            raise TableInputError(
+                f"already has column(s) {', '.join(clashes(chosen))}; pick another --prefix, "
+                "or leave it out and the added columns are named after the DOI column"
+            )
+        return chosen
+    if not clashes(list(wanted)):
+        return list(wanted)
+    stem = column.strip().strip("\ufeff").strip() or "doi"
+    derived = [
+        f"{stem}_normalized" if name == "doi" else stem + name[3:] if name.startswith("doi_")
+        else f"{stem}_{name}"
+        for name in wanted
+    ]
+    for number in itertools.count(1):
+        chosen = derived if number == 1 else [f"{name}_{number}" for name in derived]
+        if not clashes(chosen) and len({_fold(name) for name in chosen}) == len(chosen):
+            return chosen
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _open_parquet(path: Path, chunk_rows: int, columns: list[str] | None) -> TableReader:
@@ -250,10 +442,12 @@ def _open_parquet(path: Path, chunk_rows: int, columns: list[str] | None) -> Tab
             f"{path}: not a readable Parquet file; if it is CSV, pass --input-format csv"
         ) from None
     schema = parquet.schema_arrow
-    _refuse_duplicates(path, list(schema.names))
-    wanted = None if columns is None else [name for name in columns if name in schema.names]
+    names = list(schema.names)
+    wanted = None
+    if columns is not None:
+        wanted = [found for name in columns for found in dict.fromkeys(match_column(names, name))]
     batches = parquet.iter_batches(batch_size=chunk_rows, columns=wanted)
-    return TableReader(list(schema.names), batches, schema)
+    return TableReader(names, batches, schema)
 
 
 def _compression(path: Path) -> str | None:
@@ -268,56 +462,61 @@ def _compression(path: Path) -> str | None:
     return None
 
 
-def _open_text(path: Path, options: CsvOptions, compression: str | None) -> IO[str]:
-    """The file as text for Python's csv module (BOM dropped, bad UTF-8 kept as escapes)."""
-    if options.lenient_utf8:
-        encoding, errors = "utf-8-sig", "surrogateescape"
-    else:
-        encoding, errors = options.encoding, "strict"
-    if compression == "gzip":
-        import gzip
-
-        return gzip.open(path, "rt", encoding=encoding, errors=errors, newline="")
-    return path.open("r", encoding=encoding, errors=errors, newline="")
+def _dialect(path: Path, options: CsvOptions, compression: str | None) -> CsvDialect:
+    try:
+        return sniff(path, compression, encoding=options.encoding, delimiter=options.delimiter)
+    except LookupError as error:
+        raise TableInputError(f"{path}: {error}; pass --encoding") from None
 
 
-def _undecodable(path: Path, options: CsvOptions, error: UnicodeDecodeError) -> TableInputError:
-    bad = error.object[error.start : error.end]
+class _Lines:
+    """The file's physical lines, remembering those of the record being read: the csv module
+    pulls one line at a time, so after each record ``taken`` holds exactly its lines."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._lines = iter(handle)
+        self.taken: list[str] = []
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.taken.append(line)
+        return line
+
+
+def _csv_error(path: Path, dialect: CsvDialect, lines: _Lines) -> TableInputError:
     return TableInputError(
-        f"{path}: not {options.encoding} text (bytes {bad.hex(' ')} have no meaning in it); "
-        "pass the file's real encoding with --encoding (latin-1 accepts every byte)"
+        f"{path}: a line cannot be read as CSV (is the delimiter "
+        f"{_shown(dialect.delimiter)} right? pass --delimiter)"
     )
 
 
-def _rows(path: Path, options: CsvOptions, handle: IO[str]) -> Iterator[list[str]]:
-    """Python's csv rows, with its errors in our words."""
+def _shown(delimiter: str) -> str:
+    return "tab" if delimiter == "\t" else repr(delimiter)
+
+
+def _header(
+    path: Path, dialect: CsvDialect, compression: str | None
+) -> tuple[list[str], int, bool]:
+    """The column names, the physical lines they take, and whether any row follows them."""
     csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
-    rows = csv.reader(handle, delimiter=options.delimiter)
-    try:
-        yield from rows
-    except UnicodeDecodeError as error:
-        raise _undecodable(path, options, error) from None
-    except csv.Error:
-        raise TableInputError(
-            f"{path}: line {rows.line_num} cannot be read as CSV (is the delimiter "
-            f"{options.delimiter!r} right? pass --delimiter)"
-        ) from None
-
-
-def _header(path: Path, options: CsvOptions, compression: str | None) -> tuple[list[str], bool]:
-    """The column names and whether any row follows them."""
-    with _open_text(path, options, compression) as handle:
-        rows = _rows(path, options, handle)
-        names = next(rows, None)
-        if names is None:
-            raise TableInputError(f"{path}: empty file (no header row); a CSV needs a header")
-        names = [_display(name) for name in names]
-        _refuse_duplicates(path, names)
-        width = len(names)
-        for row in rows:
-            if row or width == 1:
-                return names, True
-        return names, False
+    with open_text(path, dialect, compression) as handle:
+        lines = _Lines(handle)
+        try:
+            names = next(csv.reader(lines, delimiter=dialect.header_delimiter), None)
+            if names is None:
+                raise TableInputError(
+                    f"{path}: empty file (no header row); a CSV needs a header"
+                )
+            header_lines = len(lines.taken)
+            for row in csv.reader(lines, delimiter=dialect.delimiter):
+                if row or len(names) == 1:
+                    return [_display(name) for name in names], header_lines, True
+        except csv.Error:
+            raise _csv_error(path, dialect, lines) from None
+        return [_display(name) for name in names], header_lines, False
 
 
 def _display(name: str) -> str:
@@ -327,16 +526,21 @@ def _display(name: str) -> str:
 
 def _open_csv(path: Path, chunk_rows: int, options: CsvOptions) -> TableReader:
     compression = _compression(path)
-    names, has_rows = _header(path, options, compression)
+    dialect = _dialect(path, options, compression)
+    names, header_lines, has_rows = _header(path, dialect, compression)
     schema = pa.schema([(name, pa.large_string()) for name in names])
+    reader = TableReader(names, iter(()), schema, all_text=True, dialect=dialect,
+                         na_values=options.missing)
     if not has_rows:  # also a header without a final newline, which pyarrow refuses
-        return TableReader(names, iter(()), schema, all_text=True)
-    reader = TableReader(names, iter(()), schema, all_text=True)
+        return reader
 
     def on_invalid_row(row: Any) -> str:
         reader.malformed_count += 1  # seen: read_table starts again on the lenient reader
         if len(reader.malformed) < _KEEP_MALFORMED:
-            reader.malformed.append(str(row.text))
+            try:
+                reader.malformed.append(str(row.text))
+            except Exception:
+                pass
         return "skip"
 
     source: Any = str(path)
@@ -350,10 +554,14 @@ def _open_csv(path: Path, chunk_rows: int, options: CsvOptions) -> TableReader:
             read_options=pcsv.ReadOptions(
                 block_size=_BLOCK_BYTES,
                 use_threads=False,
-                encoding="utf8" if options.lenient_utf8 else options.encoding,
+                encoding="utf8" if dialect.lenient_utf8 else dialect.encoding,
+                # Our header (the csv module's reading, on its own separator): the same names
+                # on both readers, blank and repeated ones included.
+                column_names=names,
+                skip_rows=header_lines,
             ),
             parse_options=pcsv.ParseOptions(
-                delimiter=options.delimiter,
+                delimiter=dialect.delimiter,
                 newlines_in_values=True,
                 ignore_empty_lines=len(names) > 1,
                 invalid_row_handler=on_invalid_row,
@@ -364,22 +572,28 @@ def _open_csv(path: Path, chunk_rows: int, options: CsvOptions) -> TableReader:
                 quoted_strings_can_be_null=False,
             ),
         )
-    except UnicodeDecodeError as error:
-        raise _undecodable(path, options, error) from None
+    except UnicodeDecodeError:
+        _close(source)
+        raise
     except (pa.ArrowException, OSError):
-        return open_csv_lenient(path, chunk_rows, options)
-    if list(stream.schema.names) != names:  # the two parsers disagree: trust the lenient one
-        stream.close()
-        return open_csv_lenient(path, chunk_rows, options)
-    reader.batches = _fast_batches(path, options, stream, reader, chunk_rows)
+        _close(source)
+        return open_csv_lenient(path, chunk_rows, options, dialect=dialect)
+    reader.batches = _fast_batches(path, stream, reader, chunk_rows, source, dialect.delimiter)
     return reader
 
 
+def _close(source: Any) -> None:
+    """Close a compressed input stream (a path needs nothing)."""
+    if not isinstance(source, str):
+        source.close()
+
+
 def _fast_batches(
-    path: Path, options: CsvOptions, stream: Any, reader: TableReader, chunk_rows: int
+    path: Path, stream: Any, reader: TableReader, chunk_rows: int, source: Any, delimiter: str
 ) -> Iterator[pa.RecordBatch]:
     """The fast reader's blocks as batches of ``chunk_rows``; :class:`_ReadAgain` as soon as
-    a row had to be skipped or could not be read (a row larger than a block)."""
+    a row had to be skipped or could not be read (a row larger than a block), or a quote left
+    open swallowed rows (:func:`_swallows_rows`: the lenient reader splits them again)."""
 
     def checked() -> Iterator[pa.RecordBatch]:
         while True:
@@ -387,8 +601,6 @@ def _fast_batches(
                 batch = stream.read_next_batch()
             except StopIteration:
                 break
-            except UnicodeDecodeError as error:
-                raise _undecodable(path, options, error) from None
             except pa.ArrowException:
                 if reader.restartable:
                     raise _ReadAgain from None
@@ -396,33 +608,118 @@ def _fast_batches(
                     f"{path}: a row is too large for the fast CSV reader; read the file with "
                     "airflow_doi.io_tables.read_table, which falls back to one without limit"
                 ) from None
-            if reader.malformed_count and reader.restartable:
+            if reader.restartable and (
+                reader.malformed_count or _swallowing(batch, delimiter)
+            ):
                 raise _ReadAgain
             yield batch
+        if reader.malformed_count and reader.restartable:  # every row was skipped
+            raise _ReadAgain
 
-    with stream:
-        yield from rebatch(checked(), stream.schema, chunk_rows)
+    try:
+        with stream:
+            yield from rebatch(checked(), stream.schema, chunk_rows)
+    finally:
+        _close(source)
+
+
+def _swallowing(batch: pa.RecordBatch, delimiter: str) -> bool:
+    """Whether a row of ``batch`` looks like a quote left open (see :func:`_swallows_rows`).
+    Only the rows with a cell in which a line break is followed by the separator (rare) are
+    looked at one by one; most batches are passed by one search of each column's bytes."""
+    width = batch.num_columns
+    mark = delimiter.encode("utf-8") if width > 1 else b""
+    suspects: Any = None
+    for values in batch.columns:
+        hits = _line_rows(values, mark)
+        if hits is not None:
+            suspects = hits if suspects is None else np.logical_or(suspects, hits)
+    if suspects is None or not suspects.any():
+        return False
+    mask = pa.Array.from_buffers(
+        pa.bool_(), len(suspects), [None, pa.py_buffer(np.packbits(suspects, bitorder="little"))])
+    rows = batch.filter(mask).to_pylist()
+    return any(
+        _swallows_rows([_decoded(cell) for cell in row.values()], delimiter, width)
+        for row in rows
+    )
+
+
+def _line_rows(values: pa.Array, mark: bytes) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+    """Per row: the cell holds a line break followed, on that line, by ``mark`` (b"": by
+    anything); None when surely no cell does. The C core's ``line_rows`` where built, else
+    a search of the column's bytes and an Arrow regular expression."""
+    from airflow_doi.native_core import module
+
+    buffers = values.buffers()
+    data = buffers[2] if len(buffers) >= 3 else None
+    if data is None or len(values) == 0:
+        return None
+
+    native = module()
+    if native is not None and len(mark) <= 1:
+        as_text = values
+        if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+            # The same buffers, seen as text (the C core reads bytes; nothing is validated).
+            as_text = values.view(pa.string() if pa.types.is_binary(values.type)
+                                  else pa.large_string())
+        flags = native.line_rows(*as_text.__arrow_c_array__(), mark)
+        return None if flags is None else np.frombuffer(flags, dtype=np.bool_)
+    raw = data.to_pybytes()  # memchr-fast find: most columns hold no line break at all
+    if raw.find(b"\n") < 0 and raw.find(b"\r") < 0:
+        return None
+    text = re.escape(mark.decode("utf-8")) if mark else "."
+    pattern = "[\r\n][^\r\n]*" + text if mark else "[\r\n][^\r\n]"
+    found = pc.match_substring_regex(values.cast(pa.large_binary()), pattern)
+    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _decoded(cell: object) -> str:
+    if isinstance(cell, bytes):
+        return cell.decode("utf-8", "replace")
+    return "" if cell is None else str(cell)
+
+
+def _swallows_rows(row: list[str], delimiter: str, width: int) -> bool:
+    """A quote left open rather than a cell that holds line breaks: a line inside one of the
+    row's cells (after its first line break) reads on its own as a whole row of ``width``
+    fields, quotes closed. Both readers decide by this rule, so they read a file alike."""
+    for cell in row:
+        if "\n" in cell or "\r" in cell:
+            fragments = re.split("\r\n|\r|\n", cell)[1:]
+            if any(_clean(fragment, delimiter, width) is not None for fragment in fragments):
+                return True
+    return False
 
 
 def open_csv_lenient(
-    path: Path, chunk_rows: int, options: CsvOptions | None = None
+    path: Path,
+    chunk_rows: int,
+    options: CsvOptions | None = None,
+    *,
+    dialect: CsvDialect | None = None,
 ) -> TableReader:
-    """CSV through Python's csv module, keeping rows whose field count is wrong.
+    """CSV through Python's csv module, keeping every row.
 
-    The fast reader cannot align such a row with the header, so it can only skip it; this one
-    pads a short row with nulls and cuts a long one to the header's width, and flags the row
-    (in the ``MALFORMED_FLAG`` column) so the caller reports it instead of losing it. Slower,
-    so it only reads the files the fast reader could not.
+    The fast reader cannot align a row of the wrong width with the header, so it can only
+    skip it; this one keeps it: a short row is padded with nulls and a long one keeps its
+    surplus fields joined (with the separator) into its last cell, both flagged in the
+    ``MALFORMED_FLAG`` column so the caller reports them instead of losing them; surplus
+    fields that are all empty (Excel's trailing separators) are dropped, and the row is not
+    malformed. A quote left open can swallow the rows after it into one cell: a record with a
+    cell in which a line reads as a whole row on its own (:func:`_swallows_rows`) is read
+    again line by line, each line that reads cleanly a row and each other one kept as it
+    stands, flagged. Slower, so it only reads the files the fast reader could not.
     """
     options = options or CsvOptions()
     compression = _compression(path)
-    names, _ = _header(path, options, compression)
-    handle = _open_text(path, options, compression)
-    rows = _rows(path, options, handle)
-    next(rows)  # the header
+    dialect = dialect or _dialect(path, options, compression)
+    names, _, _ = _header(path, dialect, compression)
+    handle = open_text(path, dialect, compression)
     width = len(names)
     schema = pa.schema([(name, pa.large_string()) for name in names])
-    reader = TableReader(names, iter(()), schema, all_text=True, flags_malformed=True)
+    reader = TableReader(names, iter(()), schema, all_text=True, flags_malformed=True,
+                         dialect=dialect, na_values=options.missing)
 
     def cell(value: str) -> bytes:
         return value.encode("utf-8", "surrogateescape")
@@ -431,16 +728,13 @@ def open_csv_lenient(
         with handle:
             columns: list[list[bytes | None]] = [[] for _ in range(width)]
             flags: list[bool] = []
-            for row in rows:
-                if not row:
-                    if width > 1:
-                        continue  # a blank line between rows, as the fast reader skips it
-                    row = [""]
-                malformed = len(row) != width
+            for row, malformed in _lenient_rows(path, dialect, handle, width):
                 if malformed:
                     reader.malformed_count += 1
                     if len(reader.malformed) < _KEEP_MALFORMED:
-                        reader.malformed.append(_display(options.delimiter.join(row)))
+                        reader.malformed.append(_display(dialect.delimiter.join(row)))
+                    if len(row) > width:
+                        row = [*row[: width - 1], dialect.delimiter.join(row[width - 1 :])]
                 flags.append(malformed)
                 for index in range(width):
                     columns[index].append(cell(row[index]) if index < len(row) else None)
@@ -452,6 +746,63 @@ def open_csv_lenient(
 
     reader.batches = batches()
     return reader
+
+
+def _lenient_rows(
+    path: Path, dialect: CsvDialect, handle: IO[str], width: int
+) -> Iterator[tuple[list[str], bool]]:
+    """(fields, malformed) for every row after the header (see :func:`open_csv_lenient`)."""
+    csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
+    lines = _Lines(handle)
+    try:
+        next(csv.reader(lines, delimiter=dialect.header_delimiter))
+        rows = csv.reader(lines, delimiter=dialect.delimiter)
+        while True:
+            lines.taken = []
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            taken = lines.taken
+            if not row:
+                if width > 1:
+                    continue  # a blank line between rows, as the fast reader skips it
+                row = [""]
+            if len(taken) > 1 and _swallows_rows(row, dialect.delimiter, width):
+                for line in taken:
+                    yield from _line_row(line, dialect, width)
+                continue
+            if len(row) > width and not any(row[width:]):
+                yield row[:width], False
+                continue
+            yield row, len(row) != width
+    except csv.Error:
+        raise _csv_error(path, dialect, lines) from None
+
+
+def _clean(line: str, delimiter: str, width: int) -> list[str] | None:
+    """``line`` as a row of ``width`` fields if it reads as one on its own, quotes closed."""
+    text = line.rstrip("\r\n")
+    if not text:
+        return None
+    try:
+        row = next(csv.reader([text], delimiter=delimiter, strict=True))
+    except csv.Error:
+        return None
+    return row if len(row) == width else None
+
+
+def _line_row(line: str, dialect: CsvDialect, width: int) -> Iterator[tuple[list[str], bool]]:
+    """One physical line as its own row: as read when it reads cleanly, else split on the
+    separator with quotes taken literally, and flagged."""
+    row = _clean(line, dialect.delimiter, width)
+    if row is not None:
+        yield row, False
+        return
+    text = line.rstrip("\r\n")
+    if not text and width > 1:
+        return
+    yield next(csv.reader([text], delimiter=dialect.delimiter, quoting=csv.QUOTE_NONE)), True
 
 
 def _lenient_batch(
@@ -536,15 +887,23 @@ class TableWriter(Protocol):
 
 
 @contextmanager
-def writing(path: Path, fmt: Format, schema: pa.Schema) -> Iterator[TableWriter]:
+def writing(
+    path: Path, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None = None
+) -> Iterator[TableWriter]:
     """A batch writer for ``path``; a regular file appears only if the block exits cleanly.
 
+    CSV is written as UTF-8 with minimal quoting (a cell is quoted only when it holds the
+    separator, a quote or a line break), on the separator and line ending of ``dialect`` (the
+    input's, so a ``;``-separated CRLF export comes back as one) and with a BOM if the input
+    had one; without a dialect, ``,`` and LF. Parquet keeps the columns' types (a repeated
+    column name gets ``.1``, ``.2``... there, as pandas reads it).
+
     The temporary file is created with mode 0666 less the umask, as any file the user's
-    shell would create; CSV is written as UTF-8. A symlink is followed (its target is
-    replaced, the link stays); a path that is not a regular file (``/dev/stdout``, a FIFO)
-    is written straight through, never replaced by a file.
+    shell would create. A symlink is followed (its target is replaced, the link stays); a
+    path that is not a regular file (``/dev/stdout``, a FIFO) is written straight through,
+    never replaced by a file.
     """
-    with replacing(path) as (target, _), _writer(target, fmt, schema) as writer:
+    with replacing(path) as (target, _), _writer(target, fmt, schema, dialect) as writer:
         yield writer
 
 
@@ -567,11 +926,154 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
             os.unlink(temporary)
 
 
-def _writer(target: str, fmt: Format, schema: pa.Schema) -> Any:
+def _writer(target: str, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None) -> Any:
     if fmt == "parquet":
-        return pq.ParquetWriter(target, schema)
-    options = pcsv.WriteOptions(quoting_style="needed")
-    return pcsv.CSVWriter(target, schema, write_options=options)
+        return _ParquetWriter(target, schema)
+    return CsvWriter(target, schema, dialect or CsvDialect())
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` with a repeated one numbered ``.1``, ``.2``... (pandas' rule)."""
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        chosen, number = name, 0
+        while chosen in seen:
+            number += 1
+            chosen = f"{name}.{number}"
+        seen.add(chosen)
+        unique.append(chosen)
+    return unique
+
+
+class _ParquetWriter:
+    """Parquet, its repeated column names made unique (readers refuse them)."""
+
+    def __init__(self, target: str, schema: pa.Schema) -> None:
+        self._names = _unique(list(schema.names))
+        renamed = pa.schema([item.with_name(name) for item, name in zip(schema, self._names,
+                                                                        strict=True)])
+        self._writer = pq.ParquetWriter(target, renamed)
+
+    def write_table(self, table: pa.Table) -> None:
+        self._writer.write_table(table.rename_columns(self._names))
+
+    def __enter__(self) -> _ParquetWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._writer.close()
+
+
+class CsvWriter:
+    """CSV text with minimal quoting, a whole batch at a time: by the C core where it is
+    built (``airflow_doi._native.csv_write``), else by Arrow kernels, the same bytes.
+
+    Arrow's own CSV writer quotes every text cell (``2013`` comes back ``"2013"``) and has
+    only LF line endings; this one leaves a cell as it was unless it must be quoted, as
+    Python's ``csv.QUOTE_MINIMAL`` does, and ends lines as the input did. A null is an empty
+    cell; booleans are ``true``/``false``. On the Arrow path, which cells need quotes is found
+    from the column's bytes in one vectorized pass.
+    """
+
+    def __init__(self, target: str, schema: pa.Schema, dialect: CsvDialect) -> None:
+        self._delimiter = dialect.delimiter
+        self._ending = dialect.line_ending
+        special = '"\r\n' + self._delimiter
+        self._pattern = "[" + re.escape(special) + "]"
+        self._table: np.ndarray[Any, np.dtype[np.bool_]] | None = None
+        if len(self._delimiter.encode("utf-8")) == 1:  # else the regular expression decides
+            self._table = np.zeros(256, dtype=bool)
+            self._table[list(special.encode("utf-8"))] = True
+        self._handle = open(target, "wb")  # closed by __exit__
+        if dialect.bom:
+            self._handle.write(codecs.BOM_UTF8)
+        header = [self._quoted_text(name) for name in schema.names]
+        self._handle.write((self._delimiter.join(header) + self._ending).encode("utf-8"))
+
+    def _quoted_text(self, text: str) -> str:
+        if re.search(self._pattern, text):
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    def _needs_quotes(self, values: pa.Array) -> pa.Array | np.ndarray[Any, Any] | None:
+        """Which cells hold the separator, a quote or a line break (None: no cell does)."""
+        if self._table is None:
+            found = pc.match_substring_regex(values, self._pattern)
+            return found if pc.any(found).as_py() else None
+        _, offsets, data = values.buffers()
+        if data is None or len(values) == 0:
+            return None
+        bounds = np.frombuffer(offsets, dtype=np.int64)[
+            values.offset : values.offset + len(values) + 1]
+        text = np.frombuffer(data, dtype=np.uint8)[bounds[0] : bounds[-1]]
+        at = np.flatnonzero(self._table[text])
+        if at.size == 0:
+            return None
+        mask = np.zeros(len(values), dtype=bool)
+        mask[np.searchsorted(bounds, at + bounds[0], side="right") - 1] = True
+        return mask
+
+    def _cells(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        values = self._text(values)
+        special = self._needs_quotes(values)
+        if special is None:
+            return values
+        doubled = pc.replace_substring(values, '"', '""')
+        quote, empty = pa.scalar('"', pa.large_string()), pa.scalar("", pa.large_string())
+        quoted = pc.binary_join_element_wise(quote, doubled, quote, empty)
+        return pc.if_else(special, quoted, values)
+
+    def write_table(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        from airflow_doi.native_core import module
+
+        native = module()
+        if native is not None and self._table is not None:
+            self._write_native(native, table)
+            return
+        cells = [self._cells(column) for column in table.columns]
+        text = pa.large_string()
+        cells[-1] = pc.binary_join_element_wise(  # the line ending, after the last cell
+            pc.fill_null(cells[-1], ""), pa.scalar(self._ending, text), pa.scalar("", text))
+        lines = pc.binary_join_element_wise(
+            *cells, pa.scalar(self._delimiter, text),
+            null_handling="replace", null_replacement="",
+        )
+        data = lines.buffers()[2]
+        bounds = _offsets(lines)
+        self._handle.write(memoryview(data)[int(bounds[0]) : int(bounds[-1])])
+
+    def _write_native(self, native: Any, table: pa.Table) -> None:
+        """The C core writes the rows straight to the file (``csv_write``), the GIL released."""
+        columns = [self._text(column).__arrow_c_array__() for column in table.columns]
+        self._handle.flush()  # the header, and anything written before, go first
+        native.csv_write(self._handle.fileno(), columns, self._delimiter.encode("utf-8"),
+                         self._ending.encode("utf-8"))
+
+    @staticmethod
+    def _text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """A column as one large_string array (booleans ``true``/``false``, numbers as text)."""
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if pa.types.is_large_string(values.type):
+            return values
+        try:
+            return values.cast(pa.large_string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            raise TableInputError(
+                f"a column of type {values.type} cannot be written to CSV; write Parquet "
+                "(an output name ending in .parquet) instead"
+            ) from None
+
+    def __enter__(self) -> CsvWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
 
 
 def refuse_same_file(source: Path, target: Path) -> None:

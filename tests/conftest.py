@@ -45,6 +45,30 @@ def find_vectors() -> list[dict[str, Any]]:
     return [v for v in load_vectors() if "find_in" in v]
 
 
+def read_output_csv(path: Path) -> list[dict[str, str]]:
+    """A CSV the commands wrote, as rows: they keep the input's separator, so it is taken
+    from the header line (the commonest of , ; tab |), read by Python's csv module."""
+    import csv
+
+    csv.field_size_limit(2**31 - 1)
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        first = handle.readline()
+        delimiter = max(",;\t|", key=first.count)
+        handle.seek(0)
+        if handle.read(1) != "\ufeff":
+            handle.seek(0)
+        return list(csv.DictReader(handle, delimiter=delimiter))
+
+
+def output_header(path: Path) -> list[str]:
+    """The header line of a CSV the commands wrote (see :func:`read_output_csv`)."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        first = handle.readline()
+    return next(csv.reader([first.rstrip("\r\n")], delimiter=max(",;\t|", key=first.count)))
+
+
 def _reachable(url: str, default_port: int) -> bool:
     parsed = urlparse(url)
     address = (parsed.hostname or "127.0.0.1", parsed.port or default_port)

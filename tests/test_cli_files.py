@@ -6,7 +6,6 @@ all three the same message and exit code 2.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import os
 import shlex
@@ -23,7 +22,7 @@ import pytest
 
 from airflow_doi.cli.repair import ADDED_COLUMNS as REPAIR_ADDED
 from airflow_doi.resolver.simulator import ProxySimulator
-from tests.conftest import ROOT
+from tests.conftest import ROOT, output_header, read_output_csv
 
 FILES = ROOT / "tests" / "data" / "files"
 #: Fixture -> (extra arguments, rows both commands must write, input values (as text) in order).
@@ -32,7 +31,7 @@ READABLE: dict[str, tuple[list[str], int]] = {
     "cp1252.csv": ([], 2),
     "ragged.csv": ([], 4),
     "header_only_no_newline.csv": ([], 0),
-    "semicolon.csv": (["--delimiter", ";"], 2),
+    "semicolon.csv": ([], 2),  # the separator is found: no --delimiter needed
     "bom.csv": ([], 1),
     "formulas.csv": ([], 5),
     "one_column_blank_line.csv": ([], 3),
@@ -51,9 +50,7 @@ def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    csv.field_size_limit(2**31 - 1)
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    return read_output_csv(path)
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +114,7 @@ def test_both_commands_keep_every_row_of_every_fixture(
     out_p = read_csv(tmp_path / "p.csv")
     assert len(out_p) == rows
     names = input_names(source, args)
-    with (tmp_path / "p.csv").open(encoding="utf-8") as handle:
-        header = next(csv.reader(handle))
-    assert header == [*names, *REPAIR_ADDED]
+    assert output_header(tmp_path / "p.csv") == [*names, *REPAIR_ADDED]
     assert [{k: r[k] for k in names} for r in out_p] == [{k: r[k] for k in names} for r in out_n]
     # ...and judge it the same way.
     for n_row, r_row in zip(out_n, out_r, strict=True):
@@ -148,12 +143,15 @@ def test_ragged_rows_are_flagged_alike(tmp_path: Path, proxy: str) -> None:
     assert "2 CSV rows had the wrong number of fields" in fixed.stderr
 
 
-def test_a_latin1_cell_is_flagged_per_row_with_a_hint(tmp_path: Path, proxy: str) -> None:
+def test_a_latin1_cell_read_as_utf8_is_flagged_per_row_with_a_hint(
+    tmp_path: Path, proxy: str
+) -> None:
+    utf8 = ("--encoding", "utf-8")  # said, so not found from the file (that reads it right)
     for command in ("normalize", "resolve", "repair"):
         target = tmp_path / f"{command}.csv"
-        run = (normalize(FILES / "latin1.csv", target) if command == "normalize"
-               else repair(FILES / "latin1.csv", target) if command == "repair"
-               else resolve(FILES / "latin1.csv", target, proxy))
+        run = (normalize(FILES / "latin1.csv", target, *utf8) if command == "normalize"
+               else repair(FILES / "latin1.csv", target, *utf8) if command == "repair"
+               else resolve(FILES / "latin1.csv", target, proxy, *utf8))
         assert run.returncode == 0, run.stderr
         assert "--encoding latin-1" in run.stderr and "not UTF-8" in run.stderr
         first = read_csv(target)[0]
@@ -175,7 +173,7 @@ def test_encoding_reads_every_column_as_text_and_writes_utf8(
     target = tmp_path / "n.csv"
     run = normalize(FILES / name, target, "--encoding", encoding)
     assert run.returncode == 0, run.stderr
-    assert f"read as {encoding}, written as UTF-8" in run.stderr
+    assert f"read as {encoding}, ','-separated, LF line endings; written as UTF-8" in run.stderr
     assert "U+FFFD" not in run.stderr
     rows = read_csv(target)
     assert rows[0]["note"] == note  # the same characters, in UTF-8
@@ -187,19 +185,27 @@ def test_encoding_reads_every_column_as_text_and_writes_utf8(
         assert read_csv(resolved)[0]["input"] == "10.1000/café"
     fixed = repair(FILES / name, tmp_path / "p.csv", "--encoding", encoding)
     assert fixed.returncode == 0, fixed.stderr
-    assert f"read as {encoding}, written as UTF-8" in fixed.stderr
+    assert f"read as {encoding}, ','-separated, LF line endings; written as UTF-8" in fixed.stderr
     rows = read_csv(tmp_path / "p.csv")
     assert rows[0]["note"] == note
     assert [r["doi_suggestion_error"] for r in rows] == ["", ""]
 
 
-def test_default_read_warns_instead_of_silently_rewriting_other_columns(
+def test_utf8_said_warns_instead_of_silently_rewriting_other_columns(
     tmp_path: Path,
 ) -> None:
-    run = normalize(FILES / "cp1252.csv", tmp_path / "n.csv")
+    run = normalize(FILES / "cp1252.csv", tmp_path / "n.csv", "--encoding", "utf-8")
     assert run.returncode == 0
     assert "2 cells were not UTF-8" in run.stderr and "note (2)" in run.stderr
     assert "--encoding cp1252" in run.stderr
+
+
+def test_without_flags_a_cp1252_file_is_read_as_cp1252(tmp_path: Path) -> None:
+    run = normalize(FILES / "cp1252.csv", tmp_path / "n.csv")
+    assert run.returncode == 0, run.stderr
+    assert "read as cp1252, ','-separated, LF line endings; written as UTF-8" in run.stderr
+    assert "U+FFFD" not in run.stderr
+    assert read_csv(tmp_path / "n.csv")[0]["note"] == "€ 5"
 
 
 def test_a_row_larger_than_a_read_block_is_read(tmp_path: Path, proxy: str) -> None:
@@ -268,12 +274,13 @@ REFUSED = {
         ["no column 'doi_rwa'", "'id', 'doi'"],
     ),
     "duplicate columns csv": (
-        lambda tmp: FILES / "duplicate_columns.csv", [], ["'doi' appear more than once"],
+        lambda tmp: FILES / "duplicate_columns.csv", [], ["2 columns answer to --column 'doi'"],
     ),
     "duplicate columns parquet": (
-        lambda tmp: FILES / "duplicate_columns.parquet", [], ["'doi' appear more than once"],
+        lambda tmp: FILES / "duplicate_columns.parquet", [], ["2 columns answer to --column 'doi'"],
     ),
-    "wrong delimiter": (lambda tmp: FILES / "semicolon.csv", [], ["--delimiter ';'"]),
+    "wrong delimiter": (lambda tmp: FILES / "semicolon.csv", ["--delimiter", "|"],
+                        ["--delimiter ';'"]),
     "no header line": (
         lambda tmp: _written(tmp / "dois.txt", "10.1127/nos/2/1972/149\n10.1000/x\n"), [],
         ["first line is read as the header, and this one is a DOI", "add a header line"],

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_doi import to_url, validate
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_output_csv
 
 ADDED = ["doi", "doi_key", "doi_valid", "doi_reason", "doi_url"]
 CELLS = [
@@ -47,8 +47,7 @@ def write_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    return read_output_csv(path)
 
 
 def expected(cell: str | None) -> dict[str, str]:
@@ -125,7 +124,8 @@ def test_bad_utf8_cell_is_reported_not_fatal(tmp_path: Path) -> None:
         b"id,ref,other\n1,10.1000/\xff\xfe,ok\n2,10.1000/fine,caf\xe9\n3,\x80,x\n"
         b"4,https://doi.org/10.1000/\xff,y\n"
     )
-    run = cli("normalize", source, "--column", "ref", "--output", target)
+    # Said, so not found from the file (which would read these bytes as cp1252).
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--encoding", "utf-8")
     assert run.returncode == 0, run.stderr
     out = read_csv(target)
     assert [r["id"] for r in out] == ["1", "2", "3", "4"]
@@ -142,7 +142,8 @@ def test_malformed_rows_are_kept_and_flagged_never_lost(tmp_path: Path) -> None:
         b'id,ref,note\n1,10.1000/1,a\n2\n3,10.1000/3,b,extra\n4,"10.1000/4",\xff\n'
         b'5,"10.1000/x\ny",c\n'
     )
-    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", "2")
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", "2",
+              "--encoding", "utf-8")
     assert run.returncode == 0, run.stderr
     out = read_csv(target)
     assert [r["id"] for r in out] == ["1", "2", "3", "4", "5"]  # every input row, in order
@@ -150,7 +151,8 @@ def test_malformed_rows_are_kept_and_flagged_never_lost(tmp_path: Path) -> None:
         "", "malformed_row", "malformed_row", "", "bad_character"
     ]
     assert [r["doi_valid"] for r in out] == ["true", "false", "false", "true", "false"]
-    assert out[2]["ref"] == "10.1000/3" and out[2]["doi"] == ""  # cut to the header's width
+    assert out[2]["ref"] == "10.1000/3" and out[2]["doi"] == ""
+    assert out[2]["note"] == "b,extra"  # the surplus field kept, in the last cell
     assert out[1]["ref"] == ""  # padded
     assert out[3]["note"] == "\ufffd"  # bad bytes still kept visible in the lenient pass
     assert "2 CSV rows had the wrong number of fields" in run.stderr
@@ -163,7 +165,7 @@ def test_header_only_file_gives_header_only_output(tmp_path: Path) -> None:
     run = cli("normalize", source, "--column", "ref", "--output", target)
     assert run.returncode == 0, run.stderr
     assert target.read_text().splitlines() == [
-        '"id","ref","doi","doi_key","doi_valid","doi_reason","doi_url"'
+        "id,ref,doi,doi_key,doi_valid,doi_reason,doi_url"  # quoted only where needed
     ]
     assert "0 rows" in run.stderr
 
@@ -173,7 +175,8 @@ def test_header_only_file_gives_header_only_output(tmp_path: Path) -> None:
     [
         (b"id,ref\n1,10.1000/1\n", ["--column", "missing"], "no column 'missing'"),
         (b"", ["--column", "ref"], "empty file"),
-        (b"id,doi\n1,10.1000/1\n", ["--column", "doi"], "--prefix"),
+        (b"id,doi,n_doi\n1,10.1000/1,x\n", ["--column", "doi", "--prefix", "n_"],
+         "pick another --prefix"),
     ],
 )
 def test_input_errors_exit_2_with_a_clear_message(

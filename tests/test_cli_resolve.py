@@ -4,7 +4,6 @@ summary agrees with the rows, a missing extra names itself, and every ``--help``
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 import re
@@ -18,7 +17,7 @@ import pytest
 
 from airflow_doi.cli import EXTRAS, build_parser, main, missing_extra_message
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_output_csv
 
 FAST = ["--rate", "200", "--backoff-base", "0.01", "--timeout", "2"]
 
@@ -31,8 +30,7 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    return read_output_csv(path)
 
 
 def dead_port() -> int:

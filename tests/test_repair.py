@@ -298,7 +298,6 @@ def test_cli_parquet_no_verify(tmp_path):
     ("argv", "message"),
     [
         (["--column", "nope"], "no column 'nope'"),
-        (["--column", "doi_suggestion"], "already has"),
         (["--column", "doi", "--rate", "0"], "rate"),
     ],
 )

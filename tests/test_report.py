@@ -377,7 +377,7 @@ def test_cli_input_errors_exit_2_with_a_plain_message(tmp_path, capsys, argv, sa
     assert cli(*argv, "-o", str(target)) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
-    assert err.startswith("airflow-doi report: error: ")
+    assert err.splitlines()[-1].startswith("airflow-doi report: error: ")
     assert not target.exists()
 
 
@@ -468,9 +468,16 @@ def test_cli_warns_about_cells_that_were_not_utf8(tmp_path, capsys, caplog):
     source = tmp_path / "latin.csv"
     source.write_bytes(b"doi\n10.1000/caf\xe9\n10.1000/x\n")
     with caplog.at_level(logging.WARNING, logger="airflow_doi"):
-        assert cli(str(source), "--column", "doi", "-o", str(tmp_path / "r.html")) == 0
+        assert cli(str(source), "--column", "doi", "--encoding", "utf-8",
+                   "-o", str(tmp_path / "r.html")) == 0
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "1 cell of column doi was not UTF-8" in said and "--encoding latin-1" in said
+    caplog.clear()
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="airflow_doi"):  # found from the file
+        assert cli(str(source), "--column", "doi", "-o", str(tmp_path / "r.html")) == 0
+    assert not [r for r in caplog.records if "UTF-8" in r.getMessage()]
+    assert "note: read as cp1252" in capsys.readouterr().err
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="airflow_doi"):
         assert cli(str(source), "--column", "doi", "--encoding", "latin-1",

@@ -34,16 +34,18 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool) -
         help="output format (default: from OUT's extension)",
     )
     parser.add_argument(
-        "--encoding", default="utf-8",
-        help="encoding of a CSV input, e.g. latin-1 or cp1252 (common in library exports). "
-        "With utf-8, a cell that is not UTF-8 is kept with U+FFFD for the bad bytes and "
-        "counted; any other encoding is decoded strictly. Output CSV is always UTF-8",
+        "--encoding", default=None,
+        help="encoding of a CSV input, e.g. cp1252 or latin-1 (default: found from the file: "
+        "a BOM, else UTF-8 if it is, else the likeliest code page). With utf-8, a cell that "
+        "is not UTF-8 is kept with U+FFFD for the bad bytes and counted; any other encoding "
+        "is decoded strictly. Output CSV is always UTF-8",
     )
     parser.add_argument(
-        "--delimiter", default=",",
-        help="field separator of a CSV input: one character, e.g. ';' or 'tab' "
-        "(default: %(default)r)",
+        "--delimiter", default=None,
+        help="field separator of a CSV input: one character, e.g. ';' or 'tab' (default: "
+        "found from the file among , ; tab |)",
     )
+    add_na_option(parser)
     what = ("the input, url and error columns" if escape_default
             else "every text cell of your own columns")
     parser.add_argument(
@@ -53,11 +55,23 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool) -
     )
 
 
+def add_na_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--na-values", default=None, metavar="LIST",
+        help="comma-separated cells that mean 'no value' in a CSV's DOI column, read as "
+        "missing (reason empty) (default: pandas' list: NA, N/A, n/a, NULL, null, NaN, nan, "
+        "None, #N/A, <NA>, ..., and -); '' for none",
+    )
+
+
 def csv_options(args: argparse.Namespace) -> Any:
     """The :class:`~airflow_doi.io_tables.CsvOptions` the flags ask for."""
     from airflow_doi.io_tables import CsvOptions
 
-    return CsvOptions(encoding=args.encoding, delimiter=args.delimiter)
+    na_values = None
+    if args.na_values is not None:
+        na_values = tuple(value for value in args.na_values.split(",") if value)
+    return CsvOptions(encoding=args.encoding, delimiter=args.delimiter, na_values=na_values)
 
 
 def say(command: str, text: str) -> None:
@@ -70,20 +84,10 @@ def input_error(command: str, error: Exception) -> int:
     return EXIT_INPUT
 
 
-def report_reading(command: str, reader: Any, repaired: dict[str, int], options: Any) -> None:
-    """Warnings about rows and cells that were kept but are not what the file said."""
-    if reader.malformed_count:
-        examples = "; ".join(repr(row) for row in reader.malformed[:3])
-        say(command, f"warning: {reader.malformed_count:,} CSV rows had the wrong number of "
-            f"fields (kept, flagged malformed_row), e.g. {examples}")
-    if repaired:
-        total = sum(repaired.values())
-        columns = ", ".join(f"{name} ({count:,})" for name, count in repaired.items())
-        hint = ("; if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 "
-                "or --encoding cp1252") if reader.all_text else ""
-        cells = f"{total:,} cell was" if total == 1 else f"{total:,} cells were"
-        say(command, f"warning: {cells} not UTF-8 and {'is' if total == 1 else 'are'} "
-            "written with U+FFFD "
-            f"in place of the bad bytes, in column(s) {columns}{hint}")
-    if not options.lenient_utf8:
-        say(command, f"note: read as {options.encoding}, written as UTF-8")
+def report_reading(command: str, reader: Any, repaired: dict[str, int]) -> None:
+    """How the file was read, and rows and cells that were kept but are not what the file
+    said (:func:`~airflow_doi.io_tables.reading_notes`): one line each."""
+    from airflow_doi.io_tables import reading_notes
+
+    for kind, text in reading_notes(reader, repaired):
+        say(command, f"{kind}: {text}")

@@ -7,8 +7,8 @@ streamed in chunks, so its size is bounded by the disk, not by memory.
 
 Files are read by :func:`airflow_doi.io_tables.read_table`, as ``resolve`` reads them.
 Exit codes: 0 done (including rows that are not DOIs: they are reported, not fatal); 2 the input
-cannot be used as asked (no such file or column, empty file, duplicated column names, an added
-column already exists, bytes that are not the named ``--encoding``).
+cannot be used as asked (no such file or column, empty file, two columns answering to
+``--column``, a ``--prefix`` that clashes, bytes that are not the named ``--encoding``).
 """
 
 from __future__ import annotations
@@ -24,21 +24,29 @@ from typing import Any
 DESCRIPTION = """\
 Add normalized DOI columns to a CSV or Parquet file.
 
-Every input row and column is kept, in order (CSV cells are read as text, so ids like 00123
-stay as they are), and five columns are appended: doi (normalized, empty when invalid),
-doi_key (comparison key), doi_valid (true/false), doi_reason (empty when valid: empty,
-bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix, reserved_suffix,
-malformed_row) and doi_url. If the input already has one of these names, pass --prefix.
+Every input row and column is kept, in order, and written back as it was read (CSV cells are
+text, so ids like 00123 stay as they are; a CSV output keeps the input's separator and line
+ending and quotes a cell only when it must). Five columns are appended: doi (normalized,
+empty when invalid), doi_key (comparison key), doi_valid (true/false), doi_reason (empty when
+valid: empty, bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix,
+reserved_suffix, malformed_row) and doi_url. If the input already has a column of one of
+these names (in any case), they are named after the DOI column instead: doi_normalized,
+doi_key, ... for a column doi (DOI_normalized, DOI_key, ... for DOI); --prefix chooses.
 
-The file is streamed in chunks, so memory stays flat whatever its size. A gzip-compressed CSV
-is read as is. CSV output is UTF-8. With the default --encoding utf-8, a cell that is not
-UTF-8 is written back with U+FFFD for the bad bytes and counted on stderr (in the DOI column
-it is reported as bad_encoding); pass --encoding latin-1 or cp1252 to read such a file as
-what it is. A CSV row with the wrong number of fields is kept too (padded with empty cells or
-cut to the header's width) with doi_valid=false and doi_reason=malformed_row.
+How a CSV was written is found from the file: the encoding (a BOM, else UTF-8 if it is, else
+the likeliest code page, e.g. cp1252) and the separator (, ; tab |), said on stderr;
+--encoding and --delimiter override. --column finds ' DOI ' for doi when only one header
+matches once trimmed and case-folded. In the DOI column, missing-value markers (NA, N/A,
+NULL, -, ...: --na-values) read as missing (reason empty). A gzip-compressed CSV is read as
+is. CSV output is UTF-8. In a UTF-8 file, a cell that is not UTF-8 is written back with
+U+FFFD for the bad bytes and counted on stderr (in the DOI column it is reported as
+bad_encoding). No row is ever dropped: a CSV row with the wrong number of fields or a quote
+left open is kept (padded with empty cells, or its extra fields joined into its last cell)
+with doi_valid=false and doi_reason=malformed_row. The file is streamed in chunks, so memory
+stays flat whatever its size.
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, empty
-file, duplicated column names, an added column already exists, a missing extra)."""
+file, two columns answering to --column, a --prefix that clashes, a missing extra)."""
 
 #: The appended columns, before ``--prefix``.
 ADDED_COLUMNS: tuple[str, ...] = ("doi", "doi_key", "doi_valid", "doi_reason", "doi_url")
@@ -66,7 +74,9 @@ def register(subparsers: Any) -> None:
         help="rows per processing chunk; bounds memory",
     )
     parser.add_argument(
-        "--prefix", default="", help="prefix for the added column names (e.g. clean_)"
+        "--prefix", default="",
+        help="prefix for the added column names (e.g. clean_); default: none, or names "
+        "derived from --column when the input already has one of them",
     )
     parser.add_argument(
         "--base-url", default=None, help="resolver base for doi_url (default https://doi.org/)"
@@ -98,6 +108,8 @@ class Summary:
     reasons: Counter[str] = field(default_factory=Counter)
     #: Column -> cells that were not UTF-8 (written with U+FFFD).
     repaired: Counter[str] = field(default_factory=Counter)
+    #: The names of the appended columns (``ADDED_COLUMNS``, unless renamed to avoid a clash).
+    added: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         reasons = ", ".join(f"{name}={count:,}" for name, count in sorted(self.reasons.items()))
@@ -128,7 +140,10 @@ def run(args: argparse.Namespace) -> int:
     except TableInputError as error:
         return input_error("normalize", error)
     say("normalize", f"{args.output}: {summary.line()}")
-    report_reading("normalize", reader, dict(summary.repaired), options)
+    if summary.added and summary.added[0] != (args.prefix or "") + ADDED_COLUMNS[0]:
+        say("normalize", f"note: {args.input} already has a column named as one of ours, so "
+            f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")
+    report_reading("normalize", reader, dict(summary.repaired))
     return 0
 
 
@@ -143,21 +158,24 @@ def normalize_file(
     output_format: str | None = None,
     prefix: str = "",
     base_url: str | None = None,
-    encoding: str = "utf-8",
-    delimiter: str = ",",
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    na_values: tuple[str, ...] | None = None,
     escape_formulas: bool = False,
 ) -> tuple[Summary, int, list[str]]:
     """Stream ``source`` to ``target`` with the DOI columns added.
 
-    Returns the summary, the number of malformed CSV rows (kept, flagged ``malformed_row``)
-    and a few of them.
+    ``encoding`` and ``delimiter`` are found from the file when None; ``na_values`` are the
+    DOI column's missing-value markers (None: pandas' defaults). Returns the summary, the
+    number of malformed CSV rows (kept, flagged ``malformed_row``) and a few of them.
     """
     from airflow_doi.io_tables import CsvOptions
 
     summary, reader = _normalize(
         source, target, column=column, decode=decode, chunk_rows=chunk_rows,
         input_format=input_format, output_format=output_format, prefix=prefix,
-        base_url=base_url, options=CsvOptions(encoding, delimiter), escape=escape_formulas,
+        base_url=base_url, options=CsvOptions(encoding, delimiter, na_values),
+        escape=escape_formulas,
     )
     return summary, reader.malformed_count, reader.malformed
 
@@ -181,6 +199,7 @@ def _normalize(
 
     from airflow_doi.io_tables import (
         TableInputError,
+        added_names,
         detect_format,
         read_table,
         refuse_same_file,
@@ -191,18 +210,15 @@ def _normalize(
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
     refuse_same_file(source, target)
-    added = [prefix + name for name in ADDED_COLUMNS]
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL
 
     def one_pass(reader: Any) -> Summary:
-        require_column(reader, column, source)
-        clashes = [name for name in added if name in reader.names]
-        if clashes:
-            raise TableInputError(
-                f"{source}: already has column(s) {', '.join(clashes)}; "
-                "pick a prefix for the added columns, e.g. --prefix clean_"
-            )
+        found = require_column(reader, column, source)
+        try:
+            added = added_names(ADDED_COLUMNS, reader.names, found, prefix)
+        except TableInputError as error:
+            raise TableInputError(f"{source}: {error}") from None
         text = pa.large_string()
         schema = reader.schema
         if out_format == "csv":  # CSV holds text: a Parquet binary column is written as text
@@ -212,7 +228,9 @@ def _normalize(
         for name, kind in zip(added, (text, text, pa.bool_(), text, text), strict=True):
             schema = schema.append(pa.field(name, kind))
         guard = escape and out_format == "csv"
-        return _stream(reader, target, out_format, schema, column, decode, base, guard)
+        summary = _stream(reader, target, out_format, schema, found, decode, base, guard)
+        summary.added = added
+        return summary
 
     return read_table(
         source, detect_format(source, input_format), one_pass,
@@ -252,7 +270,7 @@ def _stream(
     # release the GIL, so writing a batch overlaps reading and analysing the next one.
     # Likewise the next batch is read while this one is analysed.
     with (
-        writing(target, out_format, schema) as writer,
+        writing(target, out_format, schema, reader.dialect) as writer,
         ThreadPoolExecutor(1) as background,
         ThreadPoolExecutor(1) as ahead,
     ):
@@ -263,19 +281,21 @@ def _stream(
                 flags = batch.column(MALFORMED_FLAG)
                 batch = batch.drop_columns([MALFORMED_FLAG])
             columns: list[Any] = []
-            overrides: dict[int, object] = {}
-            for name, values in zip(batch.schema.names, batch.columns, strict=True):
+            doi_text: Any = None
+            for index, (name, values) in enumerate(
+                    zip(batch.schema.names, batch.columns, strict=True)):
                 kept = values  # Parquet columns keep their own types, unless CSV needs text
-                as_text_out = reader.all_text or schema.field(name).type != values.type
-                if as_text_out or name == column:
-                    as_text, repaired = text_column(values)
+                if reader.all_text or schema.field(index).type != values.type:
+                    kept, repaired = text_column(values)
+                    if repaired:
+                        summary.repaired[name] += len(repaired)
                     if name == column:
-                        dois, overrides = as_text, repaired
-                    if as_text_out:
-                        kept = as_text
-                        if repaired:
-                            summary.repaired[name] += len(repaired)
+                        doi_text = (kept, repaired)
                 columns.append(escape_formulas(kept) if escape else kept)
+            if doi_text is None:  # a Parquet text column, copied as it is
+                doi_text = text_column(batch.column(column))
+            dois, overrides = doi_text
+            dois = reader.missing_as_null(dois)  # NA, N/A, NULL...: read as missing
             result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
             added = [result.doi, result.key(), result.valid_array, result.reason,
                      result.url(base)]

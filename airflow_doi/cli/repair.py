@@ -28,16 +28,19 @@ the proxy knows it; false: it does not; empty: not checked) and doi_suggestion_e
 when the row was decided; bad_encoding for a cell that is not UTF-8, malformed_row for a CSV
 row with the wrong number of fields (neither is looked at), or why the proxy could not
 decide). A value whose own DOI exists is never repaired. With --no-verify nothing is sent and
-every suggestion is unchecked.
+every suggestion is unchecked. If the input already has a column of one of these names (in
+any case), they are named after the DOI column instead (doi_raw_suggestion, ...).
 
-The file is read as normalize and resolve read it: same encodings, delimiters, gzip, ragged
-and huge rows, and error messages. Each distinct DOI is asked once per run, under the same
+The file is read as normalize and resolve read it: the encoding and separator found from the
+file (--encoding, --delimiter override), gzip, ragged and huge rows, missing-value markers
+(--na-values), and the same error messages; a CSV output keeps the input's separator and
+line ending. Each distinct DOI is asked once per run, under the same
 rate limit, cache and retry budget as airflow-doi resolve; --cache makes a second run free.
 The DOI column is held in memory (the rest of the file is streamed). A progress bar is drawn
 only on a terminal.
 
 Exit status: 0 done; 2 the input or an option cannot be used as asked (no such file or
-column, an added column already exists, a bad resolver setting, a missing extra); 3 the share
+column, a bad resolver setting, a missing extra); 3 the share
 of checked rows the proxy could not decide is above --max-error-share (the output is still
 written)."""
 
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported before the file is read: a missing [resolve] extra is reported at once.
     import sys
 
-    from airflow_doi.cli._files import csv_options, input_error, report_reading, say
+    from airflow_doi.cli._files import input_error, report_reading, say
     from airflow_doi.cli.resolve import (
         EXIT_ERRORS,
         _progress,
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     bad = reasons.count(BAD_ENCODING)
     if bad and args.column not in repaired:  # a Parquet binary column kept as binary
         repaired[args.column] = bad
-    report_reading("repair", reader, repaired, csv_options(args))
+    report_reading("repair", reader, repaired)
     undecided = sum(1 for result in results if result.error is not None)
     checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
     if checked and undecided / checked > args.max_error_share:
@@ -141,15 +144,8 @@ def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | Non
     """
     from airflow_doi.cli.normalize import MALFORMED_REASON
     from airflow_doi.cli.resolve import _as_text, read_values
-    from airflow_doi.io_tables import TableInputError
 
-    values, flags, reader = read_values(args.input, args.column, args)
-    clashes = [name for name in ADDED_COLUMNS if name in reader.names]
-    if clashes:
-        raise TableInputError(
-            f"{args.input}: already has column(s) {', '.join(clashes)}; rename or drop them "
-            "before repairing"
-        )
+    values, flags, _reader = read_values(args.input, args.column, args)
     cells: list[object] = []
     reasons: list[str | None] = []
     for index, value in enumerate(values):
@@ -186,8 +182,10 @@ def _write(
     from airflow_doi.io_tables import (
         MALFORMED_FLAG,
         TableInputError,
+        added_names,
         detect_format,
         escape_formulas,
+        match_column,
         read_table,
         text_column,
         writing,
@@ -198,23 +196,29 @@ def _write(
     rows = len(added[ERROR_COLUMN])
 
     def one_pass(reader: Any) -> Counter[str]:
+        found = match_column(reader.names, args.column)[0]
+        try:
+            names = added_names(ADDED_COLUMNS, reader.names, found, None)
+        except TableInputError as error:  # pragma: no cover (no prefix: always a name)
+            raise TableInputError(f"{args.input}: {error}") from None
         schema = reader.schema
         if out_format == "csv":  # CSV holds text: a Parquet binary column is written as text
             schema = pa.schema([
                 pa.field(item.name, text) if _is_binary(item.type) else item for item in schema
             ])
-        for name in ADDED_COLUMNS:
-            schema = schema.append(pa.field(name, kinds[name]))
+        for ours, name in zip(ADDED_COLUMNS, names, strict=True):
+            schema = schema.append(pa.field(name, kinds[ours]))
         guard = args.escape_formulas and out_format == "csv"
         repaired: Counter[str] = Counter()
         done = 0
-        with writing(args.output, out_format, schema) as writer:
+        with writing(args.output, out_format, schema, reader.dialect) as writer:
             for batch in reader.batches:
                 if reader.flags_malformed:
                     batch = batch.drop_columns([MALFORMED_FLAG])
                 columns: list[Any] = []
-                for name, values in zip(batch.schema.names, batch.columns, strict=True):
-                    if reader.all_text or schema.field(name).type != values.type:
+                for index, (name, values) in enumerate(
+                        zip(batch.schema.names, batch.columns, strict=True)):
+                    if reader.all_text or schema.field(index).type != values.type:
                         values, bad = text_column(values)
                         repaired[name] += len(bad)
                     columns.append(escape_formulas(values) if guard else values)

@@ -30,6 +30,8 @@ a resolution table without the columns the report reads, a missing extra)."""
 
 
 def register(subparsers: Any) -> None:
+    from airflow_doi.cli._files import add_na_option
+
     parser = subparsers.add_parser(
         "report",
         help="write a self-contained HTML quality report of a DOI column",
@@ -56,8 +58,11 @@ def register(subparsers: Any) -> None:
         "--input-format", choices=("csv", "parquet"), default=None,
         help="input format (default: from IN's extension)",
     )
-    parser.add_argument("--encoding", default="utf-8", help="encoding of a CSV input")
-    parser.add_argument("--delimiter", default=",", help="field separator of a CSV input")
+    parser.add_argument("--encoding", default=None,
+                        help="encoding of a CSV input (default: found from the file)")
+    parser.add_argument("--delimiter", default=None,
+                        help="field separator of a CSV input (default: found from the file)")
+    add_na_option(parser)
     parser.add_argument("--title", help="heading of the page (default: DOI quality report)")
     parser.set_defaults(func=run)
 
@@ -78,13 +83,17 @@ def run(args: argparse.Namespace) -> int:
         from airflow_doi.cli import missing_extra_message
 
         return _fail(missing_extra_message(error.name))
+    from airflow_doi.cli._files import csv_options, say
+
     try:
+        options = csv_options(args)
         path = write_report(
             args.output, args.input, args.column,
             table=args.table, conn_id=args.conn_id, resolution=args.resolution,
             resolution_table=args.resolution_table, decode=args.decode,
-            input_format=args.input_format, encoding=args.encoding, delimiter=args.delimiter,
-            title=args.title,
+            input_format=args.input_format, encoding=options.encoding,
+            delimiter=options.delimiter, na_values=options.na_values, title=args.title,
+            on_note=lambda kind, text: say("report", f"{kind}: {text}"),
         )
     except ReportInputError as error:
         return _fail(str(error))

@@ -185,11 +185,11 @@ def read_values(
     from airflow_doi.io_tables import MALFORMED_FLAG, detect_format, read_table, require_column
 
     def one_pass(reader: Any) -> tuple[list[object], list[bool]]:
-        require_column(reader, column, path)
+        found = require_column(reader, column, path)
         values: list[object] = []
         flags: list[bool] = []
         for batch in reader.batches:
-            cells = batch.column(column).to_pylist()
+            cells = reader.doi_cells(batch, found).to_pylist()
             values.extend(cells)
             if reader.flags_malformed:
                 flags.extend(batch.column(MALFORMED_FLAG).to_pylist())
@@ -225,7 +225,9 @@ def _as_text(value: object) -> str | None:
     return str(value)
 
 
-def _write(path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool) -> None:
+def _write(
+    path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool, dialect: Any = None
+) -> None:
     import pyarrow as pa
 
     from airflow_doi.io_tables import escape_formulas, writing
@@ -240,7 +242,7 @@ def _write(path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool) ->
         if escape and fmt == "csv" and item.name in GUARDED:
             array = escape_formulas(array)
         arrays.append(array)
-    with writing(path, fmt, schema) as writer:
+    with writing(path, fmt, schema, dialect) as writer:
         writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
@@ -254,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported before the file is read: a missing [resolve] extra is reported at once.
     import sys
 
-    from airflow_doi.cli._files import csv_options, input_error, report_reading, say
+    from airflow_doi.cli._files import input_error, report_reading, say
     from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
     from airflow_doi.resolver import ResolverStats, resolve
 
@@ -277,13 +279,12 @@ def run(args: argparse.Namespace) -> int:
         results = resolve(sent, config=config, cache=args.cache, progress=progress, stats=stats)
     rows = _rows(results, values, flags)
     try:
-        _write(args.output, out_format, rows, args.escape_formulas)
+        _write(args.output, out_format, rows, args.escape_formulas, reader.dialect)
     except TableInputError as error:
         return input_error("resolve", error)
     say("resolve", f"{args.output}: {stats.summary()}")
     repaired = sum(row["error"] == "bad_encoding" for row in rows)
-    report_reading("resolve", reader, {args.column: repaired} if repaired else {},
-                   csv_options(args))
+    report_reading("resolve", reader, {args.column: repaired} if repaired else {})
     failed, tried = error_share(rows)
     if tried and failed / tried > args.max_error_share:
         say("resolve", f"error: {failed:,} of {tried:,} rows sent ended in status=error "

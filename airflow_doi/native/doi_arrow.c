@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "doi_core.h"
 
@@ -65,6 +67,7 @@ struct input {
 	const int32_t *offsets32;
 	const int64_t *offsets64;
 	const unsigned char *data;
+	int clean; /* csv_write: no cell of the column needs quotes */
 };
 
 static inline const unsigned char *input_value(const struct input *in, int64_t row, size_t *n) {
@@ -314,9 +317,313 @@ static PyObject *scalar(PyObject *self, PyObject *args) {
 	return result;
 }
 
+/* Whether a CSV cell must be quoted: it holds the separator, a quote or a line break. */
+static inline int csv_special(unsigned char c, unsigned char delimiter) {
+	return c == delimiter || c == '"' || c == '\n' || c == '\r';
+}
+
+/* A byte of x that is zero, word at a time (the classic bit trick). */
+static inline uint64_t csv_zero_byte(uint64_t x) {
+	return (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
+}
+
+/* Whether any byte of the cell is special: eight bytes at a time. */
+static inline int csv_needs_quotes(const unsigned char *v, size_t n, unsigned char delimiter) {
+	const uint64_t ones = 0x0101010101010101ULL;
+	const uint64_t d = ones * delimiter, q = ones * '"', lf = ones * '\n', cr = ones * '\r';
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8) {
+		uint64_t x;
+		memcpy(&x, v + k, 8);
+		if (csv_zero_byte(x ^ d) | csv_zero_byte(x ^ q) | csv_zero_byte(x ^ lf) | csv_zero_byte(x ^ cr)) {
+			return 1;
+		}
+	}
+	for (; k < n; k++) {
+		if (csv_special(v[k], delimiter)) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* memcpy for the short cells most columns hold, without a library call per cell. */
+static inline unsigned char *csv_copy(unsigned char *out, const unsigned char *v, size_t n) {
+	if (n >= 8) {
+		memcpy(out, v, n);
+		return out + n;
+	}
+	switch (n) { /* short cells (true, 2019, ...) without a call */
+	case 7: out[6] = v[6]; /* fall through */
+	case 6: out[5] = v[5]; /* fall through */
+	case 5: out[4] = v[4]; /* fall through */
+	case 4: out[3] = v[3]; /* fall through */
+	case 3: out[2] = v[2]; /* fall through */
+	case 2: out[1] = v[1]; /* fall through */
+	case 1: out[0] = v[0]; /* fall through */
+	default: break;
+	}
+	return out + n;
+}
+
+/* The cell as CSV text at out (quoted, quotes doubled, when it must be); returns the end.
+ * clean: the whole column was found to hold no special byte, so no cell is looked at. */
+static inline unsigned char *csv_cell_write(unsigned char *out, const unsigned char *v, size_t n,
+                                            unsigned char delimiter, int clean) {
+	if (clean || !csv_needs_quotes(v, n, delimiter)) {
+		return csv_copy(out, v, n);
+	}
+	*out++ = '"';
+	const unsigned char *end = v + n;
+	while (v < end) { /* copy up to and including each quote, then double it */
+		const unsigned char *quote = (const unsigned char *)memchr(v, '"', (size_t)(end - v));
+		if (!quote) {
+			out = csv_copy(out, v, (size_t)(end - v));
+			break;
+		}
+		out = csv_copy(out, v, (size_t)(quote - v) + 1);
+		*out++ = '"';
+		v = quote + 1;
+	}
+	*out++ = '"';
+	return out;
+}
+
+#define CSV_MAX_COLUMNS 4096
+#define CSV_BUFFER (1 << 20)
+
+/* Every byte of data to fd (a short write or EINTR: again); 0, or -1 with errno set. */
+static int csv_flush(int fd, const unsigned char *data, size_t n) {
+	while (n) {
+		ssize_t wrote = write(fd, data, n);
+		if (wrote < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return -1;
+		}
+		data += wrote;
+		n -= (size_t)wrote;
+	}
+	return 0;
+}
+
+/*
+ * csv_write(fd, columns, delimiter, eol) -> int: the rows of equally long Arrow string arrays
+ * (columns: a sequence of (schema_capsule, array_capsule)) written to the file descriptor fd
+ * as CSV text; returns the bytes written. Each cell is as it is unless it holds the
+ * separator, a quote or a line break (then quoted, quotes doubled: csv's QUOTE_MINIMAL); a
+ * null is an empty cell; every row ends with eol. One pass through a 1 MiB buffer, the GIL
+ * released; a failed write is an OSError.
+ */
+static PyObject *csv_write(PyObject *self, PyObject *args) {
+	(void)self;
+	int fd;
+	PyObject *columns;
+	const char *delimiter_text, *eol;
+	Py_ssize_t delimiter_len, eol_len;
+	if (!PyArg_ParseTuple(args, "iOy#y#", &fd, &columns, &delimiter_text, &delimiter_len, &eol, &eol_len)) {
+		return NULL;
+	}
+	if (delimiter_len != 1 || eol_len < 1 || eol_len > 2) {
+		PyErr_SetString(PyExc_ValueError, "the separator must be one byte and the line ending one or two");
+		return NULL;
+	}
+	PyObject *seq = PySequence_Fast(columns, "columns must be a sequence of capsule pairs");
+	if (!seq) {
+		return NULL;
+	}
+	Py_ssize_t width = PySequence_Fast_GET_SIZE(seq);
+	if (width < 1 || width > CSV_MAX_COLUMNS) {
+		Py_DECREF(seq);
+		PyErr_SetString(PyExc_ValueError, "between 1 and 4096 columns");
+		return NULL;
+	}
+	struct input *inputs = (struct input *)calloc((size_t)width, sizeof(struct input));
+	unsigned char *buffer = (unsigned char *)malloc(CSV_BUFFER);
+	if (!inputs || !buffer) {
+		free(inputs);
+		free(buffer);
+		Py_DECREF(seq);
+		return PyErr_NoMemory();
+	}
+	int64_t rows = -1;
+	for (Py_ssize_t c = 0; c < width; c++) {
+		PyObject *pair = PySequence_Fast_GET_ITEM(seq, c);
+		PyObject *schema_capsule, *array_capsule;
+		if (!PyArg_ParseTuple(pair, "OO", &schema_capsule, &array_capsule) ||
+		    read_input(schema_capsule, array_capsule, &inputs[c]) < 0) {
+			free(inputs);
+			free(buffer);
+			Py_DECREF(seq);
+			return NULL;
+		}
+		if (rows >= 0 && inputs[c].array->length != rows) {
+			free(inputs);
+			free(buffer);
+			Py_DECREF(seq);
+			PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+			return NULL;
+		}
+		rows = inputs[c].array->length;
+	}
+	unsigned char delimiter = (unsigned char)delimiter_text[0];
+	int failed = 0, no_memory = 0;
+	size_t total = 0;
+	Py_BEGIN_ALLOW_THREADS
+	for (Py_ssize_t c = 0; c < width; c++) { /* a column with no special byte anywhere: copied */
+		struct input *in = &inputs[c];
+		size_t bytes = rows ? input_bytes(in) : 0;
+		in->clean = 1;
+		if (in->data && bytes) {
+			int64_t at = in->array->offset;
+			const unsigned char *start = in->data + (in->offsets64 ? in->offsets64[at] : in->offsets32[at]);
+			in->clean = !csv_needs_quotes(start, bytes, delimiter);
+		}
+	}
+	unsigned char *out = buffer, *end = buffer + CSV_BUFFER;
+	for (int64_t r = 0; r < rows && !failed; r++) {
+		for (Py_ssize_t c = 0; c < width && !failed; c++) {
+			size_t n = 0;
+			const unsigned char *v = input_value(&inputs[c], r, &n);
+			size_t most = (v ? 2 * n + 2 : 0) + 1 + (size_t)eol_len; /* the cell, a separator, eol */
+			if (__builtin_expect((size_t)(end - out) >= most, 1)) { /* the usual case */
+				if (c) {
+					*out++ = delimiter;
+				}
+				if (v) {
+					out = csv_cell_write(out, v, n, delimiter, inputs[c].clean);
+				}
+				continue;
+			}
+			if ((size_t)(end - out) < most) {
+				if (csv_flush(fd, buffer, (size_t)(out - buffer)) < 0) {
+					failed = 1;
+					break;
+				}
+				total += (size_t)(out - buffer);
+				out = buffer;
+			}
+			if (most > CSV_BUFFER) { /* a cell larger than the buffer: a buffer of its own */
+				unsigned char *own = (unsigned char *)malloc(most);
+				if (!own) {
+					failed = no_memory = 1;
+					break;
+				}
+				unsigned char *at = own;
+				if (c) {
+					*at++ = delimiter;
+				}
+				at = csv_cell_write(at, v, n, delimiter, inputs[c].clean);
+				if (csv_flush(fd, own, (size_t)(at - own)) < 0) {
+					failed = 1;
+				}
+				total += (size_t)(at - own);
+				free(own);
+				continue;
+			}
+			if (c) {
+				*out++ = delimiter;
+			}
+			if (v) {
+				out = csv_cell_write(out, v, n, delimiter, inputs[c].clean);
+			}
+		}
+		if (!failed) {
+			memcpy(out, eol, (size_t)eol_len); /* room kept by the last cell's check */
+			out += eol_len;
+		}
+	}
+	if (!failed && out > buffer) {
+		if (csv_flush(fd, buffer, (size_t)(out - buffer)) < 0) {
+			failed = 1;
+		} else {
+			total += (size_t)(out - buffer);
+		}
+	}
+	Py_END_ALLOW_THREADS
+	free(inputs);
+	free(buffer);
+	Py_DECREF(seq);
+	if (no_memory) {
+		return PyErr_NoMemory();
+	}
+	if (failed) {
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	return PyLong_FromSize_t(total);
+}
+
+/*
+ * line_rows(schema_capsule, array_capsule, delimiter) -> bytes or None: one byte per row, 1 where the
+ * cell holds a line break followed, on the same line of the cell, by the separator (or, with
+ * an empty separator, by anything): the cells in which a quote left open may have swallowed
+ * whole rows (airflow_doi.io_tables looks at those rows one by one); None when no cell holds a
+ * line break, or a quote (a quick pass over the whole column). The GIL is released.
+ */
+static PyObject *line_rows(PyObject *self, PyObject *args) {
+	(void)self;
+	PyObject *schema_capsule, *array_capsule;
+	const char *delimiter_text;
+	Py_ssize_t delimiter_len;
+	if (!PyArg_ParseTuple(args, "OOy#", &schema_capsule, &array_capsule, &delimiter_text, &delimiter_len)) {
+		return NULL;
+	}
+	if (delimiter_len > 1) {
+		PyErr_SetString(PyExc_ValueError, "the separator must be one byte (or none)");
+		return NULL;
+	}
+	struct input in;
+	if (read_input(schema_capsule, array_capsule, &in) < 0) {
+		return NULL;
+	}
+	int64_t rows = in.array->length;
+	size_t bytes = rows ? input_bytes(&in) : 0;
+	if (!in.data || !bytes) {
+		Py_RETURN_NONE;
+	}
+	int64_t at = in.array->offset;
+	const unsigned char *start = in.data + (in.offsets64 ? in.offsets64[at] : in.offsets32[at]);
+	int breaks;
+	Py_BEGIN_ALLOW_THREADS
+	/* No line break anywhere in the column (the common case): one pass, no flags. The quote
+	 * stands in for the separator here, harmlessly: only a yes leads to the cell by cell look. */
+	breaks = csv_needs_quotes(start, bytes, '\n');
+	Py_END_ALLOW_THREADS
+	if (!breaks) {
+		Py_RETURN_NONE;
+	}
+	PyObject *flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)rows);
+	if (!flags) {
+		return NULL;
+	}
+	unsigned char *out = (unsigned char *)PyBytes_AS_STRING(flags);
+	int any_byte = delimiter_len == 0;
+	unsigned char delimiter = any_byte ? 0 : (unsigned char)delimiter_text[0];
+	Py_BEGIN_ALLOW_THREADS
+	for (int64_t r = 0; r < rows; r++) {
+		size_t n = 0;
+		const unsigned char *v = input_value(&in, r, &n);
+		unsigned char hit = 0;
+		int after_break = 0;
+		for (size_t k = 0; v && k < n && !hit; k++) {
+			if (v[k] == '\n' || v[k] == '\r') {
+				after_break = 1;
+			} else if (after_break && (any_byte || v[k] == delimiter)) {
+				hit = 1;
+			}
+		}
+		out[r] = hit;
+	}
+	Py_END_ALLOW_THREADS
+	return flags;
+}
+
 static PyMethodDef METHODS[] = {
     {"run", run, METH_VARARGS, "Parse every value of an Arrow string array (see doi_arrow.c)."},
     {"scalar", scalar, METH_VARARGS, "Parse one str: (doi or None, reason code)."},
+    {"csv_write", csv_write, METH_VARARGS, "Arrow string columns to a file descriptor as CSV text."},
+    {"line_rows", line_rows, METH_VARARGS, "Rows whose cell has a line break, then the separator."},
     {NULL, NULL, 0, NULL},
 };
 

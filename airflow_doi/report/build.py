@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,11 @@ def build_report(
     resolution_table: str | None = None,
     decode: Decode = "auto",
     input_format: str | None = None,
-    encoding: str = "utf-8",
-    delimiter: str = ",",
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    na_values: tuple[str, ...] | None = None,
     title: str | None = None,
+    on_note: Callable[[str, str], None] | None = None,
 ) -> tuple[str, Any]:
     """The report's HTML and its :class:`~airflow_doi.report.figures.Figures`.
 
@@ -40,7 +42,9 @@ def build_report(
     file (the output of ``airflow-doi resolve``), or rows in memory (``ResolutionResult``
     objects, dicts, an Arrow table); ``resolution_table`` is a table in the same database as
     the source (e.g. ``doi_resolution``). ``encoding`` and ``delimiter`` apply to CSV files,
-    as for ``airflow-doi normalize``.
+    as for ``airflow-doi normalize`` (None: found from the file), and so do ``na_values``
+    (the DOI column's missing-value markers; None: pandas' defaults). ``on_note(kind, text)``
+    hears how a file was read (``note`` or ``warning``); by default it is logged.
     """
     from airflow_doi import __version__
     from airflow_doi.io_tables import CsvOptions
@@ -56,13 +60,17 @@ def build_report(
 
     if decode not in ("auto", "always", "never"):
         raise ReportInputError(f"decode must be auto, always or never, not {decode!r}")
-    options = CsvOptions(encoding=encoding, delimiter=delimiter)
+    options = CsvOptions(encoding=encoding, delimiter=delimiter, na_values=na_values)
     found = read_column(
         source, column, table=table, conn_id=conn_id, input_format=input_format,
         options=options,
     )
-    if (found.overrides and source is not None and not is_database_url(source)
-            and options.lenient_utf8):
+    for kind, text in found.notes:
+        if on_note is not None:
+            on_note(kind, text)
+        else:
+            log.log(logging.WARNING if kind == "warning" else logging.INFO, "%s: %s", source, text)
+    if found.overrides and source is not None and not is_database_url(source):
         log.warning(
             "%s: %s of column %s %s not UTF-8 (the report counts them as bad_encoding); "
             "if the file is Latin-1 or Windows-1252, run again with --encoding latin-1 or "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +30,7 @@ from airflow_doi.io_tables import (
     TableReader,
     detect_format,
     read_table,
+    reading_notes,
     require_column,
     text_column,
 )
@@ -51,6 +52,8 @@ class Column:
     values: pa.ChunkedArray
     overrides: dict[int, object]
     malformed: np.ndarray[Any, np.dtype[np.bool_]] | None = None
+    #: What to tell the user about how a file was read (``reading_notes``).
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def is_database_url(source: str | Path) -> bool:
@@ -118,7 +121,7 @@ def _from_file(
     def consume(reader: TableReader) -> Column:
         # Restartable: read_table calls it again on the lenient reader when the fast one
         # could only have skipped a row with the wrong number of fields (kept and flagged).
-        require_column(reader, column, path)
+        found_name = require_column(reader, column, path)
         flags: list[np.ndarray[Any, Any]] = []
 
         def cells() -> Iterator[pa.Array]:
@@ -126,7 +129,7 @@ def _from_file(
                 if reader.flags_malformed:
                     flag = batch.column(MALFORMED_FLAG)
                     flags.append(flag.to_numpy(zero_copy_only=False).astype(bool))
-                yield batch.column(column)
+                yield reader.doi_cells(batch, found_name)
 
         found = _collect(cells())
         if flags:
@@ -134,9 +137,10 @@ def _from_file(
         return found
 
     fmt = detect_format(path, input_format)
-    found, _ = read_table(
+    found, reader = read_table(
         path, fmt, consume, chunk_rows=_CHUNK_ROWS, options=options, columns=[column]
     )
+    found.notes = reading_notes(reader, {})
     return found
 
 

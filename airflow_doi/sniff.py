@@ -1,0 +1,305 @@
+"""How a CSV file was written, read from its first bytes: encoding, separators, line ending.
+
+People export catalogues from Excel and library systems without saying how: ``;`` or tab
+separated, Windows-1252 or UTF-8 with a byte order mark, CRLF line endings, and now and then
+a header line written with ``,`` above rows written with ``;``. :func:`sniff` finds out from a
+sample of the file, so the file commands read such files without flags; the user's
+``--encoding`` / ``--delimiter`` still win. :func:`airflow_doi.io_tables.read_table` uses it,
+so ``normalize``, ``resolve``, ``repair`` and ``report`` read every file alike.
+
+The rules, in order:
+
+- **encoding**: a byte order mark decides (UTF-8, UTF-16, UTF-32). Else the sample (the
+  first MiB and, for a large plain file, windows spread through it) is UTF-8 if it decodes as
+  UTF-8; else the lines holding other bytes go to ``charset-normalizer``, limited to the code
+  pages catalogues are exported in (:data:`CODE_PAGES`), and among its equally good answers
+  the one earliest in that list wins (Windows-1252 first: what Excel writes in Western Europe
+  and the Americas);
+- **separators**: of ``,`` ``;`` tab ``|``, the one that splits the header into two or more
+  fields and the most of the following rows into as many; if none does for most rows, a
+  header on one separator above rows on another that split into as many fields; else ``,``;
+- **line ending**: the first one in the file (``\\r\\n``, ``\\n`` or a lone ``\\r``), which
+  the output keeps.
+
+Standard library only, apart from ``charset-normalizer`` for a file that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+__all__ = ["CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "sniff"]
+
+#: Separators tried, in the order that breaks a tie.
+DELIMITERS: Final[tuple[str, ...]] = (",", ";", "\t", "|")
+#: Code pages a file that is not UTF-8 may be in, in the order that breaks a tie: the Windows
+#: pages Excel exports with, their ISO cousins, then the CJK pages of Japanese, Chinese and
+#: Korean catalogues. DOS and Mac pages are left out: on a short sample of names they win by
+#: chance and turn every accent into another letter.
+CODE_PAGES: Final[tuple[str, ...]] = (
+    "cp1252", "cp1250", "cp1251", "cp1253", "cp1254", "cp1257", "iso8859_15", "latin_1",
+    "iso8859_2", "koi8_r", "cp932", "shift_jis", "euc_jp", "gb18030", "big5", "euc_kr",
+)
+#: Cells that mean "no value" in CSV files (pandas' defaults, and ``-``): a file convention,
+#: not a DOI, so the DOI column reads them as missing (reason ``empty``). An empty cell is
+#: ``empty`` by the standard's own reading, so it is not counted as a marker.
+NA_VALUES: Final[tuple[str, ...]] = (
+    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "-",
+)
+#: Bytes sampled from the start of the file, and from each of up to :data:`_WINDOWS` places
+#: further in (a plain file only: a gzip stream cannot be entered in the middle).
+_HEAD_BYTES: Final[int] = 1 << 20
+_WINDOW_BYTES: Final[int] = 64 << 10
+_WINDOWS: Final[int] = 8
+#: Records looked at to choose the separator, and non-UTF-8 bytes handed to the detector.
+_SNIFF_RECORDS: Final[int] = 200
+_DETECT_BYTES: Final[int] = 64 << 10
+_BOMS: Final[tuple[tuple[bytes, str], ...]] = (
+    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_ENDINGS: Final[dict[str, str]] = {"\r\n": "CRLF", "\n": "LF", "\r": "CR"}
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """What a CSV file is, found by :func:`sniff` or given by the user."""
+
+    #: A Python codec name (``utf-8``, ``utf-16``, ``cp1252``...); a BOM is part of the file.
+    encoding: str = "utf-8"
+    bom: bool = False
+    #: The rows' separator, and the header line's (the same, but for a mixed file).
+    delimiter: str = ","
+    header_delimiter: str = ","
+    line_ending: str = "\n"
+    encoding_sniffed: bool = False
+    delimiter_sniffed: bool = False
+
+    @property
+    def lenient_utf8(self) -> bool:
+        """UTF-8: a cell with bytes that are not UTF-8 is kept and flagged, not refused."""
+        return codecs.lookup(self.encoding).name == "utf-8"
+
+    @property
+    def python_encoding(self) -> str:
+        """The codec that reads the text with Python, skipping a UTF-8 BOM."""
+        return "utf-8-sig" if self.lenient_utf8 else self.encoding
+
+    @property
+    def plain(self) -> bool:
+        """UTF-8 without a BOM, ``,``-separated: nothing worth saying."""
+        return (self.lenient_utf8 and not self.bom and self.delimiter == ","
+                and self.header_delimiter == ",")
+
+    def describe(self) -> str:
+        """``cp1252, ';'-separated, CRLF line endings`` (what was read, in one phrase)."""
+        shown = _display_encoding(self.encoding)
+        if not self.encoding_sniffed and shown not in ("UTF-8", "UTF-16", "UTF-32"):
+            shown = self.encoding  # as the user spelt it
+        encoding = shown + (" with a BOM" if self.bom else "")
+        if self.header_delimiter == self.delimiter:
+            separated = f"{_display_delimiter(self.delimiter)}-separated"
+        else:
+            separated = (f"header {_display_delimiter(self.header_delimiter)}-separated, rows "
+                         f"{_display_delimiter(self.delimiter)}-separated")
+        return f"{encoding}, {separated}, {_ENDINGS.get(self.line_ending, 'LF')} line endings"
+
+
+def _display_encoding(name: str) -> str:
+    canonical = codecs.lookup(name).name
+    return {"utf-8": "UTF-8", "utf-16": "UTF-16", "utf-32": "UTF-32"}.get(canonical, canonical)
+
+
+def _display_delimiter(delimiter: str) -> str:
+    return "tab" if delimiter == "\t" else repr(delimiter)
+
+
+def sniff(
+    path: Path,
+    compression: str | None,
+    *,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+) -> CsvDialect:
+    """The dialect of the CSV file at ``path``; a given ``encoding``/``delimiter`` is kept."""
+    head, windows, whole = _samples(path, compression)
+    bom_encoding, bom_size = _bom(head)
+    if encoding is not None:
+        chosen = encoding
+        bom = bom_size > 0 and codecs.lookup(encoding).name == codecs.lookup(bom_encoding).name
+        if not bom and codecs.lookup(encoding).name in ("utf-16", "utf-32"):
+            bom = bom_size > 0
+    elif bom_size:
+        chosen, bom = bom_encoding, True
+    elif all(_is_utf8(sample, first=index == 0, last=whole and index == 0)
+             for index, sample in enumerate([head, *windows])):
+        chosen, bom = "utf-8", False
+    else:
+        chosen, bom = _detect([head, *windows]), False
+    text = _decode_head(head, chosen, bom_size if bom else 0, whole)
+    ending = _line_ending(text)
+    if delimiter is not None:
+        header_delimiter = body_delimiter = delimiter
+    else:
+        header_delimiter, body_delimiter = _delimiters(text)
+    return CsvDialect(
+        encoding=chosen, bom=bom, delimiter=body_delimiter, header_delimiter=header_delimiter,
+        line_ending=ending, encoding_sniffed=encoding is None,
+        delimiter_sniffed=delimiter is None,
+    )
+
+
+def _samples(path: Path, compression: str | None) -> tuple[bytes, list[bytes], bool]:
+    """The first bytes, windows from further in, and whether the head is the whole file."""
+    if compression == "gzip":
+        import gzip
+
+        with gzip.open(path, "rb") as stream:
+            head = stream.read(_HEAD_BYTES + 1)
+        return head[:_HEAD_BYTES], [], len(head) <= _HEAD_BYTES
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(_HEAD_BYTES)
+        windows = []
+        if size > 2 * _HEAD_BYTES:
+            step = (size - _HEAD_BYTES) // _WINDOWS
+            for index in range(1, _WINDOWS + 1):
+                handle.seek(min(_HEAD_BYTES + index * step, size) - _WINDOW_BYTES)
+                windows.append(handle.read(_WINDOW_BYTES))
+    return head, windows, size <= _HEAD_BYTES
+
+
+def _bom(head: bytes) -> tuple[str, int]:
+    for mark, name in _BOMS:
+        if head.startswith(mark):
+            return name, len(mark)
+    return "utf-8", 0
+
+
+def _is_utf8(sample: bytes, *, first: bool, last: bool) -> bool:
+    """Whether ``sample`` is UTF-8, allowing a character cut at either edge of a window."""
+    if not first:  # a window may start inside a character: skip its continuation bytes
+        start = 0
+        while start < min(3, len(sample)) and 0x80 <= sample[start] < 0xC0:
+            start += 1
+        sample = sample[start:]
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        decoder.decode(sample, final=last)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _detect(samples: list[bytes]) -> str:
+    """The code page of bytes that are not UTF-8 (see the module's rules)."""
+    lines = [line for sample in samples for line in sample.splitlines() if not line.isascii()]
+    sample = b"\n".join(lines)[:_DETECT_BYTES]
+    try:
+        from charset_normalizer import from_bytes
+    except ModuleNotFoundError:  # a broken install: the commonest page, said on stderr
+        matches = []
+    else:
+        matches = list(from_bytes(sample, cp_isolation=list(CODE_PAGES)))
+    if matches:
+        least = min(match.chaos for match in matches)
+        calm = [match for match in matches if match.chaos <= least + 0.005]
+        most = max(match.coherence for match in calm)
+        best = [match for match in calm if match.coherence >= most - 0.01]
+        equivalent = {name for match in best for name in [match.encoding,
+                                                          *match.could_be_from_charset]}
+        for name in CODE_PAGES:
+            if name in equivalent and _decodes(sample, name):
+                return name
+    for name in ("cp1252", "latin_1"):  # latin_1 decodes every byte
+        if _decodes(sample, name):
+            return name
+    return "latin_1"
+
+
+def _decodes(sample: bytes, encoding: str) -> bool:
+    try:
+        sample.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _decode_head(head: bytes, encoding: str, bom_size: int, whole: bool) -> str:
+    """The head as text, cut after its last line break unless it is the whole file."""
+    text = codecs.decode(head[bom_size:], encoding, "replace") if head else ""
+    if bom_size == 0 and text.startswith("\ufeff"):
+        text = text[1:]
+    if not whole:
+        cut = max(text.rfind("\n"), text.rfind("\r"))
+        if cut > 0:
+            text = text[: cut + 1]
+    return text
+
+
+def _line_ending(text: str) -> str:
+    for index, char in enumerate(text):
+        if char == "\n":
+            return "\n"
+        if char == "\r":
+            return "\r\n" if text[index + 1 : index + 2] == "\n" else "\r"
+    return os.linesep if os.linesep in _ENDINGS else "\n"
+
+
+def _records(text: str, delimiter: str) -> list[int]:
+    """Field counts of the first records of ``text`` split on ``delimiter`` (blank lines out)."""
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    counts = []
+    try:
+        for row in itertools.islice(rows, _SNIFF_RECORDS * 2):
+            if row:
+                counts.append(len(row))
+            if len(counts) > _SNIFF_RECORDS:
+                break
+    except csv.Error:
+        pass
+    return counts
+
+
+def _delimiters(text: str) -> tuple[str, str]:
+    """(header separator, rows' separator) by the module's rules."""
+    counts = {mark: _records(text, mark) for mark in DELIMITERS}
+    header = {mark: found[0] if found else 1 for mark, found in counts.items()}
+    body = {mark: found[1:] for mark, found in counts.items()}
+
+    def share(rows: list[int], width: int) -> float:
+        return sum(count == width for count in rows) / len(rows) if rows else 1.0
+
+    scored = [(share(body[mark], header[mark]), header[mark], -index, mark)
+              for index, mark in enumerate(DELIMITERS) if header[mark] >= 2]
+    best = max(scored, default=None)
+    if best is not None and best[0] >= 0.9:
+        return best[3], best[3]
+    mixed = [(share(body[rows], header[head]), -index, head, rows)
+             for index, (head, rows) in enumerate(itertools.permutations(DELIMITERS, 2))
+             if header[head] >= 2 and body[rows]]
+    top = max(mixed, default=None)
+    if top is not None and top[0] >= 0.9 and (best is None or top[0] > best[0]):
+        return top[2], top[3]
+    if best is not None and best[0] > 0:
+        return best[3], best[3]
+    return ",", ","
+
+
+def open_text(path: Path, dialect: CsvDialect, compression: str | None) -> IO[str]:
+    """The file as text for Python's csv module (BOM dropped, bad UTF-8 kept as escapes)."""
+    errors = "surrogateescape" if dialect.lenient_utf8 else "strict"
+    if compression == "gzip":
+        import gzip
+
+        return gzip.open(path, "rt", encoding=dialect.python_encoding, errors=errors,
+                         newline="")
+    return path.open("r", encoding=dialect.python_encoding, errors=errors, newline="")
