@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from airflow_doi.sniff import NA_VALUES, CsvDialect, open_text, sniff
+from airflow_doi.sniff import NA_VALUES, CsvDialect, detect_code_page, open_text, sniff
 
 __all__ = [
     "MALFORMED_FLAG",
@@ -292,7 +292,20 @@ def _binary_array(values: list[bytes], kind: pa.DataType) -> pa.Array:
 
 
 class _ReadAgain(Exception):
-    """The fast CSV reader met a row it cannot keep: the pass starts again, leniently."""
+    """The pass starts again: on the lenient reader (the fast one met a row it cannot keep),
+    or as ``dialect`` (bytes further in showed the file is not the UTF-8 its head looked)."""
+
+    def __init__(self, dialect: CsvDialect | None = None) -> None:
+        super().__init__()
+        self.dialect = dialect
+
+
+def _code_page_of(dialect: CsvDialect, cells: Iterable[bytes]) -> CsvDialect:
+    """``dialect`` in the code page that ``cells`` (not UTF-8) are written in."""
+    import dataclasses
+
+    found = detect_code_page([b"\n".join(cells)])
+    return dataclasses.replace(dialect, encoding=found, utf8_seen=False)
 
 
 def read_table(
@@ -310,12 +323,18 @@ def read_table(
     options = options or CsvOptions()
     try:
         reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
-        reader.restartable = True
-        try:
-            return consume(reader), reader
-        except _ReadAgain:
-            lenient = open_csv_lenient(path, chunk_rows, options, dialect=reader.dialect)
-            return consume(lenient), lenient
+        dialect, lenient = reader.dialect, False
+        for _ in range(3):  # at most: in a code page, then leniently
+            reader.restartable = True
+            try:
+                return consume(reader), reader
+            except _ReadAgain as again:
+                dialect = again.dialect or reader.dialect
+                lenient = lenient or again.dialect is None
+            reader = (open_csv_lenient(path, chunk_rows, options, dialect=dialect) if lenient
+                      else _open_csv(path, chunk_rows, options, dialect=dialect))
+        reader.restartable = False  # pragma: no cover (each reason is met once at most)
+        return consume(reader), reader  # pragma: no cover
     except (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:
         raise TableInputError(
             f"{path}: the compressed file is damaged or cut short ({error}); check the file"
@@ -524,24 +543,17 @@ def _display(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def _open_csv(path: Path, chunk_rows: int, options: CsvOptions) -> TableReader:
+def _open_csv(
+    path: Path, chunk_rows: int, options: CsvOptions, dialect: CsvDialect | None = None
+) -> TableReader:
     compression = _compression(path)
-    dialect = _dialect(path, options, compression)
+    dialect = dialect or _dialect(path, options, compression)
     names, header_lines, has_rows = _header(path, dialect, compression)
     schema = pa.schema([(name, pa.large_string()) for name in names])
     reader = TableReader(names, iter(()), schema, all_text=True, dialect=dialect,
                          na_values=options.missing)
     if not has_rows:  # also a header without a final newline, which pyarrow refuses
         return reader
-
-    def on_invalid_row(row: Any) -> str:
-        reader.malformed_count += 1  # seen: read_table starts again on the lenient reader
-        if len(reader.malformed) < _KEEP_MALFORMED:
-            try:
-                reader.malformed.append(str(row.text))
-            except Exception:
-                pass
-        return "skip"
 
     source: Any = str(path)
     if compression:
@@ -564,7 +576,8 @@ def _open_csv(path: Path, chunk_rows: int, options: CsvOptions) -> TableReader:
                 delimiter=dialect.delimiter,
                 newlines_in_values=True,
                 ignore_empty_lines=len(names) > 1,
-                invalid_row_handler=on_invalid_row,
+                # No handler for a row of the wrong width: it stops the fast reader, and the
+                # lenient one reads the file again, keeping (and counting) every such row.
             ),
             convert_options=pcsv.ConvertOptions(
                 column_types={name: pa.binary() for name in names},
@@ -591,9 +604,11 @@ def _close(source: Any) -> None:
 def _fast_batches(
     path: Path, stream: Any, reader: TableReader, chunk_rows: int, source: Any, delimiter: str
 ) -> Iterator[pa.RecordBatch]:
-    """The fast reader's blocks as batches of ``chunk_rows``; :class:`_ReadAgain` as soon as
-    a row had to be skipped or could not be read (a row larger than a block), or a quote left
-    open swallowed rows (:func:`_swallows_rows`: the lenient reader splits them again)."""
+    """The fast reader's blocks as batches of ``chunk_rows``, every column as text where it is
+    UTF-8 (raw bytes where not, for the caller to flag); :class:`_ReadAgain` as soon as a row
+    has the wrong width or cannot be read (a row larger than a block), a quote left open
+    swallowed rows (:func:`_swallows_rows`: the lenient reader splits them again), or a file
+    found UTF-8 from an ASCII head turns out to be in a code page."""
 
     def checked() -> Iterator[pa.RecordBatch]:
         while True:
@@ -605,22 +620,45 @@ def _fast_batches(
                 if reader.restartable:
                     raise _ReadAgain from None
                 raise TableInputError(
-                    f"{path}: a row is too large for the fast CSV reader; read the file with "
-                    "airflow_doi.io_tables.read_table, which falls back to one without limit"
+                    f"{path}: a row has the wrong number of fields or is too large for the "
+                    "fast CSV reader; read the file with airflow_doi.io_tables.read_table, "
+                    "which keeps every row"
                 ) from None
-            if reader.restartable and (
-                reader.malformed_count or _swallowing(batch, delimiter)
-            ):
+            if reader.restartable and _swallowing(batch, delimiter):
                 raise _ReadAgain
             yield batch
-        if reader.malformed_count and reader.restartable:  # every row was skipped
-            raise _ReadAgain
 
     try:
         with stream:
-            yield from rebatch(checked(), stream.schema, chunk_rows)
+            for batch in rebatch(checked(), stream.schema, chunk_rows):
+                yield _as_text(batch, reader)
     finally:
         _close(source)
+
+
+def _as_text(batch: pa.RecordBatch, reader: TableReader) -> pa.RecordBatch:
+    """``batch`` with each column as text where its bytes are UTF-8 (checked here, on the
+    reader's thread); see :func:`_fast_batches`."""
+    columns = []
+    for values in batch.columns:
+        try:
+            columns.append(values.cast(pa.large_string()))
+        except pa.ArrowInvalid:
+            dialect = reader.dialect
+            if reader.restartable and dialect is not None and dialect.may_be_code_page:
+                cells = [cell for cell in values.to_pylist()
+                         if cell is not None and not _is_utf8(cell)]
+                raise _ReadAgain(_code_page_of(dialect, cells[:2000])) from None
+            columns.append(values)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _is_utf8(cell: bytes) -> bool:
+    try:
+        cell.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _swallowing(batch: pa.RecordBatch, delimiter: str) -> bool:
@@ -722,6 +760,12 @@ def open_csv_lenient(
                          dialect=dialect, na_values=options.missing)
 
     def cell(value: str) -> bytes:
+        if not value.isascii() and reader.restartable and dialect.may_be_code_page:
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8: the file is in a code page
+                raw = value.encode("utf-8", "surrogateescape")
+                raise _ReadAgain(_code_page_of(dialect, [raw])) from None
         return value.encode("utf-8", "surrogateescape")
 
     def batches() -> Iterator[pa.RecordBatch]:

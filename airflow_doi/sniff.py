@@ -14,7 +14,8 @@ The rules, in order:
   UTF-8; else the lines holding other bytes go to ``charset-normalizer``, limited to the code
   pages catalogues are exported in (:data:`CODE_PAGES`), and among its equally good answers
   the one earliest in that list wins (Windows-1252 first: what Excel writes in Western Europe
-  and the Americas);
+  and the Americas). A sample of plain ASCII says little: if a byte further in turns out not
+  to be UTF-8, the reader asks again with that byte's line (:attr:`CsvDialect.may_be_code_page`);
 - **separators**: of ``,`` ``;`` tab ``|``, the one that splits the header into two or more
   fields and the most of the following rows into as many; if none does for most rows, a
   header on one separator above rows on another that split into as many fields; else ``,``;
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-__all__ = ["CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "sniff"]
+__all__ = ["CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "detect_code_page", "sniff"]
 
 #: Separators tried, in the order that breaks a tie.
 DELIMITERS: Final[tuple[str, ...]] = (",", ";", "\t", "|")
@@ -82,6 +83,15 @@ class CsvDialect:
     line_ending: str = "\n"
     encoding_sniffed: bool = False
     delimiter_sniffed: bool = False
+    #: Found UTF-8 from a sample holding characters beyond ASCII (or a BOM): a bad byte
+    #: further in is then a damaged cell, not a sign that the file is in a code page.
+    utf8_seen: bool = False
+
+    @property
+    def may_be_code_page(self) -> bool:
+        """Found UTF-8 from an ASCII-only sample: a byte that is not UTF-8 further in means
+        the file is in a code page after all (:func:`detect_code_page`)."""
+        return self.encoding_sniffed and self.lenient_utf8 and not self.utf8_seen
 
     @property
     def lenient_utf8(self) -> bool:
@@ -143,7 +153,8 @@ def sniff(
              for index, sample in enumerate([head, *windows])):
         chosen, bom = "utf-8", False
     else:
-        chosen, bom = _detect([head, *windows]), False
+        chosen, bom = detect_code_page([head, *windows]), False
+    utf8_seen = bom or not all(sample.isascii() for sample in [head, *windows])
     text = _decode_head(head, chosen, bom_size if bom else 0, whole)
     ending = _line_ending(text)
     if delimiter is not None:
@@ -153,7 +164,7 @@ def sniff(
     return CsvDialect(
         encoding=chosen, bom=bom, delimiter=body_delimiter, header_delimiter=header_delimiter,
         line_ending=ending, encoding_sniffed=encoding is None,
-        delimiter_sniffed=delimiter is None,
+        delimiter_sniffed=delimiter is None, utf8_seen=utf8_seen,
     )
 
 
@@ -199,7 +210,7 @@ def _is_utf8(sample: bytes, *, first: bool, last: bool) -> bool:
     return True
 
 
-def _detect(samples: list[bytes]) -> str:
+def detect_code_page(samples: list[bytes]) -> str:
     """The code page of bytes that are not UTF-8 (see the module's rules)."""
     lines = [line for sample in samples for line in sample.splitlines() if not line.isascii()]
     sample = b"\n".join(lines)[:_DETECT_BYTES]

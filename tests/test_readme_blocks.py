@@ -80,7 +80,8 @@ def test_every_python_block_is_covered() -> None:
     assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
                                     "Airflow provider"])
     bash = [head for head, _ in blocks("bash")]
-    assert bash[1:] == ["pandas", "Command line", "Quality report"]  # last: tests/test_report.py
+    assert bash[1:] == ["pandas", "Command line", "Files as people export them",
+                        "Quality report"]  # last: tests/test_report.py
 
 
 def test_pandas_block() -> None:
@@ -165,6 +166,26 @@ def test_command_line_block(tmp_path: Path) -> None:
     done = subprocess.run(sql, shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_files_block_says_what_its_comments_say(tmp_path: Path) -> None:
+    """The European Excel export of the README: its command, as written, prints its comments."""
+    text = block_under("bash", "Files as people export them")
+    (line,) = commands(text)
+    promised = [row[2:] for row in text.splitlines() if row.startswith("# ")]
+    (tmp_path / "apc_2024.csv").write_bytes(
+        "Institution;Period;euro;doi\r\nUniversität Zürich;2024;1.234,56;10.1000/ÄBC\r\n"
+        "Université de Genève;2024;2.000,00;NA\r\nETH Zürich;2024;NA;doi:10.1000/xyz\r\n"
+        .encode("cp1252"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == promised
+    lines = (tmp_path / "apc_2024.normalized.csv").read_bytes().split(b"\r\n")
+    assert lines[0] == (b"Institution;Period;euro;doi;doi_normalized;doi_key;doi_valid;"
+                        b"doi_reason;doi_url")
+    assert lines[2].startswith("Université de Genève;2024;2.000,00;NA;;;false;empty;".encode())
 
 
 def test_sql_block_on_duckdb() -> None:

@@ -1,0 +1,399 @@
+"""Catalogue files as people export them (issue #21): every row kept, read without flags.
+
+Each shape below is a small synthetic file that reproduces what European Excel exports and
+library systems write: ``;`` and tab separators, Windows-1252, a BOM, CRLF, a header on ``,``
+above rows on ``;``, ragged rows, quotes left open, blank trailing columns, a ``doi`` column
+already there, ``NA`` for a missing value. The commands run as a user runs them (``python -m
+airflow_doi``, no flags but ``--column`` and ``-o``), and every check compares with what
+Python's csv module reads from the same bytes, or with the scalar ``validate()``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_doi import validate
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import ROOT, output_header, read_output_csv
+
+ADDED = ["doi", "doi_key", "doi_valid", "doi_reason", "doi_url"]
+
+
+def cli(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_doi", *map(str, args)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
+    )
+
+
+def normalize(source: Path, *args: object, env: dict[str, str] | None = None
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    target = source.with_name(source.stem + ".out.csv")
+    run = cli("normalize", source, "--column", "doi", "-o", target, *args, env=env)
+    assert "Traceback" not in run.stderr, run.stderr
+    return run, target
+
+
+def written(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def python_rows(data: bytes, encoding: str, delimiter: str) -> list[list[str]]:
+    """What Python's csv module reads, told the encoding and separator."""
+    return list(csv.reader(io.StringIO(data.decode(encoding), newline=""), delimiter=delimiter))
+
+
+# --- 1. No row is ever lost ------------------------------------------------------------------
+
+def test_header_on_commas_above_rows_on_semicolons_keeps_every_row(tmp_path: Path) -> None:
+    """The issue's repro: it came out with 0 data rows and exit 0."""
+    source = written(tmp_path, "mixed.csv", b"a,doi,b\nx;10.1000/1;y\nx;10.1000/3;y\n")
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [(r["a"], r["doi"], r["b"]) for r in rows] == [
+        ("x", "10.1000/1", "y"), ("x", "10.1000/3", "y")]
+    assert [r["doi_key"] for r in rows] == ["10.1000/1", "10.1000/3"]
+    assert "2 rows: 2 valid, 0 not" in run.stderr
+    assert "header ','-separated, rows ';'-separated" in run.stderr
+    fixed = cli("repair", source, "--column", "doi", "-o", tmp_path / "p.csv", "--no-verify")
+    assert fixed.returncode == 0, fixed.stderr
+    assert len(read_output_csv(tmp_path / "p.csv")) == 2
+
+
+def test_a_file_of_only_ragged_rows_keeps_them_all(tmp_path: Path) -> None:
+    """Not one well-formed row: the fast reader skipped them all and nothing was read again."""
+    source = written(tmp_path, "ragged.csv", b"id,doi,note\n1,10.1000/1\n2\n3,10.1000/3\n")
+    run, target = normalize(source, "--delimiter", ",")
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["id"] for r in rows] == ["1", "2", "3"]
+    assert {r["doi_reason"] for r in rows} == {"malformed_row"}
+    assert "3 rows: 0 valid, 3 not (malformed_row=3)" in run.stderr
+
+
+def test_surplus_fields_are_kept_in_the_last_cell_and_empty_ones_dropped(tmp_path: Path) -> None:
+    source = written(tmp_path, "long.csv",
+                     b"id;doi;note\n1;10.1000/1;a;b;c\n2;10.1000/2;z;;\n3;10.1000/3;q\n")
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert rows[0]["note"] == "a;b;c" and rows[0]["doi_reason"] == "malformed_row"
+    # Excel's trailing separators: nothing is lost by dropping them, so the row is read.
+    assert rows[1]["note"] == "z" and rows[1]["doi_valid"] == "true"
+    assert rows[2]["doi_valid"] == "true"
+    assert "1 CSV row had the wrong number of fields" in run.stderr
+
+
+def test_a_quote_left_open_does_not_swallow_the_rows_after_it(tmp_path: Path) -> None:
+    source = written(tmp_path, "open.csv",
+                     b'id,doi\n1,"10.1000/1\n2,10.1000/2\n3,"10.1000/3"\n4,10.1000/4\n')
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4"]
+    assert [r["doi_valid"] for r in rows] == ["false", "true", "true", "true"]
+    assert rows[0]["doi_reason"] == "malformed_row" and rows[0]["doi"] == '"10.1000/1'
+    assert "quote left open" in run.stderr
+
+
+def test_a_quote_left_open_to_the_end_of_the_file(tmp_path: Path) -> None:
+    source = written(tmp_path, "open_end.csv", b'id,doi\n1,10.1000/1\n2,"10.1000/2\n3,10.1000/3\n')
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["id"] for r in rows] == ["1", "2", "3"]
+    assert [r["doi_valid"] for r in rows] == ["true", "false", "true"]
+
+
+def test_a_quoted_cell_with_line_breaks_is_one_row(tmp_path: Path) -> None:
+    data = b'id,title,doi\n1,"Part one,\npart two",10.1000/1\n2,plain,10.1000/2\n'
+    source = written(tmp_path, "multiline.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    expected = python_rows(data, "utf-8", ",")[1:]
+    assert [[r["id"], r["title"], r["doi"]] for r in rows] == expected
+    assert "malformed" not in run.stderr
+
+
+@pytest.mark.parametrize(("name", "data", "ids"), [
+    ("nul.csv", b"id,doi\n1,10.1000/a\x00b\n2,10.1000/2\n", ["1", "2"]),
+    ("no_final_newline.csv", b"id,doi\n1,10.1000/1\n2,10.1000/2", ["1", "2"]),
+    ("cr_only.csv", b"id,doi\r1,10.1000/1\r2,10.1000/2\r", ["1", "2"]),
+])
+def test_other_shapes_keep_every_row(tmp_path: Path, name: str, data: bytes,
+                                     ids: list[str]) -> None:
+    source = written(tmp_path, name, data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["id"] for r in rows] == ids
+    cells = [row[1] for row in python_rows(data, "utf-8", ",")[1:]]
+    assert [r["doi"] for r in rows] == cells  # as Python's csv module reads them
+    assert [r["doi_reason"] for r in rows] == [validate(c).reason or "" for c in cells]
+
+
+def test_the_counts_on_stderr_add_up_to_the_rows_in_the_file(tmp_path: Path) -> None:
+    data = (b"id;doi\r\n1;10.1000/1\r\n2;NA\r\n3;junk\r\n4\r\n5;10.1000/5;x;y\r\n"
+            b"6;https://doi.org/10.1000/6\r\n")
+    source = written(tmp_path, "counts.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert "6 rows: 2 valid, 4 not (bad_directory=1, empty=1, malformed_row=2)" in run.stderr
+    assert len(read_output_csv(target)) == 6
+
+
+# --- 2. Sniffing what people do not say --------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "data", "said"), [
+    ("semicolon.csv", b"id;doi;title\n1;10.1000/1;Smith, J.\n2;10.1000/2;Doe, A.\n",
+     "UTF-8, ';'-separated, LF"),
+    ("tab.tsv", b"id\tdoi\n1\t10.1000/1\n2\t10.1000/2\n", "UTF-8, tab-separated, LF"),
+    ("pipe.csv", b"id|doi\r\n1|10.1000/1\r\n2|10.1000/2\r\n", "UTF-8, '|'-separated, CRLF"),
+    ("bom.csv", b"\xef\xbb\xbfid;doi\r\n1;10.1000/1\r\n2;10.1000/2\r\n",
+     "UTF-8 with a BOM, ';'-separated, CRLF"),
+    ("utf16.csv", "id\tdoi\r\n1\t10.1000/1\r\n2\t10.1000/é\r\n".encode("utf-16"),
+     "UTF-16 with a BOM, tab-separated, CRLF"),
+    ("cp1252.csv", "Institution;doi\r\nUniversität Zürich;10.1000/1\r\nSociété;10.1000/€\r\n"
+     .encode("cp1252"), "cp1252, ';'-separated, CRLF"),
+])
+def test_encoding_and_separator_are_found_and_said(tmp_path: Path, name: str, data: bytes,
+                                                   said: str) -> None:
+    source = written(tmp_path, name, data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert f"note: read as {said}" in run.stderr
+    rows = read_output_csv(target)
+    assert len(rows) == 2 and all(r["doi_valid"] == "true" for r in rows)
+    assert "U+FFFD" not in run.stderr and "\ufffd" not in target.read_text(encoding="utf-8")
+
+
+def test_a_late_cp1252_byte_in_a_large_file_is_found(tmp_path: Path) -> None:
+    """The sample is not only the head: windows further in are looked at too."""
+    lines = [f"{i};10.1000/{i}" for i in range(120_000)]
+    lines[100_000] = "100000;10.1000/caf\xe9"
+    data = ("id;doi\n" + "\n".join(lines) + "\n").encode("cp1252")
+    assert len(data) > 2 << 20
+    source = written(tmp_path, "late.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert "read as cp1252" in run.stderr
+    assert read_output_csv(target)[100_000]["doi"] == "10.1000/café"
+
+
+def test_flags_still_override_what_is_found(tmp_path: Path) -> None:
+    source = written(tmp_path, "latin.csv", "id;doi\n1;10.1000/caf\xe9\n".encode("latin-1"))
+    run, target = normalize(source, "--encoding", "utf-8", "--delimiter", ";")
+    assert run.returncode == 0, run.stderr
+    assert read_output_csv(target)[0]["doi_reason"] == "bad_encoding"
+    assert "--encoding latin-1" in run.stderr
+
+
+# --- 3. Headers as people type them -------------------------------------------------------------
+
+@pytest.mark.parametrize("header", [" doi", "DOI ", "doi\xa0", "Doi"])
+def test_the_doi_column_is_found_trimmed_and_case_folded(tmp_path: Path, header: str) -> None:
+    source = written(tmp_path, "h.csv", f"id;{header};x\n1;10.1000/1;y\n".encode())
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert f"--column 'doi' read the column {header!r}" in run.stderr
+    rows = read_output_csv(target)
+    assert rows[0][header] == "10.1000/1"
+    assert sum(name.strip().casefold() == "doi" for name in output_header(target)) == 1
+
+
+def test_two_columns_answering_to_the_name_is_an_error_naming_both(tmp_path: Path) -> None:
+    source = written(tmp_path, "two.csv", b"id;DOI ; doi\n1;10.1000/1;10.1000/2\n")
+    run, target = normalize(source)
+    assert run.returncode == 2
+    assert "'DOI '" in run.stderr and "' doi'" in run.stderr and str(source) in run.stderr
+    assert not target.exists()
+
+
+def test_blank_and_repeated_names_in_other_columns_are_fine(tmp_path: Path) -> None:
+    data = b"id;doi;;;note;note\r\n1;10.1000/1;;;a;b\r\n2;10.1000/2;;;c;d\r\n"
+    source = written(tmp_path, "excel.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert output_header(target) == ["id", "doi", "", "", "note", "note",
+                                     "doi_normalized", "doi_key", "doi_valid", "doi_reason",
+                                     "doi_url"]
+    assert target.read_bytes().splitlines()[1].startswith(b"1;10.1000/1;;;a;b;10.1000/1;")
+    report = cli("report", source, "--column", "doi", "-o", tmp_path / "r.html")
+    assert report.returncode == 0, report.stderr
+    parquet = tmp_path / "excel.parquet"
+    assert cli("normalize", source, "--column", "doi", "-o", parquet).returncode == 0
+    assert pq.read_table(parquet).column_names[:6] == ["id", "doi", "", ".1", "note", "note.1"]
+
+
+# --- 4. The commonest layout works without flags -----------------------------------------------
+
+def test_added_columns_are_named_after_the_doi_column_when_ours_are_taken(
+    tmp_path: Path,
+) -> None:
+    import duckdb
+
+    source = written(tmp_path, "has_doi.csv", b"id,DOI\n1,doi:10.1000/ABC\n")
+    run, target = normalize(source, "--column", "DOI")
+    assert run.returncode == 0, run.stderr
+    names = output_header(target)
+    assert names == ["id", "DOI", "DOI_normalized", "DOI_key", "DOI_valid", "DOI_reason",
+                     "DOI_url"]
+    assert "added columns are DOI_normalized" in run.stderr
+    # No two names differ only in case: DuckDB reads every column under its own name.
+    read = duckdb.sql(f"select * from read_csv('{target}', all_varchar=true)").columns
+    assert read == names
+    again = written(tmp_path, "has_both.csv", b"doi,doi_normalized,doi_key\n10.1000/1,x,y\n")
+    run, target = normalize(again)
+    assert run.returncode == 0, run.stderr
+    assert output_header(target)[3:] == ["doi_normalized_2", "doi_key_2", "doi_valid_2",
+                                         "doi_reason_2", "doi_url_2"]
+    run, target = normalize(again, "--prefix", "clean_")
+    assert run.returncode == 0 and output_header(target)[3] == "clean_doi"
+    fixed = cli("repair", source, "--column", "DOI", "-o", tmp_path / "p.csv", "--no-verify")
+    assert fixed.returncode == 0, fixed.stderr
+    assert output_header(tmp_path / "p.csv")[2:] == [
+        "doi_suggestion", "doi_suggestion_rule", "doi_suggestion_verified",
+        "doi_suggestion_error"]
+
+
+# --- 5. Missing-value markers -------------------------------------------------------------------
+
+def test_missing_value_markers_read_as_missing_in_every_command(tmp_path: Path) -> None:
+    data = b"id;doi\n1;10.1000/1\n2;NA\n3;N/A\n4;NULL\n5;-\n6;nan\n7;n/a\n"
+    source = written(tmp_path, "na.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["doi_reason"] for r in rows] == ["", *["empty"] * 6]
+    assert [r["doi"] for r in rows][1:] == ["NA", "N/A", "NULL", "-", "nan", "n/a"]  # kept
+    assert "6 cells were a missing-value marker such as NA: read as missing" in run.stderr
+    assert validate("NA").reason == "bad_directory"  # the standard's reading is unchanged
+    with ProxySimulator(auto_records=True) as proxy:
+        resolved = cli("resolve", source, "--column", "doi", "-o", tmp_path / "r.csv",
+                       "--base-url", proxy.url, "--rate", "200")
+    assert resolved.returncode == 0, resolved.stderr
+    out = read_output_csv(tmp_path / "r.csv")
+    assert [r["error"] for r in out] == ["", *["empty"] * 6]
+    report = cli("report", source, "--column", "doi", "-o", tmp_path / "r.html")
+    assert report.returncode == 0 and "6 cells were a missing-value marker" in report.stderr
+
+
+def test_na_values_changes_the_list(tmp_path: Path) -> None:
+    source = written(tmp_path, "na.csv", b"id;doi\n1;NA\n2;missing\n")
+    run, target = normalize(source, "--na-values", "missing")
+    assert [r["doi_reason"] for r in read_output_csv(target)] == ["bad_directory", "empty"]
+    run, target = normalize(source, "--na-values", "")
+    assert run.returncode == 0, run.stderr
+    assert [r["doi_reason"] for r in read_output_csv(target)] == ["bad_directory"] * 2
+    assert "missing-value" not in run.stderr
+
+
+# --- 6. The user's cells are left alone ---------------------------------------------------------
+
+def test_cells_are_written_as_they_were_read(tmp_path: Path) -> None:
+    data = (b'year;doi;title;cost\r\n2013;10.1000/1;"Smith; J.";NA\r\n'
+            b'2014;10.1000/2;"say ""hi""";1.234,56\r\n')
+    source = written(tmp_path, "cells.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    lines = target.read_bytes().split(b"\r\n")
+    assert lines[1].startswith(b'2013;10.1000/1;"Smith; J.";NA;10.1000/1;')
+    assert lines[2].startswith(b'2014;10.1000/2;"say ""hi""";1.234,56;')
+    assert lines[-1] == b"" and b"\n" not in target.read_bytes().replace(b"\r\n", b"")
+
+
+def test_the_arrow_path_writes_the_same_bytes_as_the_native_one(tmp_path: Path) -> None:
+    data = ('id;doi;title\r\n1;10.1000/1;"a;b"\r\n2;"10.1000/""q""";x\r\n3;;\r\n'
+            '4;10.1000/é;"two\nlines"\r\n').encode()
+    source = written(tmp_path, "both.csv", data)
+    _, native = normalize(source)
+    native_bytes = native.read_bytes()
+    _, arrow = normalize(source, env={"AIRFLOW_DOI_NATIVE": "0"})
+    assert arrow.read_bytes() == native_bytes
+    rows = list(csv.reader(io.StringIO(native_bytes.decode(), newline=""), delimiter=";"))
+    assert [row[:3] for row in rows] == python_rows(data, "utf-8", ";")
+
+
+def test_a_cell_larger_than_the_write_buffer(tmp_path: Path) -> None:
+    big = "x" * (3 << 20)
+    source = written(tmp_path, "big.csv", f'id,doi,note\n1,10.1000/1,"{big},"\n'.encode())
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert read_output_csv(target)[0]["note"] == big + ","
+
+
+def test_parquet_keeps_its_types(tmp_path: Path) -> None:
+    source = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"year": pa.array([2013, 2014], pa.int16()),
+                             "doi": ["10.1000/1", "NA"]}), source)
+    target = tmp_path / "out.parquet"
+    run = cli("normalize", source, "--column", "doi", "-o", target)
+    assert run.returncode == 0, run.stderr
+    out = pq.read_table(target)
+    assert out.schema.field("year").type == pa.int16()
+    # A Parquet null is a null; the text "NA" in a typed file is data, not a CSV convention.
+    assert out.column("doi_reason").to_pylist() == [None, "bad_directory"]
+
+
+# --- 7. Errors: our words, exit 2, never a traceback --------------------------------------------
+
+@pytest.mark.parametrize("command", ["normalize", "resolve", "repair", "report"])
+def test_errors_name_the_file_and_say_what_to_do(tmp_path: Path, command: str) -> None:
+    source = written(tmp_path, "bad.csv", b"id;d\xa0oi\n1;10.1000/\x81\n2\n")
+    target = tmp_path / ("out.html" if command == "report" else "out.csv")
+    extra = ["--base-url", "http://127.0.0.1:9"] if command in ("resolve", "repair") else []
+    run = cli(command, source, "--column", "doi", "-o", target, "--encoding", "cp1252", *extra)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr
+    assert str(source) in run.stderr and "--encoding" in run.stderr
+    assert not target.exists()
+
+
+def test_ragged_cp1252_read_as_utf8_leaks_no_traceback(tmp_path: Path) -> None:
+    source = written(tmp_path, "ragged1252.csv",
+                     b"id;doi;x\n1;10.1000/\xe9;a\n2;10.1000/2\n3;10.1000/\xe8;b;c\n")
+    run, target = normalize(source, "--encoding", "utf-8")
+    assert run.returncode == 0, run.stderr
+    assert "Exception ignored" not in run.stderr and "UnicodeDecodeError" not in run.stderr
+    assert len(read_output_csv(target)) == 3
+
+
+def test_the_summary_of_a_cp1252_semicolon_export_with_na_and_a_doi_column(
+    tmp_path: Path,
+) -> None:
+    """What the note of #21 quotes: the stderr of the field's commonest file."""
+    data = ("Institution;Period;euro;doi;is_hybrid\r\n"
+            "Universität Zürich;2019;1.234,56;10.1000/ÄBC;FALSE\r\n"
+            "Université de Genève;2019;2.000,00;NA;TRUE\r\n"
+            "ETH Zürich;2020;NA;https://doi.org/10.1000/xyz;FALSE\r\n").encode("cp1252")
+    source = written(tmp_path, "apc_de.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    said = run.stderr.replace(str(target), "OUT").replace(str(source), "IN")
+    assert said.splitlines() == [
+        "airflow-doi normalize: OUT: 3 rows: 2 valid, 1 not (empty=1)",
+        "airflow-doi normalize: note: IN already has a column named as one of ours, so the "
+        "added columns are doi_normalized, doi_key, doi_valid, doi_reason, doi_url (--prefix "
+        "chooses others)",
+        "airflow-doi normalize: note: read as cp1252, ';'-separated, CRLF line endings; "
+        "written as UTF-8",
+        "airflow-doi normalize: note: 1 cell was a missing-value marker such as NA: read as "
+        "missing (reason empty); --na-values changes the list",
+    ]
+    rows = read_output_csv(target)
+    assert rows[0]["Institution"] == "Universität Zürich" and rows[0]["euro"] == "1.234,56"
+    assert rows[2]["euro"] == "NA"  # only the DOI column reads markers as missing
