@@ -288,6 +288,9 @@ def test_missing_value_markers_read_as_missing_in_every_command(tmp_path: Path) 
     assert resolved.returncode == 0, resolved.stderr
     out = read_output_csv(tmp_path / "r.csv")
     assert [r["error"] for r in out] == ["", *["empty"] * 6]
+    # As read ("-" formula-escaped, as resolve's CSV output always guards its input column).
+    assert [r["input"] for r in out][1:] == ["NA", "N/A", "NULL", "'-", "nan", "n/a"]
+    assert [r["status"] for r in out] == ["resolved", *["invalid"] * 6]  # never sent
     report = cli("report", source, "--column", "doi", "-o", tmp_path / "r.html")
     assert report.returncode == 0 and "6 cells were a missing-value marker" in report.stderr
 

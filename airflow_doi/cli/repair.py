@@ -145,7 +145,7 @@ def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | Non
     from airflow_doi.cli.normalize import MALFORMED_REASON
     from airflow_doi.cli.resolve import _as_text, read_values
 
-    values, flags, _reader = read_values(args.input, args.column, args)
+    _, values, flags, _reader = read_values(args.input, args.column, args)
     cells: list[object] = []
     reasons: list[str | None] = []
     for index, value in enumerate(values):

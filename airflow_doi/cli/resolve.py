@@ -173,33 +173,37 @@ def _share(text: str) -> float:
 
 def read_values(
     path: Path, column: str, args: argparse.Namespace
-) -> tuple[list[object], list[bool], Any]:
-    """The cells of ``column``, one per row, their malformed-row flags (empty when the file
-    had none) and the reader that read them.
+) -> tuple[list[object], list[object], list[bool], Any]:
+    """The cells of ``column`` as read, the same with missing-value markers (``NA``...) as
+    None (what is judged), their malformed-row flags (empty when the file had none) and the
+    reader that read them.
 
-    CSV and binary cells stay bytes, so the resolver judges them as it judges any bytes (not
-    UTF-8: ``bad_encoding``); a malformed CSV row becomes None here and ``malformed_row`` in
-    the output (see :func:`_rows`).
+    CSV cells that are not UTF-8 stay bytes, so the resolver judges them as it judges any
+    bytes (``bad_encoding``); a malformed CSV row becomes ``malformed_row`` in the output
+    (see :func:`_rows`).
     """
     from airflow_doi.cli._files import csv_options
     from airflow_doi.io_tables import MALFORMED_FLAG, detect_format, read_table, require_column
 
-    def one_pass(reader: Any) -> tuple[list[object], list[bool]]:
+    def one_pass(reader: Any) -> tuple[list[object], list[object], list[bool]]:
         found = require_column(reader, column, path)
         values: list[object] = []
+        judged: list[object] = []
         flags: list[bool] = []
         for batch in reader.batches:
-            cells = reader.doi_cells(batch, found).to_pylist()
-            values.extend(cells)
+            raw = batch.column(found)
+            cells = reader.missing_as_null(raw)
+            values.extend(raw.to_pylist())
+            judged.extend(cells.to_pylist() if cells is not raw else values[-len(raw):])
             if reader.flags_malformed:
                 flags.extend(batch.column(MALFORMED_FLAG).to_pylist())
-        return values, flags
+        return values, judged, flags
 
-    (values, flags), reader = read_table(
+    (values, judged, flags), reader = read_table(
         path, detect_format(path, args.input_format), one_pass,
         chunk_rows=CHUNK_ROWS, options=csv_options(args), columns=[column],
     )
-    return values, flags, reader
+    return values, judged, flags, reader
 
 
 def _rows(results: list[Any], values: list[object], flags: list[bool]) -> list[dict[str, object]]:
@@ -269,11 +273,11 @@ def run(args: argparse.Namespace) -> int:
                               auth=args.auth)
         out_format = detect_format(args.output, args.format)
         refuse_same_file(args.input, args.output)
-        values, flags, reader = read_values(args.input, args.column, args)
+        values, judged, flags, reader = read_values(args.input, args.column, args)
         check_backends(args)
     except (TypeError, ValueError, TableInputError) as error:
         return input_error("resolve", error)
-    sent = [None if flags and flags[i] else value for i, value in enumerate(values)]
+    sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
     stats = ResolverStats()
     with _progress(terminal) as progress:
         results = resolve(sent, config=config, cache=args.cache, progress=progress, stats=stats)
