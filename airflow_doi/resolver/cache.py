@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sqlite3
 import time
@@ -99,12 +100,26 @@ class ResolverCache:
         self.owner = f"{socket.gethostname()}\t{os.getpid()}\t{uuid.uuid4().hex}"
         self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
         self._conn.execute(f"pragma busy_timeout={int(BUSY_TIMEOUT * 1000)}")
-        self._conn.execute("pragma journal_mode=wal")
+        # Two processes opening a new file at once: the switch to WAL needs the file to
+        # itself, and SQLite answers "database is locked" at once instead of waiting for the
+        # busy timeout; so these first statements are tried again until it is free.
+        self._retrying("pragma journal_mode=wal")
         # NORMAL under WAL: a committed row survives a killed process (not a power cut),
         # without an fsync per DOI.
-        self._conn.execute("pragma synchronous=normal")
-        self._conn.execute(_SCHEMA)
-        self._conn.execute(_CLAIMS)
+        self._retrying("pragma synchronous=normal")
+        self._retrying(_SCHEMA)
+        self._retrying(_CLAIMS)
+
+    def _retrying(self, statement: str) -> None:
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._conn.execute(statement)
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01 + random.random() * 0.04)
 
     def __enter__(self) -> ResolverCache:
         return self
