@@ -220,22 +220,26 @@ class TableReader:
         return pc.if_else(flags, pa.nulls(len(values), values.type), values)
 
 
-def reading_notes(reader: TableReader, repaired: dict[str, int]) -> list[tuple[str, str]]:
+def reading_notes(
+    reader: TableReader, repaired: dict[str, int], *, csv_out: bool = False
+) -> list[tuple[str, str]]:
     """What a user should hear about how a file was read, as (``note`` | ``warning``, text):
-    how it was written (when not plain UTF-8 with commas), the header ``--column`` matched,
-    missing-value markers, rows kept though malformed, and (``repaired``: column -> count)
-    cells that were not UTF-8. Nothing when there is nothing to say."""
+    how it was written (when not plain UTF-8 with commas; ``csv_out``: the output is CSV,
+    and UTF-8 whatever the input was), the header ``--column`` matched, missing-value
+    markers, rows kept though malformed, and (``repaired``: column -> count) cells that were
+    not UTF-8. Nothing when there is nothing to say."""
     notes: list[tuple[str, str]] = []
     dialect = reader.dialect
     if dialect is not None and not dialect.plain:
-        written = "" if dialect.lenient_utf8 else "; written as UTF-8"
+        written = "; written as UTF-8" if csv_out and not dialect.lenient_utf8 else ""
         notes.append(("note", f"read as {dialect.describe()}{written}"))
     if reader.matched:
         asked, found = reader.matched
         notes.append(("note", f"--column {asked!r} read the column {found!r}"))
     if reader.na_count:
         cells = _cells(reader.na_count)
-        notes.append(("note", f"{cells} a missing-value marker such as NA: read as missing "
+        shown = ", ".join(reader.na_values[:3]) + (", ..." if len(reader.na_values) > 3 else "")
+        notes.append(("note", f"{cells} a missing-value marker ({shown}): read as missing "
                       "(reason empty); --na-values changes the list"))
     if reader.malformed_count:
         examples = "; ".join(repr(row) for row in reader.malformed[:3])
@@ -530,6 +534,17 @@ def _header(
                     f"{path}: empty file (no header row); a CSV needs a header"
                 )
             header_lines = len(lines.taken)
+            if header_lines > 1 and any("\n" in name or "\r" in name for name in names):
+                # A quote left open in the header would swallow the rows: its first line is
+                # the header, its quotes taken as they stand.
+                first = lines.taken[0].rstrip("\r\n")
+                names = next(csv.reader([first], delimiter=dialect.header_delimiter,
+                                        quoting=csv.QUOTE_NONE))
+                header_lines = 1
+                lines.taken = lines.taken[1:]
+                for row in csv.reader(lines.taken, delimiter=dialect.delimiter):
+                    if row or len(names) == 1:
+                        return [_display(name) for name in names], header_lines, True
             for row in csv.reader(lines, delimiter=dialect.delimiter):
                 if row or len(names) == 1:
                     return [_display(name) for name in names], header_lines, True
@@ -752,7 +767,7 @@ def open_csv_lenient(
     options = options or CsvOptions()
     compression = _compression(path)
     dialect = dialect or _dialect(path, options, compression)
-    names, _, _ = _header(path, dialect, compression)
+    names, header_lines, _ = _header(path, dialect, compression)
     handle = open_text(path, dialect, compression)
     width = len(names)
     schema = pa.schema([(name, pa.large_string()) for name in names])
@@ -772,7 +787,7 @@ def open_csv_lenient(
         with handle:
             columns: list[list[bytes | None]] = [[] for _ in range(width)]
             flags: list[bool] = []
-            for row, malformed in _lenient_rows(path, dialect, handle, width):
+            for row, malformed in _lenient_rows(path, dialect, handle, width, header_lines):
                 if malformed:
                     reader.malformed_count += 1
                     if len(reader.malformed) < _KEEP_MALFORMED:
@@ -793,13 +808,15 @@ def open_csv_lenient(
 
 
 def _lenient_rows(
-    path: Path, dialect: CsvDialect, handle: IO[str], width: int
+    path: Path, dialect: CsvDialect, handle: IO[str], width: int, header_lines: int
 ) -> Iterator[tuple[list[str], bool]]:
-    """(fields, malformed) for every row after the header (see :func:`open_csv_lenient`)."""
+    """(fields, malformed) for every row after the header's ``header_lines`` lines (see
+    :func:`open_csv_lenient`)."""
     csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
     lines = _Lines(handle)
     try:
-        next(csv.reader(lines, delimiter=dialect.header_delimiter))
+        for _ in range(header_lines):
+            next(lines, None)
         rows = csv.reader(lines, delimiter=dialect.delimiter)
         while True:
             lines.taken = []
@@ -1118,6 +1135,14 @@ class CsvWriter:
 
     def __exit__(self, *exc: object) -> None:
         self._handle.close()
+
+
+def check_output(source: Path | None, target: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, an output that cannot be written: a directory, or the input
+    file itself (see :func:`refuse_same_file`)."""
+    output_target(target)  # a directory is refused here
+    if source is not None:
+        refuse_same_file(source, Path(target))
 
 
 def refuse_same_file(source: Path, target: Path) -> None:

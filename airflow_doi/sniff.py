@@ -9,7 +9,8 @@ so ``normalize``, ``resolve``, ``repair`` and ``report`` read every file alike.
 
 The rules, in order:
 
-- **encoding**: a byte order mark decides (UTF-8, UTF-16, UTF-32). Else the sample (the
+- **encoding**: a byte order mark decides (UTF-8, UTF-16, UTF-32), and every other byte NUL
+  means UTF-16 without one. Else the sample (the
   first MiB and, for a large plain file, windows spread through it) is UTF-8 if it decodes as
   UTF-8; else the lines holding other bytes go to ``charset-normalizer``, limited to the code
   pages catalogues are exported in (:data:`CODE_PAGES`), and among its equally good answers
@@ -52,8 +53,8 @@ CODE_PAGES: Final[tuple[str, ...]] = (
 #: not a DOI, so the DOI column reads them as missing (reason ``empty``). An empty cell is
 #: ``empty`` by the standard's own reading, so it is not counted as a marker.
 NA_VALUES: Final[tuple[str, ...]] = (
-    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "-",
+    "NA", "N/A", "NULL", "n/a", "null", "-", "NaN", "nan", "None", "<NA>", "#N/A", "#N/A N/A",
+    "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
 )
 #: Bytes sampled from the start of the file, and from each of up to :data:`_WINDOWS` places
 #: further in (a plain file only: a gzip stream cannot be entered in the middle).
@@ -112,7 +113,7 @@ class CsvDialect:
     def describe(self) -> str:
         """``cp1252, ';'-separated, CRLF line endings`` (what was read, in one phrase)."""
         shown = _display_encoding(self.encoding)
-        if not self.encoding_sniffed and shown not in ("UTF-8", "UTF-16", "UTF-32"):
+        if not self.encoding_sniffed and not shown.startswith("UTF-"):
             shown = self.encoding  # as the user spelt it
         encoding = shown + (" with a BOM" if self.bom else "")
         if self.header_delimiter == self.delimiter:
@@ -125,7 +126,8 @@ class CsvDialect:
 
 def _display_encoding(name: str) -> str:
     canonical = codecs.lookup(name).name
-    return {"utf-8": "UTF-8", "utf-16": "UTF-16", "utf-32": "UTF-32"}.get(canonical, canonical)
+    return {"utf-8": "UTF-8", "utf-16": "UTF-16", "utf-32": "UTF-32", "utf-16-le": "UTF-16LE",
+            "utf-16-be": "UTF-16BE"}.get(canonical, canonical)
 
 
 def _display_delimiter(delimiter: str) -> str:
@@ -149,6 +151,8 @@ def sniff(
             bom = bom_size > 0
     elif bom_size:
         chosen, bom = bom_encoding, True
+    elif (wide := _utf16_without_bom(head)) is not None:
+        chosen, bom = wide, False
     elif all(_is_utf8(sample, first=index == 0, last=whole and index == 0)
              for index, sample in enumerate([head, *windows])):
         chosen, bom = "utf-8", False
@@ -193,6 +197,20 @@ def _bom(head: bytes) -> tuple[str, int]:
         if head.startswith(mark):
             return name, len(mark)
     return "utf-8", 0
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """``utf-16-le`` / ``utf-16-be`` for text of mostly ASCII characters written in two bytes
+    each without a BOM (every other byte NUL), else None."""
+    sample = head[:4096]
+    if len(sample) < 8:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) > 0.6 * len(odd) and even.count(0) < 0.1 * len(even):
+        return "utf-16-le"
+    if even.count(0) > 0.6 * len(even) and odd.count(0) < 0.1 * len(odd):
+        return "utf-16-be"
+    return None
 
 
 def _is_utf8(sample: bytes, *, first: bool, last: bool) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,7 @@ SUBCOMMANDS: tuple[str, ...] = (
 EXTRAS: dict[str, str | None] = {
     "pyarrow": None,
     "numpy": None,
+    "charset_normalizer": None,
     "aiohttp": "resolve",
     "aiolimiter": "resolve",
     "tenacity": "resolve",
@@ -169,7 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except KeyboardInterrupt:
-            return 130
+            # The partial output is already removed; threads of Arrow's reader may still be
+            # winding down, and waiting for them at exit can hang or abort: leave now.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)
         except BrokenPipeError:
             return 0
         except ModuleNotFoundError as error:

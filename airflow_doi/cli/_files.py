@@ -84,10 +84,12 @@ def input_error(command: str, error: Exception) -> int:
     return EXIT_INPUT
 
 
-def report_reading(command: str, reader: Any, repaired: dict[str, int]) -> None:
+def report_reading(
+    command: str, reader: Any, repaired: dict[str, int], *, csv_out: bool
+) -> None:
     """How the file was read, and rows and cells that were kept but are not what the file
     said (:func:`~airflow_doi.io_tables.reading_notes`): one line each."""
     from airflow_doi.io_tables import reading_notes
 
-    for kind, text in reading_notes(reader, repaired):
+    for kind, text in reading_notes(reader, repaired, csv_out=csv_out):
         say(command, f"{kind}: {text}")

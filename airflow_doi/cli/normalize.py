@@ -115,7 +115,8 @@ class Summary:
         reasons = ", ".join(f"{name}={count:,}" for name, count in sorted(self.reasons.items()))
         invalid = self.rows - self.valid
         detail = f" ({reasons})" if reasons else ""
-        return f"{self.rows:,} rows: {self.valid:,} valid, {invalid:,} not{detail}"
+        rows = "1 row" if self.rows == 1 else f"{self.rows:,} rows"
+        return f"{rows}: {self.valid:,} valid, {invalid:,} not{detail}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if summary.added and summary.added[0] != (args.prefix or "") + ADDED_COLUMNS[0]:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")
-    report_reading("normalize", reader, dict(summary.repaired))
+    from airflow_doi.io_tables import detect_format
+
+    csv_out = detect_format(args.output, args.format) == "csv"
+    report_reading("normalize", reader, dict(summary.repaired), csv_out=csv_out)
     return 0
 
 
@@ -200,16 +204,16 @@ def _normalize(
     from airflow_doi.io_tables import (
         TableInputError,
         added_names,
+        check_output,
         detect_format,
         read_table,
-        refuse_same_file,
         require_column,
     )
     from airflow_doi.presentation import DEFAULT_BASE_URL
 
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
-    refuse_same_file(source, target)
+    check_output(source, target)
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL
 
@@ -258,66 +262,84 @@ def _stream(
     base: str, escape: bool,
 ) -> Summary:
     """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
+    from airflow_doi.io_tables import writing
+
+    summary = Summary()
+    # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
+    # release the GIL, so writing a batch overlaps reading and analysing the next one.
+    # Likewise the next batch is read while this one is analysed.
+    background, ahead = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+    with writing(target, out_format, schema, reader.dialect) as writer:
+        try:
+            _stream_batches(reader, writer, schema, column, decode, base, escape, summary,
+                            background, ahead)
+        except BaseException:
+            # Ctrl-C or an error: the batch being written is finished before the file is
+            # closed (and removed), but the read-ahead is not waited for: Arrow's reader can
+            # take long to wind down, and its next batch is not wanted.
+            ahead.shutdown(wait=False, cancel_futures=True)
+            background.shutdown(wait=True, cancel_futures=True)
+            raise
+        background.shutdown()
+        ahead.shutdown()
+    return summary
+
+
+def _stream_batches(
+    reader: Any, writer: Any, schema: Any, column: str, decode: str, base: str, escape: bool,
+    summary: Summary, background: ThreadPoolExecutor, ahead: ThreadPoolExecutor,
+) -> None:
+    """The body of :func:`_stream`: each batch read ahead, analysed, and written behind."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from airflow_doi._arrow import analyse
-    from airflow_doi.io_tables import MALFORMED_FLAG, escape_formulas, text_column, writing
+    from airflow_doi.io_tables import MALFORMED_FLAG, escape_formulas, text_column
 
-    summary = Summary()
     text = pa.large_string()
-    # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
-    # release the GIL, so writing a batch overlaps reading and analysing the next one.
-    # Likewise the next batch is read while this one is analysed.
-    with (
-        writing(target, out_format, schema, reader.dialect) as writer,
-        ThreadPoolExecutor(1) as background,
-        ThreadPoolExecutor(1) as ahead,
-    ):
-        pending: Future[None] | None = None
-        for batch in _read_ahead(reader.batches, ahead):
-            flags = None
-            if reader.flags_malformed:
-                flags = batch.column(MALFORMED_FLAG)
-                batch = batch.drop_columns([MALFORMED_FLAG])
-            columns: list[Any] = []
-            doi_text: Any = None
-            for index, (name, values) in enumerate(
-                    zip(batch.schema.names, batch.columns, strict=True)):
-                kept = values  # Parquet columns keep their own types, unless CSV needs text
-                if reader.all_text or schema.field(index).type != values.type:
-                    kept, repaired = text_column(values)
-                    if repaired:
-                        summary.repaired[name] += len(repaired)
-                    if name == column:
-                        doi_text = (kept, repaired)
-                columns.append(escape_formulas(kept) if escape else kept)
-            if doi_text is None:  # a Parquet text column, copied as it is
-                doi_text = text_column(batch.column(column))
-            dois, overrides = doi_text
-            dois = reader.missing_as_null(dois)  # NA, N/A, NULL...: read as missing
-            result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
-            added = [result.doi, result.key(), result.valid_array, result.reason,
-                     result.url(base)]
-            if flags is not None and pc.any(flags).as_py():
-                # A row that could not be aligned with the header is never a valid DOI row.
-                null = pa.scalar(None, text)
-                added = [
-                    pc.if_else(flags, null, added[0]),
-                    pc.if_else(flags, null, added[1]),
-                    pc.if_else(flags, False, added[2]),
-                    pc.if_else(flags, pa.scalar(MALFORMED_REASON, text), added[3]),
-                    pc.if_else(flags, null, added[4]),
-                ]
-            columns += added
-            if pending is not None:
-                pending.result()  # at most one batch waits: memory stays bounded
-            pending = background.submit(
-                writer.write_table, pa.Table.from_arrays(columns, schema=schema))
-            summary.rows += batch.num_rows
-            summary.valid += pc.sum(added[2]).as_py() or 0
-            reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
-            summary.reasons.update({item["values"]: item["counts"] for item in reasons})
+    pending: Future[None] | None = None
+    for batch in _read_ahead(reader.batches, ahead):
+        flags = None
+        if reader.flags_malformed:
+            flags = batch.column(MALFORMED_FLAG)
+            batch = batch.drop_columns([MALFORMED_FLAG])
+        columns: list[Any] = []
+        doi_text: Any = None
+        for index, (name, values) in enumerate(
+                zip(batch.schema.names, batch.columns, strict=True)):
+            kept = values  # Parquet columns keep their own types, unless CSV needs text
+            if reader.all_text or schema.field(index).type != values.type:
+                kept, repaired = text_column(values)
+                if repaired:
+                    summary.repaired[name] += len(repaired)
+                if name == column:
+                    doi_text = (kept, repaired)
+            columns.append(escape_formulas(kept) if escape else kept)
+        if doi_text is None:  # a Parquet text column, copied as it is
+            doi_text = text_column(batch.column(column))
+        dois, overrides = doi_text
+        dois = reader.missing_as_null(dois)  # NA, N/A, NULL...: read as missing
+        result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
+        added = [result.doi, result.key(), result.valid_array, result.reason,
+                 result.url(base)]
+        if flags is not None and pc.any(flags).as_py():
+            # A row that could not be aligned with the header is never a valid DOI row.
+            null = pa.scalar(None, text)
+            added = [
+                pc.if_else(flags, null, added[0]),
+                pc.if_else(flags, null, added[1]),
+                pc.if_else(flags, False, added[2]),
+                pc.if_else(flags, pa.scalar(MALFORMED_REASON, text), added[3]),
+                pc.if_else(flags, null, added[4]),
+            ]
+        columns += added
         if pending is not None:
-            pending.result()
-    return summary
+            pending.result()  # at most one batch waits: memory stays bounded
+        pending = background.submit(
+            writer.write_table, pa.Table.from_arrays(columns, schema=schema))
+        summary.rows += batch.num_rows
+        summary.valid += pc.sum(added[2]).as_py() or 0
+        reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
+        summary.reasons.update({item["values"]: item["counts"] for item in reasons})
+    if pending is not None:
+        pending.result()

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         proxy_config,
         require_network_extra,
     )
-    from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
+    from airflow_doi.io_tables import TableInputError, check_output, detect_format
     from airflow_doi.resolver.repair import RepairStats, repair
 
     if not args.no_verify:
@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
         return input_error("repair", ValueError(f"{error}; check the resolver options"))
     try:
         out_format = detect_format(args.output, args.format)
-        refuse_same_file(args.input, args.output)
-        cells, reasons = _read_column(args)
+        check_output(args.input, args.output)
+        cells, reasons, first = _read_column(args)
         check_backends(args)
     except (ValueError, TableInputError) as error:
         return input_error("repair", error)
@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     bad = reasons.count(BAD_ENCODING)
     if bad and args.column not in repaired:  # a Parquet binary column kept as binary
         repaired[args.column] = bad
-    report_reading("repair", reader, repaired)
+    # What the first read found out (the header matched, the markers) holds for the copy too.
+    reader.matched, reader.na_count = first.matched, first.na_count
+    report_reading("repair", reader, repaired, csv_out=out_format == "csv")
     undecided = sum(1 for result in results if result.error is not None)
     checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
     if checked and undecided / checked > args.max_error_share:
@@ -135,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | None]]:
-    """The DOI column as text, and per row why it must not be looked at (or None).
+def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | None], Any]:
+    """The DOI column as text, per row why it must not be looked at (or None), and the
+    reader that read it.
 
     A malformed CSV row and a cell that is not UTF-8 are never repaired: the first cannot be
     trusted to hold the DOI, the second would be "repaired" by dropping the bytes that
@@ -145,7 +148,7 @@ def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | Non
     from airflow_doi.cli.normalize import MALFORMED_REASON
     from airflow_doi.cli.resolve import _as_text, read_values
 
-    _, values, flags, _reader = read_values(args.input, args.column, args)
+    _, values, flags, reader = read_values(args.input, args.column, args)
     cells: list[object] = []
     reasons: list[str | None] = []
     for index, value in enumerate(values):
@@ -157,7 +160,7 @@ def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | Non
                 reason = BAD_ENCODING
         cells.append(None if reason else _as_text(value))
         reasons.append(reason)
-    return cells, reasons
+    return cells, reasons, reader
 
 
 def _added_columns(results: list[Any], reasons: list[str | None]) -> dict[str, list[object]]:

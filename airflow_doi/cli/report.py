@@ -78,11 +78,20 @@ def run(args: argparse.Namespace) -> int:
     if args.resolution_table and args.input is not None and "://" not in args.input:
         return _fail("--resolution-table needs a database input; for a file use --resolution")
     try:
+        # The charts' library first: a missing [report] extra is said before any reading.
+        import matplotlib  # noqa: F401
+
         from airflow_doi.report import ReportInputError, write_report
     except ModuleNotFoundError as error:
         from airflow_doi.cli import missing_extra_message
 
         return _fail(missing_extra_message(error.name))
+    from airflow_doi.io_tables import check_output
+
+    try:
+        check_output(None, args.output)  # a directory is refused before any reading
+    except ReportInputError as error:
+        return _fail(str(error))
     from airflow_doi.cli._files import csv_options, say
 
     try:

@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from airflow_doi.cli._files import input_error, report_reading, say
-    from airflow_doi.io_tables import TableInputError, detect_format, refuse_same_file
+    from airflow_doi.io_tables import TableInputError, check_output, detect_format
     from airflow_doi.resolver import ResolverStats, resolve
 
     terminal = sys.stderr.isatty() and not args.no_progress
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         config = proxy_config(args, types=tuple(args.types), indexes=tuple(args.indexes),
                               auth=args.auth)
         out_format = detect_format(args.output, args.format)
-        refuse_same_file(args.input, args.output)
+        check_output(args.input, args.output)
         values, judged, flags, reader = read_values(args.input, args.column, args)
         check_backends(args)
     except (TypeError, ValueError, TableInputError) as error:
@@ -288,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
         return input_error("resolve", error)
     say("resolve", f"{args.output}: {stats.summary()}")
     repaired = sum(row["error"] == "bad_encoding" for row in rows)
-    report_reading("resolve", reader, {args.column: repaired} if repaired else {})
+    report_reading("resolve", reader, {args.column: repaired} if repaired else {},
+                   csv_out=out_format == "csv")
     failed, tried = error_share(rows)
     if tried and failed / tried > args.max_error_share:
         say("resolve", f"error: {failed:,} of {tried:,} rows sent ended in status=error "

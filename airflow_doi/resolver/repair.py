@@ -72,11 +72,11 @@ class RepairStats:
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
         return (
-            f"{self.rows} rows, {self.with_candidates} with candidate repairs: "
-            f"{self.verified} verified, {self.not_verified} not found, "
-            f"{self.unchecked} unchecked, {self.own_exists} left alone (their own DOI exists); "
-            f"{self.resolver.requests} requests in {self.resolver.elapsed:.1f}s, "
-            f"{self.resolver.retries} retries, {self.resolver.cache_hits} cache hits"
+            f"{self.rows:,} row{'' if self.rows == 1 else 's'}, {self.with_candidates:,} with "
+            f"candidate repairs: {self.verified:,} verified, {self.not_verified:,} not found, "
+            f"{self.unchecked:,} unchecked, {self.own_exists:,} left alone (their own DOI "
+            f"exists); {self.resolver.requests:,} requests in {self.resolver.elapsed:.1f}s, "
+            f"{self.resolver.retries:,} retries, {self.resolver.cache_hits:,} cache hits"
         )
 
 
