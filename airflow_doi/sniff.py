@@ -63,6 +63,8 @@ _WINDOW_BYTES: Final[int] = 64 << 10
 _WINDOWS: Final[int] = 8
 #: Records looked at to choose the separator, and non-UTF-8 bytes handed to the detector.
 _SNIFF_RECORDS: Final[int] = 200
+#: ...within the first characters of the head (a record cut there is still counted).
+_SNIFF_CHARS: Final[int] = 64 << 10
 _DETECT_BYTES: Final[int] = 64 << 10
 _BOMS: Final[tuple[tuple[bytes, str], ...]] = (
     (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
@@ -285,6 +287,10 @@ def _line_ending(text: str) -> str:
 
 def _records(text: str, delimiter: str) -> list[int]:
     """Field counts of the first records of ``text`` split on ``delimiter`` (blank lines out)."""
+    if len(text) > _SNIFF_CHARS:  # whole lines only
+        head = text[:_SNIFF_CHARS]
+        cut = max(head.rfind("\n"), head.rfind("\r"))
+        text = head[: cut + 1] if cut > 0 else head
     rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     counts = []
     try:

@@ -558,8 +558,8 @@ static PyObject *csv_write(PyObject *self, PyObject *args) {
  * line_rows(schema_capsule, array_capsule, delimiter) -> bytes or None: one byte per row, 1 where the
  * cell holds a line break followed, on the same line of the cell, by the separator (or, with
  * an empty separator, by anything): the cells in which a quote left open may have swallowed
- * whole rows (airflow_doi.io_tables looks at those rows one by one); None when no cell holds a
- * line break, or a quote (a quick pass over the whole column). The GIL is released.
+ * whole rows (airflow_doi.io_tables looks at those rows one by one); None when there is no such
+ * cell (the common case: the column's bytes are searched for line breaks with memchr).
  */
 static PyObject *line_rows(PyObject *self, PyObject *args) {
 	(void)self;
@@ -583,39 +583,56 @@ static PyObject *line_rows(PyObject *self, PyObject *args) {
 		Py_RETURN_NONE;
 	}
 	int64_t at = in.array->offset;
-	const unsigned char *start = in.data + (in.offsets64 ? in.offsets64[at] : in.offsets32[at]);
-	int breaks;
-	Py_BEGIN_ALLOW_THREADS
-	/* No line break anywhere in the column (the common case): one pass, no flags. The quote
-	 * stands in for the separator here, harmlessly: only a yes leads to the cell by cell look. */
-	breaks = csv_needs_quotes(start, bytes, '\n');
-	Py_END_ALLOW_THREADS
-	if (!breaks) {
+	int64_t first = in.offsets64 ? in.offsets64[at] : in.offsets32[at];
+	const unsigned char *start = in.data + first, *end = start + bytes;
+	PyObject *flags = NULL;
+	unsigned char *out = NULL;
+	int any_byte = delimiter_len == 0, found = 0;
+	unsigned char delimiter = any_byte ? 0 : (unsigned char)delimiter_text[0];
+	/* The line breaks of the whole column, found with memchr (most columns have none); each
+	 * is placed in its row by a binary search of the offsets, and only that row is looked at. */
+	for (int pass = 0; pass < 2; pass++) {
+		const unsigned char mark = pass ? '\r' : '\n';
+		const unsigned char *p = start;
+		while (p < end && (p = (const unsigned char *)memchr(p, mark, (size_t)(end - p))) != NULL) {
+			int64_t position = first + (p - start);
+			int64_t lo = 0, hi = rows; /* the row r with offset[r] <= position < offset[r + 1] */
+			while (hi - lo > 1) {
+				int64_t mid = lo + (hi - lo) / 2;
+				int64_t offset = in.offsets64 ? in.offsets64[at + mid] : in.offsets32[at + mid];
+				if (offset <= position) {
+					lo = mid;
+				} else {
+					hi = mid;
+				}
+			}
+			int64_t cell_end = in.offsets64 ? in.offsets64[at + lo + 1] : in.offsets32[at + lo + 1];
+			const unsigned char *q = p + 1, *stop = in.data + cell_end;
+			unsigned char hit = 0;
+			for (; q < stop && *q != '\n' && *q != '\r'; q++) {
+				if (any_byte || *q == delimiter) {
+					hit = 1;
+					break;
+				}
+			}
+			if (hit) {
+				if (!flags) {
+					flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)rows);
+					if (!flags) {
+						return NULL;
+					}
+					out = (unsigned char *)PyBytes_AS_STRING(flags);
+					memset(out, 0, (size_t)rows);
+				}
+				out[lo] = 1;
+				found = 1;
+			}
+			p++;
+		}
+	}
+	if (!found) {
 		Py_RETURN_NONE;
 	}
-	PyObject *flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)rows);
-	if (!flags) {
-		return NULL;
-	}
-	unsigned char *out = (unsigned char *)PyBytes_AS_STRING(flags);
-	int any_byte = delimiter_len == 0;
-	unsigned char delimiter = any_byte ? 0 : (unsigned char)delimiter_text[0];
-	Py_BEGIN_ALLOW_THREADS
-	for (int64_t r = 0; r < rows; r++) {
-		size_t n = 0;
-		const unsigned char *v = input_value(&in, r, &n);
-		unsigned char hit = 0;
-		int after_break = 0;
-		for (size_t k = 0; v && k < n && !hit; k++) {
-			if (v[k] == '\n' || v[k] == '\r') {
-				after_break = 1;
-			} else if (after_break && (any_byte || v[k] == delimiter)) {
-				hit = 1;
-			}
-		}
-		out[r] = hit;
-	}
-	Py_END_ALLOW_THREADS
 	return flags;
 }
 
