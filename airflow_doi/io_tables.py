@@ -44,6 +44,7 @@ import lzma
 import os
 import re
 import secrets
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -126,7 +127,8 @@ class CsvOptions:
     def __post_init__(self) -> None:
         if self.encoding is not None:
             try:
-                codecs.lookup(self.encoding)
+                if not codecs.lookup(self.encoding)._is_text_encoding:
+                    raise LookupError(self.encoding)  # hex, base64, zlib: not a text encoding
             except LookupError:
                 raise TableInputError(
                     f"unknown encoding {self.encoding!r}: use a name such as utf-8, latin-1 "
@@ -528,20 +530,26 @@ def _header(
     with open_text(path, dialect, compression) as handle:
         lines = _Lines(handle)
         try:
-            names = next(csv.reader(lines, delimiter=dialect.header_delimiter), None)
+            header = csv.reader(lines, delimiter=dialect.header_delimiter)
+            names = next(header, None)
+            blank = 0
+            while names == []:  # blank lines above the header (some exports start so)
+                blank = len(lines.taken)
+                names = next(header, None)
             if names is None:
                 raise TableInputError(
                     f"{path}: empty file (no header row); a CSV needs a header"
                 )
             header_lines = len(lines.taken)
-            if header_lines > 1 and any("\n" in name or "\r" in name for name in names):
+            own = lines.taken[blank:]  # the header record's own lines
+            if len(own) > 1 and _unclosed(own, dialect.header_delimiter):
                 # A quote left open in the header would swallow the rows: its first line is
                 # the header, its quotes taken as they stand.
-                first = lines.taken[0].rstrip("\r\n")
-                names = next(csv.reader([first], delimiter=dialect.header_delimiter,
+                names = next(csv.reader([own[0].rstrip("\r\n")],
+                                        delimiter=dialect.header_delimiter,
                                         quoting=csv.QUOTE_NONE))
-                header_lines = 1
-                lines.taken = lines.taken[1:]
+                header_lines = blank + 1
+                lines.taken = own[1:]
                 for row in csv.reader(lines.taken, delimiter=dialect.delimiter):
                     if row or len(names) == 1:
                         return [_display(name) for name in names], header_lines, True
@@ -603,10 +611,10 @@ def _open_csv(
     except UnicodeDecodeError:
         _close(source)
         raise
-    except (pa.ArrowException, OSError):
+    except (pa.ArrowException, OSError, ValueError):  # ValueError: a separator beyond ASCII
         _close(source)
         return open_csv_lenient(path, chunk_rows, options, dialect=dialect)
-    reader.batches = _fast_batches(path, stream, reader, chunk_rows, source, dialect.delimiter)
+    reader.batches = _fast_batches(path, stream, reader, chunk_rows, source)
     return reader
 
 
@@ -617,15 +625,16 @@ def _close(source: Any) -> None:
 
 
 def _fast_batches(
-    path: Path, stream: Any, reader: TableReader, chunk_rows: int, source: Any, delimiter: str
+    path: Path, stream: Any, reader: TableReader, chunk_rows: int, source: Any
 ) -> Iterator[pa.RecordBatch]:
     """The fast reader's blocks as batches of ``chunk_rows``, every column as text where it is
     UTF-8 (raw bytes where not, for the caller to flag); :class:`_ReadAgain` as soon as a row
     has the wrong width or cannot be read (a row larger than a block), a quote left open
-    swallowed rows (:func:`_swallows_rows`: the lenient reader splits them again), or a file
+    swallowed rows (:func:`_suspect`: the lenient reader decides), or a file
     found UTF-8 from an ASCII head turns out to be in a code page."""
 
     def checked() -> Iterator[pa.RecordBatch]:
+        last = None
         while True:
             try:
                 batch = stream.read_next_batch()
@@ -639,9 +648,12 @@ def _fast_batches(
                     "fast CSV reader; read the file with airflow_doi.io_tables.read_table, "
                     "which keeps every row"
                 ) from None
-            if reader.restartable and _swallowing(batch, delimiter):
+            if reader.restartable and _suspect(batch):
                 raise _ReadAgain
+            last = batch
             yield batch
+        if reader.restartable and _last_row_spans_lines(last):
+            raise _ReadAgain
 
     try:
         with stream:
@@ -661,9 +673,12 @@ def _as_text(batch: pa.RecordBatch, reader: TableReader) -> pa.RecordBatch:
         except pa.ArrowInvalid:
             dialect = reader.dialect
             if reader.restartable and dialect is not None and dialect.may_be_code_page:
-                cells = [cell for cell in values.to_pylist()
-                         if cell is not None and not _is_utf8(cell)]
-                raise _ReadAgain(_code_page_of(dialect, cells[:2000])) from None
+                cells = [cell for cell in values.to_pylist() if cell is not None]
+                bad = [cell for cell in cells if not _is_utf8(cell)]
+                # UTF-8 beyond ASCII beside them: a UTF-8 file with damaged cells, flagged as
+                # such, rather than a code page that would garble the good cells.
+                if not any(not cell.isascii() and _is_utf8(cell) for cell in cells):
+                    raise _ReadAgain(_code_page_of(dialect, bad[:2000])) from None
             columns.append(values)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -676,55 +691,52 @@ def _is_utf8(cell: bytes) -> bool:
     return True
 
 
-def _swallowing(batch: pa.RecordBatch, delimiter: str) -> bool:
-    """Whether a row of ``batch`` looks like a quote left open (see :func:`_swallows_rows`).
-    Only the rows with a cell in which a line break is followed by the separator (rare) are
-    looked at one by one; most batches are passed by one search of each column's bytes."""
-    width = batch.num_columns
-    mark = delimiter.encode("utf-8") if width > 1 else b""
-    suspects: Any = None
-    for values in batch.columns:
-        hits = _line_rows(values, mark)
-        if hits is not None:
-            suspects = hits if suspects is None else np.logical_or(suspects, hits)
-    if suspects is None or not suspects.any():
-        return False
-    mask = pa.Array.from_buffers(
-        pa.bool_(), len(suspects), [None, pa.py_buffer(np.packbits(suspects, bitorder="little"))])
-    rows = batch.filter(mask).to_pylist()
-    return any(
-        _swallows_rows([_decoded(cell) for cell in row.values()], delimiter, width)
-        for row in rows
-    )
+def _suspect(batch: pa.RecordBatch) -> bool:
+    """Whether a cell of ``batch`` may hide a quote left open (see :func:`_line_rows`): then
+    the lenient reader reads the file, and decides from its raw lines."""
+    return any(_line_rows(values) is not None for values in batch.columns)
 
 
-def _line_rows(values: pa.Array, mark: bytes) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
-    """Per row: the cell holds a line break followed, on that line, by ``mark`` (b"": by
-    anything); None when surely no cell does. The C core's ``line_rows`` where built, else
-    a search of the column's bytes and an Arrow regular expression."""
+def _line_rows(values: pa.Array) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+    """Per row: the cell holds a line break and a quote character (a quote left open that
+    swallowed lines ends at the next quote, which the non-strict readers keep in the cell), or
+    a carriage return without its line feed (Arrow's fast reader can drop the ``\n`` of a
+    quoted CRLF that straddles two of its blocks); None when no cell does. The C core's
+    ``line_rows`` where built, else a search of the column's bytes and Arrow kernels."""
     from airflow_doi.native_core import module
 
     buffers = values.buffers()
     data = buffers[2] if len(buffers) >= 3 else None
     if data is None or len(values) == 0:
         return None
-
     native = module()
-    if native is not None and len(mark) <= 1:
+    if native is not None:
         as_text = values
         if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
             # The same buffers, seen as text (the C core reads bytes; nothing is validated).
             as_text = values.view(pa.string() if pa.types.is_binary(values.type)
                                   else pa.large_string())
-        flags = native.line_rows(*as_text.__arrow_c_array__(), mark)
+        flags = native.line_rows(*as_text.__arrow_c_array__())
         return None if flags is None else np.frombuffer(flags, dtype=np.bool_)
     raw = data.to_pybytes()  # memchr-fast find: most columns hold no line break at all
     if raw.find(b"\n") < 0 and raw.find(b"\r") < 0:
         return None
-    text = re.escape(mark.decode("utf-8")) if mark else "."
-    pattern = "[\r\n][^\r\n]*" + text if mark else "[\r\n][^\r\n]"
-    found = pc.match_substring_regex(values.cast(pa.large_binary()), pattern)
-    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+    binary = values.cast(pa.large_binary())
+    broken = pc.or_(pc.match_substring(binary, "\n"), pc.match_substring(binary, "\r"))
+    found = pc.or_(pc.and_(broken, pc.match_substring(binary, '"')),
+                   pc.match_substring_regex(binary, "\r([^\n]|$)"))
+    flags = _bools(found)
+    return flags if flags.any() else None
+
+
+def _last_row_spans_lines(batch: pa.RecordBatch | None) -> bool:
+    """Whether the file's last row has a cell with a line break: a quote left open runs to
+    the end of the file without a quote to end it, which the lenient reader sees."""
+    if batch is None or batch.num_rows == 0:
+        return False
+    last = batch.slice(batch.num_rows - 1, 1)
+    cells = [_decoded(cell) for column in last.columns for cell in column.to_pylist()]
+    return any("\n" in cell or "\r" in cell for cell in cells)
 
 
 def _decoded(cell: object) -> str:
@@ -733,15 +745,15 @@ def _decoded(cell: object) -> str:
     return "" if cell is None else str(cell)
 
 
-def _swallows_rows(row: list[str], delimiter: str, width: int) -> bool:
-    """A quote left open rather than a cell that holds line breaks: a line inside one of the
-    row's cells (after its first line break) reads on its own as a whole row of ``width``
-    fields, quotes closed. Both readers decide by this rule, so they read a file alike."""
-    for cell in row:
-        if "\n" in cell or "\r" in cell:
-            fragments = re.split("\r\n|\r|\n", cell)[1:]
-            if any(_clean(fragment, delimiter, width) is not None for fragment in fragments):
-                return True
+def _unclosed(lines: list[str], delimiter: str) -> bool:
+    """Whether a record read over several lines is a quote left open rather than a quoted
+    cell holding line breaks: read strictly, it does not parse (a quote closes it before
+    other text, or the file ends inside it). Both readers leave such a record to this one."""
+    try:
+        for _ in csv.reader(iter(lines), delimiter=delimiter, strict=True):
+            pass
+    except csv.Error:
+        return True
     return False
 
 
@@ -759,10 +771,11 @@ def open_csv_lenient(
     surplus fields joined (with the separator) into its last cell, both flagged in the
     ``MALFORMED_FLAG`` column so the caller reports them instead of losing them; surplus
     fields that are all empty (Excel's trailing separators) are dropped, and the row is not
-    malformed. A quote left open can swallow the rows after it into one cell: a record with a
-    cell in which a line reads as a whole row on its own (:func:`_swallows_rows`) is read
-    again line by line, each line that reads cleanly a row and each other one kept as it
-    stands, flagged. Slower, so it only reads the files the fast reader could not.
+    malformed. A quote left open can swallow the rows after it into one cell: a record over
+    several lines that does not parse strictly (:func:`_unclosed`) is read again line by
+    line, each line that reads cleanly a row and each other one kept as it stands, flagged;
+    a quoted cell that holds line breaks and closes properly is one cell, as Python's csv
+    module reads it. Slower, so it only reads the files the fast reader could not.
     """
     options = options or CsvOptions()
     compression = _compression(path)
@@ -774,13 +787,19 @@ def open_csv_lenient(
     reader = TableReader(names, iter(()), schema, all_text=True, flags_malformed=True,
                          dialect=dialect, na_values=options.missing)
 
+    utf8_met = [False]  # UTF-8 beyond ASCII read already: a bad byte is then a damaged cell
+
     def cell(value: str) -> bytes:
         if not value.isascii() and reader.restartable and dialect.may_be_code_page:
             try:
-                return value.encode("utf-8")
+                encoded = value.encode("utf-8")
             except UnicodeEncodeError:  # bytes that are not UTF-8: the file is in a code page
                 raw = value.encode("utf-8", "surrogateescape")
-                raise _ReadAgain(_code_page_of(dialect, [raw])) from None
+                if not utf8_met[0]:
+                    raise _ReadAgain(_code_page_of(dialect, [raw])) from None
+                return raw
+            utf8_met[0] = True
+            return encoded
         return value.encode("utf-8", "surrogateescape")
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -829,7 +848,7 @@ def _lenient_rows(
                 if width > 1:
                     continue  # a blank line between rows, as the fast reader skips it
                 row = [""]
-            if len(taken) > 1 and _swallows_rows(row, dialect.delimiter, width):
+            if len(taken) > 1 and _unclosed(taken, dialect.delimiter):
                 for line in taken:
                     yield from _line_row(line, dialect, width)
                 continue
@@ -975,7 +994,26 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
     replaces it only if the block exits cleanly."""
     final, straight = output_target(path)
     if straight:
-        yield str(final), final
+        # Standard output, a FIFO, a device: what is written there cannot be taken back, and
+        # a pass may start again (read_table), so the output is made whole in a temporary
+        # file first, then copied out.
+        import shutil
+        import tempfile
+
+        handle, temporary = tempfile.mkstemp(prefix="airflow-doi-", suffix=".tmp")
+        os.close(handle)
+        try:
+            yield temporary, final
+            with open(temporary, "rb") as made:
+                if os.fspath(path) == "-" or _is_stdout(final):
+                    sys.stdout.flush()
+                    shutil.copyfileobj(made, sys.stdout.buffer)
+                    sys.stdout.buffer.flush()
+                else:
+                    with open(final, "wb") as out:
+                        shutil.copyfileobj(made, out)
+        finally:
+            os.unlink(temporary)
         return
     temporary, handle = create_beside(final)
     os.close(handle)
@@ -1172,6 +1210,12 @@ def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
             raise TableInputError(f"{given}: is a directory; pass a file name to --output")
         return given, True
     return Path(os.path.realpath(given)), False
+
+
+def _is_stdout(path: Path) -> bool:
+    """``/dev/stdout`` (or ``/dev/fd/1``, ``/proc/self/fd/1``): written through our own
+    standard output, so ``>>`` appends instead of being truncated by a new open."""
+    return os.fspath(path) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
 def create_beside(path: Path) -> tuple[str, int]:

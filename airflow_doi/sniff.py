@@ -12,7 +12,9 @@ The rules, in order:
 - **encoding**: a byte order mark decides (UTF-8, UTF-16, UTF-32), and every other byte NUL
   means UTF-16 without one. Else the sample (the
   first MiB and, for a large plain file, windows spread through it) is UTF-8 if it decodes as
-  UTF-8; else the lines holding other bytes go to ``charset-normalizer``, limited to the code
+  UTF-8 (or UTF-8 with a few damaged cells: at least as many characters beyond ASCII
+  decode as UTF-8 as there are bad bytes); else the lines holding other bytes go to
+  ``charset-normalizer``, limited to the code
   pages catalogues are exported in (:data:`CODE_PAGES`), and among its equally good answers
   the one earliest in that list wins (Windows-1252 first: what Excel writes in Western Europe
   and the Americas). A sample of plain ASCII says little: if a byte further in turns out not
@@ -156,7 +158,8 @@ def sniff(
     elif (wide := _utf16_without_bom(head)) is not None:
         chosen, bom = wide, False
     elif all(_is_utf8(sample, first=index == 0, last=whole and index == 0)
-             for index, sample in enumerate([head, *windows])):
+             for index, sample in enumerate([head, *windows])) or _utf8_with_damage(
+                 [head, *windows]):
         chosen, bom = "utf-8", False
     else:
         chosen, bom = detect_code_page([head, *windows]), False
@@ -213,6 +216,19 @@ def _utf16_without_bom(head: bytes) -> str | None:
     if even.count(0) > 0.6 * len(even) and odd.count(0) < 0.1 * len(odd):
         return "utf-16-be"
     return None
+
+
+def _utf8_with_damage(samples: list[bytes]) -> bool:
+    """Whether bytes that are not all UTF-8 are still UTF-8 text with a few damaged cells:
+    at least as many characters beyond ASCII decode as UTF-8 as there are bad bytes (text in
+    a code page seldom forms a UTF-8 sequence: an capital letter with an accent followed by
+    a punctuation byte), so the good cells are not garbled by reading them in a code page."""
+    good = bad = 0
+    for sample in samples:
+        text = sample.decode("utf-8", "replace")
+        bad += text.count("\ufffd")
+        good += sum(1 for char in text if char > "\x7f" and char != "\ufffd")
+    return good >= bad > 0
 
 
 def _is_utf8(sample: bytes, *, first: bool, last: bool) -> bool:

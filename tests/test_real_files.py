@@ -129,6 +129,109 @@ def test_a_quoted_cell_with_line_breaks_is_one_row(tmp_path: Path) -> None:
     assert "malformed" not in run.stderr
 
 
+def test_a_quoted_cell_over_lines_that_closes_is_one_cell_whatever_it_holds(
+    tmp_path: Path,
+) -> None:
+    """Found in review: a rule that split a cell whose inner line looked like a row split real
+    addresses. A quoted cell that closes properly is one cell, as Python's csv reads it."""
+    cases = {
+        "addr.csv": b'doi,affiliation\n10.1000/a,"University of X\nLondon, UK"\n10.1000/b,Other\n',
+        "one_column.csv": b'doi\n"10.1000/x\ny"\n10.1000/b\n',
+        "header.csv": b'id,"doi\n(link)"\n1,10.1000/a\n',
+    }
+    for name, data in cases.items():
+        source = written(tmp_path, name, data)
+        column = "doi\n(link)" if name == "header.csv" else "doi"
+        run, target = normalize(source, "--column", column)
+        assert run.returncode == 0, (name, run.stderr)
+        expected = python_rows(data, "utf-8", ",")
+        out = list(csv.reader(io.StringIO(target.read_text(encoding="utf-8"), newline="")))
+        assert [row[: len(expected[0])] for row in out] == expected, name
+        assert "malformed" not in run.stderr, name
+
+
+def test_a_quote_left_open_in_the_header_does_not_swallow_the_file(tmp_path: Path) -> None:
+    source = written(tmp_path, "hq.csv", b'id;"title;doi\r\n1;a;10.1000/1\r\n2;b;10.1000/2\r\n')
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["doi"] for r in rows] == ["10.1000/1", "10.1000/2"]
+    assert output_header(target)[:3] == ["id", '"title', "doi"]
+
+
+def test_blank_lines_above_the_header_are_skipped(tmp_path: Path) -> None:
+    source = written(tmp_path, "blank.csv", b"\n\nid,doi\n1,10.1000/1\n2,10.1000/2\n")
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    assert [r["doi_key"] for r in read_output_csv(target)] == ["10.1000/1", "10.1000/2"]
+
+
+def test_a_quoted_crlf_across_the_fast_readers_block_edge_is_kept(tmp_path: Path) -> None:
+    """Arrow's reader drops the LF of a quoted CRLF that straddles two of its 2 MiB blocks
+    (apache/arrow#51368): such a cell sends the file to Python's csv module."""
+    head = b"a;b\n" + b"zzzzzzzz;yyyyyyyy\n" * 100_000
+    pad = (2 << 20) - 1 - len(head) - len(b'q;"')
+    data = head + b'q;"' + b"x" * pad + b'\r\ny"\nlast;row\n'
+    assert data.index(b"\r") == (2 << 20) - 1
+    source = written(tmp_path, "edge.csv", data)
+    run = cli("normalize", source, "--column", "b", "-o", tmp_path / "o.csv")
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(tmp_path / "o.csv")
+    assert rows[-2]["b"] == "x" * pad + "\r\ny" and rows[-1]["a"] == "last"
+    assert len(rows) == 100_002
+
+
+def test_straight_through_output_is_whole_even_when_the_read_starts_again(
+    tmp_path: Path,
+) -> None:
+    """Found in review: a pass that starts again (a ragged row far in) wrote the first pass's
+    rows to a pipe too; and -o - into a file opened for appending truncated it."""
+    rows = [f"{i},10.1000/{i}" for i in range(30_000)] + ["bad,10.1/y,extra", "last,10.1000/z"]
+    source = written(tmp_path, "late_ragged.csv", ("id,doi\n" + "\n".join(rows) + "\n").encode())
+    log = tmp_path / "log.csv"
+    log.write_text("kept\n")
+    with log.open("a") as appended:
+        run = subprocess.run(
+            [sys.executable, "-m", "airflow_doi", "normalize", str(source), "--column", "doi",
+             "-o", "-", "--chunk-size", "1000"], stdout=appended, stderr=subprocess.PIPE,
+            cwd=ROOT, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "kept"  # appended, not truncated
+    assert len(lines) == 1 + 1 + 30_002  # ours: one header, every row once
+
+
+def test_wide_files_odd_separators_and_non_text_encodings(tmp_path: Path) -> None:
+    names = ["doi", *(f"c{i}" for i in range(5000))]
+    wide = written(tmp_path, "wide.csv",
+                   (",".join(names) + "\n" + ",".join(["10.1000/1", *"x" * 5000]) + "\n").encode())
+    run, target = normalize(wide)
+    assert run.returncode == 0, run.stderr
+    assert len(output_header(target)) == 5006
+    odd = written(tmp_path, "odd.csv", "id§doi\n1§10.1000/1\n".encode())
+    run, target = normalize(odd, "--delimiter", "§")
+    assert run.returncode == 0, run.stderr
+    out = list(csv.reader(io.StringIO(target.read_text(encoding="utf-8")), delimiter="§"))
+    assert out[0][:3] == ["id", "doi", "doi_normalized"] and out[1][4] == "true"
+    run, _ = normalize(odd, "--encoding", "hex")
+    assert run.returncode == 2 and "unknown encoding 'hex'" in run.stderr
+
+
+def test_a_utf8_file_with_one_damaged_cell_stays_utf8(tmp_path: Path) -> None:
+    """An ASCII head, then good UTF-8, then one cp1252 byte: the damaged cell is flagged,
+    the good ones are not turned into mojibake by reading the file as cp1252."""
+    rows = [f"{i},10.1000/{i}" for i in range(60_000)]
+    rows[40_000] = "40000,10.1000/café"
+    rows[50_000] = "50000,10.1000/caf\udce9"
+    data = ("id,doi\n" + "\n".join(rows) + "\n").encode("utf-8", "surrogateescape")
+    source = written(tmp_path, "mixed.csv", data)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    out = read_output_csv(target)
+    assert out[40_000]["doi"] == "10.1000/café"
+    assert out[50_000]["doi_reason"] == "bad_encoding"
+
+
 @pytest.mark.parametrize(("name", "data", "ids"), [
     ("nul.csv", b"id,doi\n1,10.1000/a\x00b\n2,10.1000/2\n", ["1", "2"]),
     ("no_final_newline.csv", b"id,doi\n1,10.1000/1\n2,10.1000/2", ["1", "2"]),

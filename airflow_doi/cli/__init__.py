@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except KeyboardInterrupt:
+            if argv is not None:  # called from Python (a task, a notebook): not our process
+                return 130
             # The partial output is already removed; threads of Arrow's reader may still be
             # winding down, and waiting for them at exit can hang or abort: leave now.
             for stream in (sys.stdout, sys.stderr):

@@ -194,7 +194,8 @@ def read_values(
             raw = batch.column(found)
             cells = reader.missing_as_null(raw)
             values.extend(raw.to_pylist())
-            judged.extend(cells.to_pylist() if cells is not raw else values[-len(raw):])
+            judged.extend(cells.to_pylist() if cells is not raw
+                          else values[len(values) - len(raw):])
             if reader.flags_malformed:
                 flags.extend(batch.column(MALFORMED_FLAG).to_pylist())
         return values, judged, flags

@@ -389,7 +389,7 @@ static inline unsigned char *csv_cell_write(unsigned char *out, const unsigned c
 	return out;
 }
 
-#define CSV_MAX_COLUMNS 4096
+#define CSV_MAX_COLUMNS (1 << 20)
 #define CSV_BUFFER (1 << 20)
 
 /* Every byte of data to fd (a short write or EINTR: again); 0, or -1 with errno set. */
@@ -436,7 +436,7 @@ static PyObject *csv_write(PyObject *self, PyObject *args) {
 	Py_ssize_t width = PySequence_Fast_GET_SIZE(seq);
 	if (width < 1 || width > CSV_MAX_COLUMNS) {
 		Py_DECREF(seq);
-		PyErr_SetString(PyExc_ValueError, "between 1 and 4096 columns");
+		PyErr_SetString(PyExc_ValueError, "between 1 and 1,048,576 columns");
 		return NULL;
 	}
 	struct input *inputs = (struct input *)calloc((size_t)width, sizeof(struct input));
@@ -555,22 +555,17 @@ static PyObject *csv_write(PyObject *self, PyObject *args) {
 }
 
 /*
- * line_rows(schema_capsule, array_capsule, delimiter) -> bytes or None: one byte per row, 1 where the
- * cell holds a line break followed, on the same line of the cell, by the separator (or, with
- * an empty separator, by anything): the cells in which a quote left open may have swallowed
- * whole rows (airflow_doi.io_tables looks at those rows one by one); None when there is no such
- * cell (the common case: the column's bytes are searched for line breaks with memchr).
+ * line_rows(schema_capsule, array_capsule) -> bytes or None: one byte per row, 1 where the cell
+ * may hide a quote left open: it holds a line break and a quote character, or a carriage
+ * return not followed by a line feed (which Arrow's reader can make of a CRLF split across
+ * its blocks); None when no cell does (the common case: the column's bytes are searched for
+ * line breaks with memchr, and only the rows they fall in are looked at). airflow_doi.io_tables
+ * then has Python's csv module read the file, which decides from the raw lines.
  */
 static PyObject *line_rows(PyObject *self, PyObject *args) {
 	(void)self;
 	PyObject *schema_capsule, *array_capsule;
-	const char *delimiter_text;
-	Py_ssize_t delimiter_len;
-	if (!PyArg_ParseTuple(args, "OOy#", &schema_capsule, &array_capsule, &delimiter_text, &delimiter_len)) {
-		return NULL;
-	}
-	if (delimiter_len > 1) {
-		PyErr_SetString(PyExc_ValueError, "the separator must be one byte (or none)");
+	if (!PyArg_ParseTuple(args, "OO", &schema_capsule, &array_capsule)) {
 		return NULL;
 	}
 	struct input in;
@@ -587,10 +582,6 @@ static PyObject *line_rows(PyObject *self, PyObject *args) {
 	const unsigned char *start = in.data + first, *end = start + bytes;
 	PyObject *flags = NULL;
 	unsigned char *out = NULL;
-	int any_byte = delimiter_len == 0, found = 0;
-	unsigned char delimiter = any_byte ? 0 : (unsigned char)delimiter_text[0];
-	/* The line breaks of the whole column, found with memchr (most columns have none); each
-	 * is placed in its row by a binary search of the offsets, and only that row is looked at. */
 	for (int pass = 0; pass < 2; pass++) {
 		const unsigned char mark = pass ? '\r' : '\n';
 		const unsigned char *p = start;
@@ -606,16 +597,12 @@ static PyObject *line_rows(PyObject *self, PyObject *args) {
 					hi = mid;
 				}
 			}
+			int64_t cell_start = in.offsets64 ? in.offsets64[at + lo] : in.offsets32[at + lo];
 			int64_t cell_end = in.offsets64 ? in.offsets64[at + lo + 1] : in.offsets32[at + lo + 1];
-			const unsigned char *q = p + 1, *stop = in.data + cell_end;
-			unsigned char hit = 0;
-			for (; q < stop && *q != '\n' && *q != '\r'; q++) {
-				if (any_byte || *q == delimiter) {
-					hit = 1;
-					break;
-				}
-			}
-			if (hit) {
+			const unsigned char *cell = in.data + cell_start, *stop = in.data + cell_end;
+			int lone_cr = mark == '\r' && (p + 1 >= stop || p[1] != '\n');
+			int quote = memchr(cell, '"', (size_t)(stop - cell)) != NULL;
+			if (lone_cr || quote) {
 				if (!flags) {
 					flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)rows);
 					if (!flags) {
@@ -625,12 +612,11 @@ static PyObject *line_rows(PyObject *self, PyObject *args) {
 					memset(out, 0, (size_t)rows);
 				}
 				out[lo] = 1;
-				found = 1;
 			}
 			p++;
 		}
 	}
-	if (!found) {
+	if (!flags) {
 		Py_RETURN_NONE;
 	}
 	return flags;
@@ -640,7 +626,7 @@ static PyMethodDef METHODS[] = {
     {"run", run, METH_VARARGS, "Parse every value of an Arrow string array (see doi_arrow.c)."},
     {"scalar", scalar, METH_VARARGS, "Parse one str: (doi or None, reason code)."},
     {"csv_write", csv_write, METH_VARARGS, "Arrow string columns to a file descriptor as CSV text."},
-    {"line_rows", line_rows, METH_VARARGS, "Rows whose cell has a line break, then the separator."},
+    {"line_rows", line_rows, METH_VARARGS, "Rows whose cell may hide a quote left open."},
     {NULL, NULL, 0, NULL},
 };
 
