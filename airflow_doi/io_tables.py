@@ -179,10 +179,9 @@ class TableReader:
     #: number of fields did not match the header (padded with nulls, or its surplus fields
     #: joined into the last cell, so nothing is lost).
     flags_malformed: bool = False
-    #: Fast CSV only: set by :func:`read_table`, which reads the file again on the lenient
-    #: reader when the fast one cannot keep a row. Left False, the fast reader skips (and
-    #: counts in ``malformed_count``) a row with the wrong number of fields, for callers that
-    #: check the count after the pass and start again themselves.
+    #: Set by :func:`read_table`, which reads the file again (on the lenient reader, or in
+    #: the code page found further in) when a pass raises its private signal. Left False, a
+    #: row the fast reader cannot keep is a :class:`TableInputError` instead.
     restartable: bool = False
     #: CSV only: how the file was read (found or given), which the CSV output follows.
     dialect: CsvDialect | None = None
@@ -323,9 +322,11 @@ def read_table(
     options: CsvOptions | None = None,
     columns: list[str] | None = None,
 ) -> tuple[T, TableReader]:
-    """``consume(reader)`` over ``path``, once more on the lenient reader if the fast one
-    cannot keep every row. Returns the pass's result and the reader it used (whose
-    ``malformed_count`` and ``na_count`` are complete). ``columns`` narrows a Parquet read."""
+    """``consume(reader)`` over ``path``, again on the lenient reader if the fast one cannot
+    keep every row, and again in a code page if a file found UTF-8 from an ASCII sample shows
+    otherwise further in (three passes at most). Returns the pass's result and the reader it
+    used (whose ``malformed_count`` and ``na_count`` are complete). ``columns`` narrows a
+    Parquet read."""
     options = options or CsvOptions()
     try:
         reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
