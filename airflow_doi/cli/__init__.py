@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -165,22 +166,39 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; ``argv`` None: this process's own arguments (the installed command),
+    else a call from Python (a task, a notebook, a test), whose process is left alone."""
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        if argv is not None:
+            return 130
+        _leave_now(130)
+    finally:
+        if argv is None:
+            # The work is done (or given up): a Ctrl-C on the way out must not print a
+            # traceback from the interpreter's shutdown.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return 130  # pragma: no cover (_leave_now does not return)
+
+
+def _leave_now(code: int) -> None:
+    """Exit at once: the partial output is already removed, and threads of Arrow's reader
+    may still be winding down; waiting for them at exit can hang or abort."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with _log_to_stderr(args.command):
         try:
             return int(args.func(args) or 0)
-        except KeyboardInterrupt:
-            if argv is not None:  # called from Python (a task, a notebook): not our process
-                return 130
-            # The partial output is already removed; threads of Arrow's reader may still be
-            # winding down, and waiting for them at exit can hang or abort: leave now.
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(130)
         except BrokenPipeError:
             return 0
         except ModuleNotFoundError as error:
