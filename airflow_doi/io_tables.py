@@ -58,7 +58,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from airflow_doi.sniff import NA_VALUES, CsvDialect, detect_code_page, open_text, sniff
+from airflow_doi.sniff import (
+    NA_VALUES,
+    CsvDialect,
+    detect_code_page,
+    display_delimiter,
+    open_text,
+    sniff,
+)
 
 __all__ = [
     "MALFORMED_FLAG",
@@ -190,26 +197,36 @@ class TableReader:
     na_count: int = 0
     #: (asked, found) when ``--column`` matched a header only after trimming and case-folding.
     matched: tuple[str, str] | None = None
+    _marker_arrays: dict[pa.DataType, tuple[int, pa.Array]] = field(default_factory=dict,
+                                                                     repr=False)
 
     def doi_cells(self, batch: pa.RecordBatch, column: str) -> pa.Array:
         """The DOI column of ``batch``, its missing-value markers (CSV only) as nulls."""
         return self.missing_as_null(batch.column(column))
+
+    def _markers(self, kind: pa.DataType) -> tuple[int, pa.Array]:
+        """The longest marker's length in bytes and the markers as an array of ``kind``,
+        built once per column type."""
+        if kind not in self._marker_arrays:
+            encoded = [value.encode() for value in self.na_values]
+            self._marker_arrays[kind] = (max(map(len, encoded)), _binary_array(encoded, kind))
+        return self._marker_arrays[kind]
 
     def missing_as_null(self, values: pa.Array) -> pa.Array:
         """``values`` (cells of the DOI column, bytes or text) with the missing-value markers
         as nulls, counted in ``na_count``; unchanged for Parquet."""
         if not self.na_values or not self.all_text:
             return values
-        encoded = [value.encode() for value in self.na_values]
+        longest, markers = self._markers(values.type)
         # Most cells are longer than any marker: only the short ones are looked up.
         lengths = np.diff(_offsets(values))
-        short = np.flatnonzero((lengths >= 1) & (lengths <= max(map(len, encoded))))
+        short = np.flatnonzero((lengths >= 1) & (lengths <= longest))
         if short.size == 0:
             return values
         indices = short.astype(np.int64)
         candidates = values.take(
             pa.Array.from_buffers(pa.int64(), indices.size, [None, pa.py_buffer(indices)]))
-        found = pc.is_in(candidates, value_set=_binary_array(encoded, values.type))
+        found = pc.is_in(candidates, value_set=markers)
         hits = short[_bools(found)]
         if hits.size == 0:
             return values
@@ -512,15 +529,11 @@ class _Lines:
         return line
 
 
-def _csv_error(path: Path, dialect: CsvDialect, lines: _Lines) -> TableInputError:
+def _csv_error(path: Path, dialect: CsvDialect) -> TableInputError:
     return TableInputError(
         f"{path}: a line cannot be read as CSV (is the delimiter "
-        f"{_shown(dialect.delimiter)} right? pass --delimiter)"
+        f"{display_delimiter(dialect.delimiter)} right? pass --delimiter)"
     )
-
-
-def _shown(delimiter: str) -> str:
-    return "tab" if delimiter == "\t" else repr(delimiter)
 
 
 def _header(
@@ -558,7 +571,7 @@ def _header(
                 if row or len(names) == 1:
                     return [_display(name) for name in names], header_lines, True
         except csv.Error:
-            raise _csv_error(path, dialect, lines) from None
+            raise _csv_error(path, dialect) from None
         return [_display(name) for name in names], header_lines, False
 
 
@@ -858,7 +871,7 @@ def _lenient_rows(
                 continue
             yield row, len(row) != width
     except csv.Error:
-        raise _csv_error(path, dialect, lines) from None
+        raise _csv_error(path, dialect) from None
 
 
 def _clean(line: str, delimiter: str, width: int) -> list[str] | None:
@@ -1101,11 +1114,10 @@ class CsvWriter:
         if self._table is None:
             found = pc.match_substring_regex(values, self._pattern)
             return found if pc.any(found).as_py() else None
-        _, offsets, data = values.buffers()
+        data = values.buffers()[2]
         if data is None or len(values) == 0:
             return None
-        bounds = np.frombuffer(offsets, dtype=np.int64)[
-            values.offset : values.offset + len(values) + 1]
+        bounds = _offsets(values)
         text = np.frombuffer(data, dtype=np.uint8)[bounds[0] : bounds[-1]]
         at = np.flatnonzero(self._table[text])
         if at.size == 0:

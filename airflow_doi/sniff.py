@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-__all__ = ["CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "detect_code_page", "sniff"]
+__all__ = [
+    "CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "detect_code_page",
+    "display_delimiter", "sniff",
+]
 
 #: Separators tried, in the order that breaks a tie.
 DELIMITERS: Final[tuple[str, ...]] = (",", ";", "\t", "|")
@@ -87,7 +90,6 @@ class CsvDialect:
     header_delimiter: str = ","
     line_ending: str = "\n"
     encoding_sniffed: bool = False
-    delimiter_sniffed: bool = False
     #: Found UTF-8 from a sample holding characters beyond ASCII (or a BOM): a bad byte
     #: further in is then a damaged cell, not a sign that the file is in a code page.
     utf8_seen: bool = False
@@ -121,10 +123,10 @@ class CsvDialect:
             shown = self.encoding  # as the user spelt it
         encoding = shown + (" with a BOM" if self.bom else "")
         if self.header_delimiter == self.delimiter:
-            separated = f"{_display_delimiter(self.delimiter)}-separated"
+            separated = f"{display_delimiter(self.delimiter)}-separated"
         else:
-            separated = (f"header {_display_delimiter(self.header_delimiter)}-separated, rows "
-                         f"{_display_delimiter(self.delimiter)}-separated")
+            separated = (f"header {display_delimiter(self.header_delimiter)}-separated, rows "
+                         f"{display_delimiter(self.delimiter)}-separated")
         return f"{encoding}, {separated}, {_ENDINGS.get(self.line_ending, 'LF')} line endings"
 
 
@@ -134,7 +136,8 @@ def _display_encoding(name: str) -> str:
             "utf-16-be": "UTF-16BE"}.get(canonical, canonical)
 
 
-def _display_delimiter(delimiter: str) -> str:
+def display_delimiter(delimiter: str) -> str:
+    """A separator as stderr names it: ``tab``, or its quoted character."""
     return "tab" if delimiter == "\t" else repr(delimiter)
 
 
@@ -172,8 +175,7 @@ def sniff(
         header_delimiter, body_delimiter = _delimiters(text)
     return CsvDialect(
         encoding=chosen, bom=bom, delimiter=body_delimiter, header_delimiter=header_delimiter,
-        line_ending=ending, encoding_sniffed=encoding is None,
-        delimiter_sniffed=delimiter is None, utf8_seen=utf8_seen,
+        line_ending=ending, encoding_sniffed=encoding is None, utf8_seen=utf8_seen,
     )
 
 
