@@ -292,6 +292,7 @@ class _Batch:
         if failures:
             raise failures[0]
         self.stats.breaker_opens = self.breaker.opens
+        self.stats.gave_up = self.breaker.gave_up_reason
         return results
 
 

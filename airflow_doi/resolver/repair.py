@@ -220,6 +220,7 @@ def _add(total: ResolverStats, part: ResolverStats) -> None:
     for name in ("rows", "keys", "cache_hits", "requests", "retries", "throttled", "breaker_opens"):
         setattr(total, name, getattr(total, name) + getattr(part, name))
     total.elapsed += part.elapsed
+    total.gave_up = total.gave_up or part.gave_up
     for status, count in part.by_status.items():
         total.by_status[status] = total.by_status.get(status, 0) + count
 

@@ -112,6 +112,9 @@ class ResolverStats:
     breaker_opens: int = 0
     elapsed: float = 0.0
     by_status: dict[str, int] = field(default_factory=dict)
+    #: Why the breaker gave up on the proxy during the batch (None: it never did). Keys that
+    #: were not answered before then ended ``error`` without an answer of their own.
+    gave_up: str | None = None
 
     @property
     def request_rate(self) -> float:
