@@ -62,12 +62,20 @@ def _doi_proxy_connection() -> dict[str, Any]:
 def _duckdb_connection() -> dict[str, Any]:
     return {
         "hook-class-name": "airflow_doi.provider.hooks.duckdb.DuckDbHook",
-        "hook-name": "DuckDB (file)",
-        "connection-type": "duckdb",
+        "hook-name": "DuckDB file (airflow-doi)",
+        # Not "duckdb": that type is the DuckDB provider's (airflow-provider-duckdb); a
+        # connection of type duckdb gets its hook when installed, and ours otherwise.
+        "connection-type": "doi_duckdb",
         "conn-fields": {
             "read_only": {
                 "label": "Read only",
                 "schema": {"type": ["boolean", "null"], "default": False},
+            },
+            "lock_wait": {
+                "label": "Lock wait (s)",
+                "schema": {"type": _NULLABLE_NUMBER, "default": 600, "minimum": 0},
+                "description": "Seconds a task waits for the file while another process "
+                "writes it (DuckDB lets one process write a file at a time); 0 fails at once.",
             },
         },
         "ui-field-behaviour": {

@@ -241,7 +241,7 @@ def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
     (delete-then-insert and correlated sub-queries instead), which every engine accepts.
     """
     key = {"postgresql": "postgres", "mariadb": "mysql", "gcpbigquery": "bigquery",
-           "google_cloud_platform": "bigquery"}.get(name, name)
+           "google_cloud_platform": "bigquery", "doi_duckdb": "duckdb"}.get(name, name)
     dialect = _DIALECTS.get(key) or Dialect(key, on_conflict=False, update_from=False)
     if placeholder and placeholder != dialect.placeholder:
         dialect = Dialect(**{**dialect.__dict__, "placeholder": placeholder})
@@ -304,19 +304,35 @@ def missing_columns(
 
 
 def add_missing_columns(
-    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True
+    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True,
+    if_not_exists: bool = False,
 ) -> list[str]:
     """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added.
 
     Names are compared as :func:`missing_columns` compares them: on PostgreSQL an existing
-    ``"DOI"`` does not stand for ``"doi"``, which must be added; on SQLite it does.
+    ``"DOI"`` does not stand for ``"doi"``, which must be added; on SQLite it does. Two tasks
+    may add the same column at once (two runs on one new table): with ``if_not_exists`` (an
+    engine whose failed statement spoils the transaction: PostgreSQL, DuckDB) the statement
+    says ``IF NOT EXISTS``; elsewhere the loser's "duplicate column" error is let pass.
     """
     added = []
     for name in missing_columns(cursor, table, list(columns), case_sensitive=case_sensitive):
         column = quote_identifier(name)
-        cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {column} {columns[name]}")
+        guard = "IF NOT EXISTS " if if_not_exists else ""
+        try:
+            cursor.execute(
+                f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {guard}{column} {columns[name]}")
+        except Exception as error:
+            if if_not_exists or not _duplicate_column(error):
+                raise
+            continue
         added.append(name)
     return added
+
+
+def _duplicate_column(error: BaseException) -> bool:
+    text = str(error).lower()
+    return "duplicate column" in text or "already exists" in text
 
 
 def keyset_pages(

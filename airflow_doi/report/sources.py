@@ -239,10 +239,10 @@ def _as_text(value: object) -> str:
 def _connect(url: str | None, conn_id: str | None, where: str) -> Any:
     """A read-only DB-API connection for a URL or an Airflow connection id."""
     if conn_id is not None:
-        from airflow_doi.provider.operators.base import sql_hook
+        from airflow_doi.provider.operators.base import connect, sql_hook
 
         try:
-            return sql_hook(conn_id).get_conn()
+            return connect(sql_hook(conn_id))
         except Exception:
             raise TableInputError(
                 f"{where}: cannot connect: check that the Airflow connection exists and "

@@ -27,7 +27,7 @@ from contextlib import closing
 from typing import Any, get_args
 
 from airflow_doi.native_core import validate
-from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
 from airflow_doi.provider.sql import (
@@ -129,7 +129,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
             )
         where = plan(check_mode(self.mode), dialect.name, decode, functions_schema)
         self.log.info("Normalizing %s.%s %s", self.table, self.doi_column, where.why)
-        with closing(hook.get_conn()) as conn:
+        with closing(connect(hook)) as conn:
             cursor = dialect.cursor(conn)
             require_columns(cursor, self.table, {"doi_column": self.doi_column},
                             case_sensitive=dialect.case_sensitive_identifiers)
@@ -161,6 +161,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         added = add_missing_columns(
             cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
             case_sensitive=dialect.case_sensitive_identifiers,
+            if_not_exists=dialect.name in ("postgres", "duckdb"),
         )
         if added:
             self.log.info("Added columns %s to %s", ", ".join(added), self.table)

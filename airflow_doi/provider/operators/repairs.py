@@ -19,7 +19,7 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_doi.provider.operators.base import dialect_of
+from airflow_doi.provider.operators.base import connect, dialect_of
 from airflow_doi.provider.sql import (
     missing_columns,
     quote_identifier,
@@ -74,7 +74,7 @@ def store_repairs(
         quote_identifier(name)
     dialect = dialect_of(db_hook)
     raw = f"c.{quote_identifier(raw_column)}"
-    with closing(db_hook.get_conn()) as conn:
+    with closing(connect(db_hook)) as conn:
         cursor = dialect.cursor(conn)
         require_columns(cursor, table, {"repair_column": raw_column},
                         case_sensitive=dialect.case_sensitive_identifiers)

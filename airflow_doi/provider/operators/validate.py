@@ -15,7 +15,7 @@ from contextlib import closing
 from typing import Any, Literal
 
 from airflow_doi.native_core import validate
-from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of
+from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of
 from airflow_doi.provider.operators.progress import Progress
 from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
 from airflow_doi.provider.sql import (
@@ -93,7 +93,7 @@ class DoiValidateOperator(DoiSqlOperator):
         dialect = dialect_of(hook)
         where = plan(check_mode(self.mode), dialect.name, "auto", functions_schema)
         self.log.info("Validating %s.%s %s", self.table, self.doi_column, where.why)
-        with closing(hook.get_conn()) as conn:
+        with closing(connect(hook)) as conn:
             cursor = dialect.cursor(conn)
             require_columns(cursor, self.table, {"doi_column": self.doi_column},
                             case_sensitive=dialect.case_sensitive_identifiers)
