@@ -72,12 +72,15 @@ def test_connection_types_and_form_fields_are_registered() -> None:
     hooks = json.loads(_airflow("providers", "hooks", "-o", "json").stdout)
     by_type = {h["connection_type"]: h for h in hooks}
     assert by_type["doi_proxy"]["class"] == "airflow_doi.provider.hooks.doi_proxy.DoiProxyHook"
-    assert by_type["duckdb"]["class"] == "airflow_doi.provider.hooks.duckdb.DuckDbHook"
+    # "duckdb" is the DuckDB provider's type: ours is doi_duckdb (#24).
+    assert by_type["doi_duckdb"]["class"] == "airflow_doi.provider.hooks.duckdb.DuckDbHook"
+    assert "duckdb" not in by_type
     widgets = json.loads(_airflow("providers", "widgets", "-o", "json").stdout)
     fields = {w["connection_parameter_name"]: w["field_type"] for w in widgets}
     for name, kind in [("rate", "number"), ("concurrency", "integer"), ("timeout", "number"),
                        ("contact", "string"), ("redis_url", "string")]:
         assert kind in fields[f"extra__doi_proxy__{name}"]
+    assert "number" in fields["extra__doi_duckdb__lock_wait"]
 
 
 def test_provider_info_matches_the_schema_and_imports_nothing() -> None:
@@ -116,7 +119,7 @@ def test_one_import_line_for_the_operators_and_the_hooks() -> None:
                            timeout=120, check=False)
     assert probe.returncode == 0, probe.stderr[-3000:]
     assert probe.stdout.splitlines() == [
-        "[]", "True True duckdb airflow_doi.provider.operators.normalize"]
+        "[]", "True True doi_duckdb airflow_doi.provider.operators.normalize"]
     import airflow_doi.provider.operators
 
     with pytest.raises(AttributeError, match="DoiMissingOperator"):
@@ -443,8 +446,10 @@ def test_resolve_refuses_a_users_table_named_doi_resolution(database: Database,
     assert database.run(f"SELECT doi_key, note FROM {results}") == [("10.1000/ABC", "keep me")]
 
 
-def test_errors_are_stored_and_retried_next_run(database: Database,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dead_proxy_stores_no_error_rows_and_leaves_the_keys_due(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#24: a batch the proxy answered nothing of ends the task at once; its keys get no
+    ``error`` row and no claim is left behind, so the next try asks them as if never asked."""
     from airflow_doi.provider.operators.resolve import ProxyUnavailableError
 
     _normalize(database)
@@ -452,17 +457,42 @@ def test_errors_are_stored_and_retried_next_run(database: Database,
         monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
             {"conn_type": "doi_proxy", "host": broken.url,
              "extra": {"rate": 500, "max_attempts": 1, "breaker_threshold": 1000}}))
-        with pytest.raises(ProxyUnavailableError, match="every one of 4 keys"):
+        with pytest.raises(ProxyUnavailableError, match="the DOI proxy failed"):
             _resolve(database, batch_size=4)  # the first batch fails whole: stop, don't grind
         assert broken.request_count == 4  # the second batch was never sent
     results = quote_identifier(database.results)
-    assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'error' "
-                        "AND expires_at IS NULL AND error IS NOT NULL") == [(4,)]
+    assert database.run(f"SELECT COUNT(*) FROM {results}") == [(0,)]
+    claims = quote_identifier(f"{database.results}_claims")
+    assert database.run(f"SELECT COUNT(*) FROM {claims}") == [(0,)]
     with ProxySimulator(auto_records=True) as healthy:
         monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
             {"conn_type": "doi_proxy", "host": healthy.url, "extra": {"rate": 500}}))
         assert _resolve(database, batch_size=10)["due_keys"] == len(VALID_KEYS)
         assert healthy.request_count == len(VALID_KEYS)
+    assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'resolved'") == [
+        (len(VALID_KEYS),)]
+
+
+def test_errors_of_an_answering_proxy_are_stored_and_retried_next_run(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some keys fail while the proxy answers others: their ``error`` rows are stored (no
+    expiry) and the next run asks exactly those again."""
+    _normalize(database)
+    with ProxySimulator(auto_records=True, faults={"error_every": 2}) as flaky:
+        monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
+            {"conn_type": "doi_proxy", "host": flaky.url,
+             "extra": {"rate": 500, "concurrency": 1, "max_attempts": 1,
+                       "breaker_threshold": 1000}}))
+        first = _resolve(database, batch_size=10)
+    results = quote_identifier(database.results)
+    errors = database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'error' "
+                          "AND expires_at IS NULL AND error IS NOT NULL")[0][0]
+    assert errors == first["by_status"]["error"] == len(VALID_KEYS) // 2
+    with ProxySimulator(auto_records=True) as healthy:
+        monkeypatch.setenv("AIRFLOW_CONN_DOI_PROXY_DEFAULT", json.dumps(
+            {"conn_type": "doi_proxy", "host": healthy.url, "extra": {"rate": 500}}))
+        assert _resolve(database, batch_size=10)["due_keys"] == errors
+        assert healthy.request_count == errors
     assert database.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'resolved'") == [
         (len(VALID_KEYS),)]
 

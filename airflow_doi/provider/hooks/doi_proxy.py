@@ -29,7 +29,8 @@ from airflow_doi.resolver.config import redact_url
 if TYPE_CHECKING:
     from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
 
-__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "redact_url", "resolver_config_from_connection"]
+__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "redact_url", "renamed_conn_id",
+           "resolver_config_from_connection"]
 
 DEFAULT_BASE_URL = "https://doi.org"
 
@@ -112,22 +113,44 @@ def resolver_config_from_connection(
     return ResolverConfig(base_url=base_url, **settings)
 
 
+def renamed_conn_id(resolver_conn_id: str, doi_proxy_conn_id: str | None, where: str) -> str:
+    """``resolver_conn_id``, or the deprecated ``doi_proxy_conn_id`` when that was given.
+
+    Airflow masks the values of names holding "proxy" in the UI and logs (``'***'``), so the
+    parameter was renamed; the old name works, with a deprecation warning.
+    """
+    if doi_proxy_conn_id is None:
+        return resolver_conn_id
+    import warnings
+
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    warnings.warn(
+        f"{where}: doi_proxy_conn_id is deprecated (Airflow masks it as '***'): pass "
+        "resolver_conn_id instead", AirflowProviderDeprecationWarning, stacklevel=3,
+    )
+    return doi_proxy_conn_id
+
+
 class DoiProxyHook(BaseHook):
     """Resolve DOIs through the proxy named by a ``doi_proxy`` connection.
 
-    :param doi_proxy_conn_id: the connection; when the default id is not defined at all, the
-        public proxy ``https://doi.org`` with polite defaults is used.
+    :param resolver_conn_id: the connection; when the default id is not defined at all, the
+        public proxy ``https://doi.org`` with polite defaults is used. ``doi_proxy_conn_id`` is
+        its deprecated name (Airflow masks values of names holding "proxy" as ``'***'``).
     :param overrides: :class:`ResolverConfig` fields that win over the connection.
     """
 
-    conn_name_attr = "doi_proxy_conn_id"
+    conn_name_attr = "resolver_conn_id"
     default_conn_name = "doi_proxy_default"
     conn_type = "doi_proxy"
     hook_name = "DOI proxy (doi.org REST API)"
 
-    def __init__(self, doi_proxy_conn_id: str = default_conn_name, **overrides: Any) -> None:
+    def __init__(self, resolver_conn_id: str = default_conn_name, *,
+                 doi_proxy_conn_id: str | None = None, **overrides: Any) -> None:
         super().__init__()
-        self.doi_proxy_conn_id = doi_proxy_conn_id
+        self.resolver_conn_id = renamed_conn_id(resolver_conn_id, doi_proxy_conn_id,
+                                                "DoiProxyHook")
         self.overrides = overrides
         self._config: ResolverConfig | None = None
 
@@ -137,11 +160,11 @@ class DoiProxyHook(BaseHook):
             from airflow.sdk.exceptions import AirflowNotFoundException
 
             try:
-                connection = self.get_connection(self.doi_proxy_conn_id)
+                connection = self.get_connection(self.resolver_conn_id)
             except AirflowNotFoundException:
-                if self.doi_proxy_conn_id != self.default_conn_name:
+                if self.resolver_conn_id != self.default_conn_name:
                     raise
-                self.log.info("No connection %r: using %s", self.doi_proxy_conn_id,
+                self.log.info("No connection %r: using %s", self.resolver_conn_id,
                               DEFAULT_BASE_URL)
                 self._config = resolver_config_from_connection(None, **self.overrides)
             else:

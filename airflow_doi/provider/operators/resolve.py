@@ -20,16 +20,19 @@ into key ranges and :func:`resolve_key_range` resolves one range::
 
 from __future__ import annotations
 
+import contextlib
 import math
+import random
 import time
 from collections import Counter
-from collections.abc import Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_doi.provider.operators.base import DoiSqlOperator, dialect_of, sql_hook
+from airflow_doi.provider.claims import Claim, KeyClaims, claims_table_of
+from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of, sql_hook
 from airflow_doi.provider.operators.progress import Progress, TaskLog, format_duration
 from airflow_doi.provider.sql import (
     Dialect,
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
     from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
-    from airflow_doi.resolver import ProgressEvent, ResolutionResult
+    from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig
 
 __all__ = [
     "RESOLUTION_COLUMNS",
@@ -61,6 +64,7 @@ __all__ = [
 ]
 
 RESOLUTION_TABLE = "doi_resolution"
+T = TypeVar("T")
 
 
 class ProxyUnavailableError(RuntimeError):
@@ -91,11 +95,17 @@ class ResolveSummary:
     retries: int = 0
     elapsed: float = 0.0
     by_status: Counter[str] = field(default_factory=Counter)
+    #: Due keys another task stored while this one ran (so not asked here).
+    stored_elsewhere: int = 0
+    #: Due keys another task held when their turn came (waited for at the end).
+    waited_for: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "due_keys": self.due_keys,
             "stored_keys": self.stored_keys,
+            "stored_elsewhere": self.stored_elsewhere,
+            "waited_for": self.waited_for,
             "batches": self.batches,
             "requests": self.requests,
             "retries": self.retries,
@@ -196,6 +206,97 @@ def _row(key: str, doi: str, result: ResolutionResult, dialect: Dialect) -> tupl
     )
 
 
+def task_owner() -> str:
+    """Who claims keys: the running task (DAG, run, task, map index: the same for each of its
+    tries, so a retry takes its killed try's claims back at once), else host and process."""
+    try:
+        from airflow.sdk import get_current_context
+
+        ti = get_current_context()["ti"]
+        return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
+    except Exception:  # not in a task: plain Python
+        import os
+        import socket
+
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def default_lease(config: ResolverConfig, batch_size: int) -> float:
+    """Seconds a claim holds its keys: twice the time a batch takes at the configured rate,
+    plus the breaker's give-up time and one request's retries, and at least 5 minutes."""
+    per_request = config.timeout * config.max_attempts
+    return max(300.0, 2 * batch_size / config.rate + config.breaker_give_up + per_request)
+
+
+_CONTENTION_TRIES = 8
+_CONTENTION = ("deadlock", "could not serialize", "database is locked", "lock wait timeout",
+               "conflict on", "transaction conflict", "write-write conflict")
+
+
+def _contention(error: BaseException) -> bool:
+    """True for an engine's "two writers met, try again" error."""
+    text = str(error).lower()
+    return any(mark in text for mark in _CONTENTION)
+
+
+@dataclass
+class _Store:
+    """The catalogue's database as the resolve step uses it.
+
+    DuckDB lets one process hold a file: there each step opens the file, does its statements
+    and closes it again, so that tasks resolving side by side take turns at it between their
+    requests. Elsewhere one connection serves the whole task.
+    """
+
+    db_hook: DbApiHook
+    dialect: Dialect
+    _held: Any = None
+
+    @property
+    def per_step(self) -> bool:
+        return self.dialect.name == "duckdb"
+
+    def __enter__(self) -> _Store:
+        if not self.per_step:
+            self._held = connect(self.db_hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+    def transaction(self, work: Callable[[Any], T]) -> T:
+        """``work(cursor)`` in one transaction, committed; tried again (rolled back first)
+        when the engine reports contention between concurrent writers (a deadlock on MariaDB,
+        a serialization failure, a busy SQLite file, a DuckDB write conflict)."""
+        for attempt in range(1, _CONTENTION_TRIES + 1):
+            try:
+                with self.session() as (conn, cursor):
+                    try:
+                        value = work(cursor)
+                        conn.commit()
+                        return value
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            conn.rollback()
+                        raise
+            except Exception as error:
+                if attempt == _CONTENTION_TRIES or not _contention(error):
+                    raise
+                time.sleep(random.uniform(0.05, 0.25) * attempt)
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def session(self) -> Iterator[tuple[Any, Any]]:
+        """``(connection, cursor)`` for one step; the caller commits."""
+        if self._held is not None:
+            yield self._held, self.dialect.cursor(self._held)
+            return
+        with closing(connect(self.db_hook)) as conn:
+            yield conn, self.dialect.cursor(conn)
+
+
 def resolve_due_keys(
     db_hook: DbApiHook,
     proxy_hook: DoiProxyHook,
@@ -209,98 +310,217 @@ def resolve_due_keys(
     batch_size: int = 1000,
     after: str | None = None,
     upto: str | None = None,
+    owner: str | None = None,
+    lease: float | None = None,
     log: TaskLog,
 ) -> ResolveSummary:
     """Resolve the due keys of ``table`` (optionally only ``after < key <= upto``); when the
     caller will repair ``repair_column`` afterwards, that column is checked first too.
 
+    Each batch's keys are claimed first (:mod:`airflow_doi.provider.claims`), as ``owner``
+    (default :func:`task_owner`) for ``lease`` seconds (default :func:`default_lease`): keys
+    another task holds are put off and waited for at the end, so tasks running at once never
+    ask for one key twice. When the proxy fails (the breaker gives up, or every key of a batch
+    ends ``error``), the answers already in are stored, the keys without one stay due (no
+    ``error`` row), and :class:`ProxyUnavailableError` ends the task at once.
+
     The engine behind the operator and the mapped tasks; usable from plain Python too.
     """
     from airflow_doi.provider.hooks.doi_proxy import redact_url
-    from airflow_doi.resolver import ResolverStats
 
     results_table = results_table or sibling_table(table, RESOLUTION_TABLE)
     for name in (table, results_table, key_column, doi_column, valid_column):
         quote_identifier(name)
     dialect = dialect_of(db_hook)
     due = _DueKeys(table, results_table, key_column, valid_column)
-    summary = ResolveSummary()
-    started = time.monotonic()
-    now = datetime.now(timezone.utc)
     config = proxy_hook.get_config()
+    claims = KeyClaims(claims_table_of(results_table), results_table, dialect,
+                       owner or task_owner(), lease or default_lease(config, batch_size))
+    run = _Run(proxy_hook, claims, table, results_table, batch_size, log)
     log.info("Resolving %s through %s at %.1f requests/s (concurrency %d)",
              table, redact_url(config.base_url), config.rate, config.concurrency)
-    with closing(db_hook.get_conn()) as conn:
-        cursor = dialect.cursor(conn)
-        # repair_column too: checked now, not after hours of resolving.
-        columns = {"key_column": key_column, "doi_column": doi_column,
-                   "valid_column": valid_column, "repair_column": repair_column}
-        require_columns(cursor, table, {k: v for k, v in columns.items() if v},
-                        case_sensitive=dialect.case_sensitive_identifiers)
-        ensure_resolution_table(cursor, dialect, results_table)
-        conn.commit()
-        source, where, params = due.parts(now, dialect, after, upto)
-        key = f"c.{quote_identifier(key_column)}"
-        # The due keys are selected once, in the database, and numbered; pages are ranges of
-        # that number (no re-scan of the catalogue per page, and a key stored by an earlier
-        # page is not met again).
-        pages = distinct_pages(
-            cursor, dialect, value=key, source=source, where=where, params=params,
-            page_size=batch_size,
-            aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
-        )
-        progress = Progress(f"resolve {table}", 0, log, unit="keys", every=10.0)
-        with closing(pages):  # closed (its table dropped) even on a raise
+    with _Store(db_hook, dialect) as store:
+        with store.session() as (conn, cursor):
+            # repair_column too: checked now, not after hours of resolving.
+            columns = {"key_column": key_column, "doi_column": doi_column,
+                       "valid_column": valid_column, "repair_column": repair_column}
+            require_columns(cursor, table, {k: v for k, v in columns.items() if v},
+                            case_sensitive=dialect.case_sensitive_identifiers)
+            ensure_resolution_table(cursor, dialect, results_table)
+            claims.ensure(cursor)
+            conn.commit()
+        with store.session() as (conn, cursor):
+            source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
+            key = f"c.{quote_identifier(key_column)}"
+            # The due keys are selected once, in the database, and numbered; pages are ranges
+            # of that number (no re-scan of the catalogue per page, and a key stored by an
+            # earlier page is not met again).
+            numbered = distinct_pages(
+                cursor, dialect, value=key, source=source, where=where, params=params,
+                page_size=batch_size,
+                aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
+            )
+            # Where the file is let go of between steps, the list comes along.
+            pages: Iterable[tuple[int, list[tuple[Any, ...]]]] = (
+                list(numbered) if store.per_step else numbered)
+        with closing(numbered):  # closed (its table dropped) even on a raise
             for due_keys, page in pages:
-                if summary.batches == 0:
-                    summary.due_keys = progress.total = due_keys
-                    progress.report(force=True)
-                base = progress.done
+                if run.progress.total == 0:
+                    run.started(due_keys)
+                run.batch(store, page)
+        run.wait_for_elsewhere(store)
+    if run.summary.due_keys == 0:
+        _say_nothing_due(store, due, table, results_table, after, upto, log)
+    run.finished()
+    return run.summary
 
-                def on_progress(event: ProgressEvent, base: int = base) -> None:
-                    progress.done = base + event.done
-                    progress.report()
 
-                stats = ResolverStats()
-                results = proxy_hook.resolve([doi for _, doi in page], progress=on_progress,
-                                             stats=stats)
-                rows = [_row(k, d, r, dialect) for (k, d), r in zip(page, results, strict=True)]
-                upsert_rows(cursor, dialect, results_table, RESOLUTION_COLUMNS, rows, key="doi_key",
-                            types=resolution_types(dialect))
-                conn.commit()
-                summary.batches += 1
-                summary.stored_keys += len(rows)
-                summary.requests += stats.requests
-                summary.retries += stats.retries
-                summary.by_status.update(r.status for r in results)
-                progress.done = base + len(page)
-                progress.report(force=True)
-                if results and all(r.status == "error" for r in results):
-                    # Every key of the page failed after its retries: the proxy is down or
-                    # refusing us. Going on would wait out the breaker page after page; failing
-                    # now lets Airflow retry the task later. The errors are stored (no expiry), so
-                    # the next try asks for exactly these keys and the ones not reached yet.
-                    raise ProxyUnavailableError(
-                        f"every one of {len(results)} keys in a batch failed "
-                        f"(last: {results[-1].error}); {summary.stored_keys} keys stored, "
-                        f"the rest stay due for the next try"
-                    )
-    summary.elapsed = time.monotonic() - started
-    statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items())) or "nothing due"
+class _Run:
+    """One call of :func:`resolve_due_keys`: claims, requests, stores, counts."""
+
+    #: Seconds between two looks at keys another task holds.
+    poll = 2.0
+
+    def __init__(self, proxy_hook: DoiProxyHook, claims: KeyClaims, table: str,
+                 results_table: str, batch_size: int, log: TaskLog) -> None:
+        self.proxy_hook = proxy_hook
+        self.batch_size = batch_size
+        self.claims = claims
+        self.results_table = results_table
+        self.log = log
+        self.summary = ResolveSummary()
+        self.progress = Progress(f"resolve {table}", 0, log, unit="keys", every=10.0)
+        self.elsewhere: dict[str, str] = {}
+        self.clock = time.monotonic()
+
+    def started(self, due_keys: int) -> None:
+        self.summary.due_keys = self.progress.total = due_keys
+        self.progress.report(force=True)
+
+    def batch(self, store: _Store, page: Sequence[tuple[Any, ...]]) -> None:
+        """Claim the page's keys, resolve those that are ours, store them, let go."""
+        dois = {str(k): str(d) for k, d in page}
+        claim = store.transaction(
+            lambda cursor: self.claims.claim(cursor, list(dois), datetime.now(timezone.utc)))
+        self.summary.stored_elsewhere += len(claim.fresh)
+        for key in claim.elsewhere:
+            self.elsewhere[key] = dois[key]
+        self.progress.done += len(claim.fresh)
+        mine = [(k, d) for k, d in dois.items() if k in claim.mine]
+        try:
+            if mine:
+                self._resolve(store, mine, claim)
+        except BaseException:
+            # Let go of the keys at once (a kill leaves them to the lease): they stay due.
+            with contextlib.suppress(Exception):
+                store.transaction(lambda cursor: self.claims.finish(cursor, claim))
+            raise
+
+    def _resolve(self, store: _Store, mine: list[tuple[str, str]], claim: Claim) -> None:
+        from airflow_doi.resolver import ResolverStats
+
+        base = self.progress.done
+
+        def on_progress(event: ProgressEvent) -> None:
+            self.progress.done = base + event.done
+            self.progress.report()
+
+        stats = ResolverStats()
+        results = self.proxy_hook.resolve([d for _, d in mine], progress=on_progress,
+                                          stats=stats)
+        failed = stats.gave_up is not None or all(r.status == "error" for r in results)
+        # A proxy that gave up answered nothing about the keys still waiting: no error row
+        # for them (errors are due anyway), so the next try asks them as if never asked.
+        kept = [(k, d, r) for (k, d), r in zip(mine, results, strict=True)
+                if not (failed and r.status == "error")]
+        dialect = self.claims.dialect
+        rows = [_row(k, d, r, dialect) for k, d, r in kept]
+
+        def store_answers(cursor: Any) -> None:
+            upsert_rows(cursor, dialect, self.results_table, RESOLUTION_COLUMNS, rows,
+                        key="doi_key", types=resolution_types(dialect))
+            self.claims.finish(cursor, claim)
+
+        store.transaction(store_answers)
+        summary = self.summary
+        summary.batches += 1
+        summary.stored_keys += len(rows)
+        summary.requests += stats.requests
+        summary.retries += stats.retries
+        summary.by_status.update(r.status for _, _, r in kept)
+        self.progress.done = base + len(mine)
+        self.progress.report()
+        if failed:
+            reason = stats.gave_up or (results[-1].error if results else None)
+            raise ProxyUnavailableError(
+                f"the DOI proxy failed ({reason}); {summary.stored_keys} keys stored, "
+                f"{len(mine) - len(rows)} keys of this batch and the ones not reached yet stay "
+                "due for the next try, which asks only for those"
+            )
+
+    def wait_for_elsewhere(self, store: _Store) -> None:
+        """Keys another task held when their turn came: wait until they are stored there, or
+        claim and resolve them when that task lets go of them (or its lease runs out)."""
+        if not self.elsewhere:
+            return
+        self.log.info(
+            "%d due keys are being resolved by another task; waiting for them (a claim "
+            "holds for at most %s)", len(self.elsewhere), format_duration(self.claims.lease))
+        self.summary.waited_for = len(self.elsewhere)
+        while self.elsewhere:
+            time.sleep(self.poll)
+            waiting = sorted(self.elsewhere.items())
+            self.elsewhere = {}
+            for start in range(0, len(waiting), self.batch_size):
+                self.batch(store, waiting[start:start + self.batch_size])
+
+    def finished(self) -> None:
+        summary = self.summary
+        summary.elapsed = time.monotonic() - self.clock
+        statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items()))
+        self.log.info(
+            "Stored %d keys in %s in %d batches (%s); %d requests, %d retries, %d keys "
+            "stored by another task meanwhile, %s (%.1f keys/s)",
+            summary.stored_keys, self.results_table, summary.batches, statuses or "none",
+            summary.requests, summary.retries, summary.stored_elsewhere,
+            format_duration(summary.elapsed),
+            summary.stored_keys / summary.elapsed if summary.elapsed else 0.0,
+        )
+
+
+def _say_nothing_due(store: _Store, due: _DueKeys, table: str, results_table: str,
+                     after: str | None, upto: str | None, log: TaskLog) -> None:
+    """Why nothing was due: every valid key already has a fresh row (perhaps stored for
+    another table: the results table is a cache by key, shared by the tables beside it)."""
+    dialect = store.dialect
+    key = quote_identifier(due.key_column)
+    where = f"{quote_identifier(due.valid_column)} = {dialect.p()} AND {key} IS NOT NULL"
+    params: list[Any] = [True]
+    if after is not None:
+        where += f" AND {key} > {dialect.p()}"
+        params.append(after)
+    if upto is not None:
+        where += f" AND {key} <= {dialect.p()}"
+        params.append(upto)
+    with store.session() as (_, cursor):
+        cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {quote_identifier(table)} "
+                       f"WHERE {where}", params)
+        valid = int(cursor.fetchone()[0])
+    scope = "" if after is None and upto is None else " in this key range"
     log.info(
-        "Stored %d keys in %s in %d batches (%s); %d requests, %d retries, %s (%.1f keys/s)",
-        summary.stored_keys, results_table, summary.batches, statuses, summary.requests,
-        summary.retries, format_duration(summary.elapsed),
-        summary.stored_keys / summary.elapsed if summary.elapsed else 0.0,
+        "Nothing due in %s%s: %s; %s is a cache by key, shared by every table whose keys it "
+        "holds, so keys resolved for another table are not asked again until they expire",
+        table, scope,
+        f"all {valid} valid keys already have a fresh row in {results_table}" if valid
+        else "it has no valid keys (run the normalize step first)", results_table,
     )
-    return summary
 
 
-def _hooks(conn_id: str, doi_proxy_conn_id: str,
+def _hooks(conn_id: str, resolver_conn_id: str,
            resolver_options: dict[str, Any] | None) -> tuple[DbApiHook, DoiProxyHook]:
     from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
 
-    return sql_hook(conn_id), DoiProxyHook(doi_proxy_conn_id, **(resolver_options or {}))
+    return sql_hook(conn_id), DoiProxyHook(resolver_conn_id, **(resolver_options or {}))
 
 
 def plan_resolve_batches(
@@ -336,7 +556,7 @@ def plan_resolve_batches(
     dialect = dialect_of(db_hook)
     due = _DueKeys(table, results_table, key_column, valid_column)
     ranges: list[dict[str, str | None]] = []
-    with closing(db_hook.get_conn()) as conn:
+    with closing(connect(db_hook)) as conn:
         cursor = dialect.cursor(conn)
         require_columns(cursor, table, {"key_column": key_column, "valid_column": valid_column},
                         case_sensitive=dialect.case_sensitive_identifiers)
@@ -369,22 +589,27 @@ def resolve_key_range(
     table: str,
     after: str | None = None,
     upto: str | None = None,
-    doi_proxy_conn_id: str = "doi_proxy_default",
+    resolver_conn_id: str = "doi_proxy_default",
     results_table: str | None = None,
     key_column: str = "doi_key",
     doi_column: str = "doi",
     valid_column: str = "doi_valid",
     batch_size: int = 1000,
     resolver_options: dict[str, Any] | None = None,
+    doi_proxy_conn_id: str | None = None,
 ) -> dict[str, Any]:
     """Resolve the due keys with ``after < key <= upto`` (one mapped task's share).
 
     ``upto=None`` means no upper bound; requests and commits go ``batch_size`` keys at a time
-    however wide the range is.
+    however wide the range is. ``resolver_conn_id`` is the ``doi_proxy`` connection
+    (``doi_proxy_conn_id`` is its deprecated name).
     """
     import logging
 
-    db_hook, proxy_hook = _hooks(conn_id, doi_proxy_conn_id, resolver_options)
+    from airflow_doi.provider.hooks.doi_proxy import renamed_conn_id
+
+    resolver_conn_id = renamed_conn_id(resolver_conn_id, doi_proxy_conn_id, "resolve_key_range")
+    db_hook, proxy_hook = _hooks(conn_id, resolver_conn_id, resolver_options)
     summary = resolve_due_keys(
         db_hook, proxy_hook, table=table, results_table=results_table, key_column=key_column,
         doi_column=doi_column, valid_column=valid_column, batch_size=batch_size,
@@ -396,7 +621,8 @@ def resolve_key_range(
 class DoiResolveOperator(DoiSqlOperator):
     """Resolve the new or expired DOI keys of ``table`` into ``results_table``.
 
-    :param doi_proxy_conn_id: the ``doi_proxy`` connection (rate, concurrency, ...).
+    :param resolver_conn_id: the ``doi_proxy`` connection (rate, concurrency, ...);
+        ``doi_proxy_conn_id`` is its deprecated name (Airflow shows that one as ``'***'``).
     :param results_table: defaults to ``doi_resolution`` in the catalogue's schema.
     :param key_column, doi_column, valid_column: the columns written by the normalize step.
     :param resolver_options: :class:`~airflow_doi.resolver.ResolverConfig` fields that win over
@@ -409,7 +635,7 @@ class DoiResolveOperator(DoiSqlOperator):
     """
 
     template_fields: Sequence[str] = (
-        "conn_id", "table", "batch_size", "hook_params", "results_table", "doi_proxy_conn_id",
+        "conn_id", "table", "batch_size", "hook_params", "results_table", "resolver_conn_id",
         "resolver_options", "repair_column", "repair_table", "key_column", "doi_column",
         "valid_column",
     )
@@ -417,7 +643,7 @@ class DoiResolveOperator(DoiSqlOperator):
     def __init__(
         self,
         *,
-        doi_proxy_conn_id: str = "doi_proxy_default",
+        resolver_conn_id: str = "doi_proxy_default",
         results_table: str | None = None,
         key_column: str = "doi_key",
         doi_column: str = "doi",
@@ -426,12 +652,16 @@ class DoiResolveOperator(DoiSqlOperator):
         batch_size: int | str = 1000,
         repair_column: str | None = None,
         repair_table: str | None = None,
+        doi_proxy_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        from airflow_doi.provider.hooks.doi_proxy import renamed_conn_id
+
         super().__init__(batch_size=batch_size, **kwargs)
         self.repair_column = repair_column
         self.repair_table = repair_table
-        self.doi_proxy_conn_id = doi_proxy_conn_id
+        self.resolver_conn_id = renamed_conn_id(resolver_conn_id, doi_proxy_conn_id,
+                                                "DoiResolveOperator")
         self.results_table = results_table
         self.key_column = key_column
         self.doi_column = doi_column
@@ -447,7 +677,7 @@ class DoiResolveOperator(DoiSqlOperator):
             self.check_identifiers(self.repair_column)
         summary = resolve_due_keys(
             self.get_db_hook(),
-            DoiProxyHook(self.doi_proxy_conn_id, **(self.resolver_options or {})),
+            DoiProxyHook(self.resolver_conn_id, **(self.resolver_options or {})),
             table=self.table,
             results_table=results_table,
             key_column=self.key_column,
@@ -464,7 +694,7 @@ class DoiResolveOperator(DoiSqlOperator):
 
             outcome.update(store_repairs(
                 self.get_db_hook(),
-                DoiProxyHook(self.doi_proxy_conn_id, **(self.resolver_options or {})),
+                DoiProxyHook(self.resolver_conn_id, **(self.resolver_options or {})),
                 table=self.table, raw_column=self.repair_column, results_table=results_table,
                 repair_table=self.repair_table, key_column=self.key_column,
                 valid_column=self.valid_column, log=self.log,

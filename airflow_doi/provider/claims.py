@@ -1,0 +1,251 @@
+"""Claims on due keys, so that tasks running at once never ask the proxy for one key twice.
+
+Concurrent DAG runs, mapped tasks and workers that resolve the same results table share a
+claims table beside it (``<results_table>_claims``): one row per key being resolved, with its
+owner (the task: DAG, run, task and map index), a token for this one claim, and a lease. A
+task claims the keys of a batch before it sends a request and deletes its claim rows in the
+same transaction that stores the answers; keys another task holds are put off, and waited
+for at the end (they end up stored, or their lease runs out and they are claimed then).
+
+A claim is a compare-and-set on the key's row, so it is safe on every engine:
+
+1. the rows of the batch's keys are created if missing (``ON CONFLICT DO NOTHING``,
+   ``INSERT IGNORE``, ``MERGE``, or ``INSERT ... WHERE NOT EXISTS``), as already expired;
+2. where the engine has ``FOR UPDATE SKIP LOCKED`` (PostgreSQL, MySQL 8, MariaDB 10.6), the
+   free rows are locked first, skipping any another claim is locking right now;
+3. ``UPDATE ... SET owner, token, lease WHERE key IN (...) AND (lease over OR same owner)``:
+   the database re-checks the condition on each row as it updates it, so of two claims at
+   once exactly one takes a key;
+4. the rows carrying this claim's token are read back: they are the keys that are ours.
+
+A killed task leaves its rows behind: its own next try (same owner) takes them back at once,
+so does any claim on the same machine once the process that made them is gone (the token
+names host and process), and anyone else after ``lease`` seconds. Keys whose row in the
+results table is still fresh are never claimed: another task stored them meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow_doi.provider.sql import Dialect, missing_columns, native_cursor, quote_identifier
+
+__all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claims_table_of"]
+
+CLAIM_COLUMNS: tuple[str, ...] = ("doi_key", "owner", "token", "claimed_at", "lease_until")
+#: Engines whose ``SELECT ... FOR UPDATE SKIP LOCKED`` the claim uses (step 2).
+SKIP_LOCKED = frozenset({"postgres", "mysql"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_HOST = socket.gethostname()
+
+
+def _gone(token: str) -> bool:
+    """True when ``token`` (``host/pid/random``) was made by a process of this machine that
+    no longer exists."""
+    parts = token.rsplit("/", 2)
+    if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists but is not ours to signal
+        return False
+    return False
+
+
+def claims_table_of(results_table: str) -> str:
+    """The claims table of a results table: ``s.doi_resolution`` -> ``s.doi_resolution_claims``."""
+    name = f"{results_table}_claims"
+    quote_identifier(name)
+    return name
+
+
+@dataclass
+class Claim:
+    """What one claim got: ``mine`` to resolve now, ``elsewhere`` held by another task,
+    ``fresh`` already stored (by another task, meanwhile)."""
+
+    token: str
+    mine: set[str] = field(default_factory=set)
+    elsewhere: set[str] = field(default_factory=set)
+    fresh: set[str] = field(default_factory=set)
+
+
+def _chunks(values: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+@dataclass(frozen=True)
+class KeyClaims:
+    """The claims table of one results table, as one owner uses it."""
+
+    table: str
+    results_table: str
+    dialect: Dialect
+    owner: str
+    lease: float
+
+    @property
+    def _per_statement(self) -> int:
+        return max(1, self.dialect.max_params - 8)
+
+    def ensure(self, cursor: Any) -> None:
+        """``CREATE TABLE IF NOT EXISTS`` the claims table; refuse a table that is not one."""
+        d = self.dialect
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_identifier(self.table)} ("
+            f'"doi_key" {d.key_text} NOT NULL PRIMARY KEY, "owner" {d.text_type} NOT NULL, '
+            f'"token" {d.text_type} NOT NULL, "claimed_at" {d.timestamp_type} NOT NULL, '
+            f'"lease_until" {d.timestamp_type} NOT NULL)'
+        )
+        missing = missing_columns(cursor, self.table, CLAIM_COLUMNS,
+                                  case_sensitive=d.case_sensitive_identifiers)
+        if missing:
+            raise ValueError(
+                f"the table {self.table} already exists and is not the claims table of "
+                f"{self.results_table} (no column {', '.join(missing)}); it was left untouched: "
+                "pass results_table='another_name' to resolve into another pair of tables"
+            )
+
+    def claim(self, cursor: Any, keys: Sequence[str], now: datetime) -> Claim:
+        """Claim ``keys`` (the caller commits at once, before any request is sent)."""
+        claim = Claim(token=f"{_HOST}/{os.getpid()}/{uuid.uuid4().hex}")
+        if not keys:
+            return claim
+        claim.fresh = self._fresh(cursor, keys, now)
+        todo = [k for k in keys if k not in claim.fresh]
+        if not todo:
+            return claim
+        self._create_rows(cursor, todo)
+        candidates: Sequence[str] = todo
+        if self.dialect.name in SKIP_LOCKED:
+            candidates = self._free_rows_locked(cursor, todo, now)
+        d = self.dialect
+        stamp = d.timestamp(now)
+        until = d.timestamp(now + timedelta(seconds=self.lease))
+        for chunk in _chunks(candidates, self._per_statement):
+            cursor.execute(
+                f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.p()}, "token" = {d.p()}, '
+                f'"claimed_at" = {d.p()}, "lease_until" = {d.p()} '
+                f'WHERE "doi_key" IN ({d.p(len(chunk))}) '
+                f'AND ("lease_until" <= {d.p()} OR "owner" = {d.p()})',
+                [self.owner, claim.token, stamp, until, *chunk, stamp, self.owner],
+            )
+        claim.mine = self._carrying(cursor, todo, claim.token)
+        claim.elsewhere = set(todo) - claim.mine
+        if claim.elsewhere:
+            self._take_from_the_dead(cursor, claim, stamp, until)
+        return claim
+
+    def _take_from_the_dead(self, cursor: Any, claim: Claim, stamp: Any, until: Any) -> None:
+        """Keys held by a process of this machine that is gone (killed, not retried yet):
+        taken over at once, without waiting for its lease (claims by other machines wait)."""
+        d = self.dialect
+        held = sorted(claim.elsewhere)
+        tokens: set[str] = set()
+        for chunk in _chunks(held, self._per_statement):
+            cursor.execute(
+                f'SELECT DISTINCT "token" FROM {quote_identifier(self.table)} WHERE "doi_key" '
+                f'IN ({d.p(len(chunk))})', list(chunk))
+            tokens.update(row[0] for row in cursor.fetchall())
+        dead = [token for token in tokens if _gone(token)]
+        if not dead:
+            return
+        for token in dead:
+            for chunk in _chunks(held, self._per_statement - 1):
+                cursor.execute(
+                    f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.p()}, '
+                    f'"token" = {d.p()}, "claimed_at" = {d.p()}, "lease_until" = {d.p()} '
+                    f'WHERE "doi_key" IN ({d.p(len(chunk))}) AND "token" = {d.p()}',
+                    [self.owner, claim.token, stamp, until, *chunk, token])
+        taken = self._carrying(cursor, held, claim.token)
+        claim.mine |= taken
+        claim.elsewhere -= taken
+
+    def finish(self, cursor: Any, claim: Claim) -> None:
+        """Let go of a claim's keys (their answers are stored, or they stay due)."""
+        d = self.dialect
+        for chunk in _chunks(sorted(claim.mine), self._per_statement):
+            cursor.execute(
+                f'DELETE FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
+                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, claim.token])
+
+    def _carrying(self, cursor: Any, keys: Sequence[str], token: str) -> set[str]:
+        """Step 4: which of ``keys`` carry ``token`` (by key: no scan, no lock on others)."""
+        d = self.dialect
+        mine: set[str] = set()
+        for chunk in _chunks(keys, self._per_statement):
+            cursor.execute(
+                f'SELECT "doi_key" FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
+                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, token])
+            mine.update(row[0] for row in cursor.fetchall())
+        return mine
+
+    def _fresh(self, cursor: Any, keys: Sequence[str], now: datetime) -> set[str]:
+        d = self.dialect
+        fresh: set[str] = set()
+        for chunk in _chunks(keys, self._per_statement):
+            cursor.execute(
+                f'SELECT "doi_key" FROM {quote_identifier(self.results_table)} WHERE "doi_key" IN '
+                f'({d.p(len(chunk))}) AND "expires_at" IS NOT NULL AND "expires_at" > {d.p()}',
+                [*chunk, d.timestamp(now)],
+            )
+            fresh.update(row[0] for row in cursor.fetchall())
+        return fresh
+
+    def _create_rows(self, cursor: Any, keys: Sequence[str]) -> None:
+        """Step 1: a row per key, expired, unless it exists (another claim's stays as is)."""
+        d = self.dialect
+        epoch = d.timestamp(_EPOCH)
+        columns = ", ".join(quote_identifier(c) for c in CLAIM_COLUMNS)
+        table = quote_identifier(self.table)
+        per_statement = max(1, self._per_statement // len(CLAIM_COLUMNS))
+        for chunk in _chunks(keys, per_statement):
+            rows = [[key, "", "", epoch, epoch] for key in chunk]
+            cells = [cell for row in rows for cell in row]
+            values = ", ".join([f"({d.p(len(CLAIM_COLUMNS))})"] * len(rows))
+            if d.on_conflict:
+                cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {values} "
+                               'ON CONFLICT ("doi_key") DO NOTHING', cells)
+            elif d.name == "mysql":  # written for MySQL itself: sqlglot has no INSERT IGNORE
+                quoted = ", ".join(d.quote(c) for c in CLAIM_COLUMNS)
+                native_cursor(cursor).execute(
+                    f"INSERT IGNORE INTO {d.quote(self.table)} ({quoted}) VALUES {values}", cells)
+            elif d.merge:
+                first = ", ".join(f"{d.p()} AS {quote_identifier(c)}" for c in CLAIM_COLUMNS)
+                source = " UNION ALL ".join(
+                    [f"SELECT {first}"] + [f"SELECT {d.p(len(CLAIM_COLUMNS))}"] * (len(rows) - 1))
+                inserted = ", ".join(f"s.{quote_identifier(c)}" for c in CLAIM_COLUMNS)
+                cursor.execute(
+                    f'MERGE INTO {table} AS q USING ({source}) AS s ON q."doi_key" = s."doi_key" '
+                    f"WHEN NOT MATCHED THEN INSERT ({columns}) VALUES ({inserted})", cells)
+            else:
+                cursor.executemany(
+                    f"INSERT INTO {table} ({columns}) SELECT {d.p(len(CLAIM_COLUMNS))} "
+                    f'WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE "doi_key" = {d.p()})',
+                    [[*row, row[0]] for row in rows])
+
+    def _free_rows_locked(self, cursor: Any, keys: Sequence[str], now: datetime) -> list[str]:
+        """Step 2: the free rows among ``keys``, locked; rows another claim locks are skipped."""
+        d = self.dialect
+        free: list[str] = []
+        for chunk in _chunks(keys, self._per_statement):
+            cursor.execute(
+                f'SELECT "doi_key" FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
+                f'({d.p(len(chunk))}) AND ("lease_until" <= {d.p()} OR "owner" = {d.p()}) '
+                "FOR UPDATE SKIP LOCKED",
+                [*chunk, d.timestamp(now), self.owner],
+            )
+            free.extend(row[0] for row in cursor.fetchall())
+        return free

@@ -1,0 +1,310 @@
+"""#24: claims on due keys, DuckDB files under a real executor, and failing fast on a dead proxy.
+
+Real engines (SQLite, DuckDB, PostgreSQL, MariaDB), real processes resolving one table at
+once, the proxy simulator over loopback counting what it was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import duckdb
+import pytest
+
+from airflow_doi.provider.claims import KeyClaims
+from airflow_doi.provider.operators.resolve import ensure_resolution_table
+from airflow_doi.provider.sql import dialect_named, quote_identifier
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import MARIADB_DSN
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow_claims")]
+
+ENGINES = ["sqlite", "duckdb", "postgres", "mariadb"]
+
+
+class Engine:
+    """One catalogue database: its Airflow connection, a raw client and its dialect."""
+
+    def __init__(self, kind: str, connection: dict[str, Any],
+                 connect: Callable[[], Any], table: str) -> None:
+        self.kind, self.connection, self.connect, self.table = kind, connection, connect, table
+        self.dialect = dialect_named(connection["conn_type"],
+                                     "%s" if kind in ("postgres", "mariadb") else "?")
+        self.results = table.rpartition(".")[0] + "." if "." in table else ""
+        self.results += "doi_resolution"
+
+    def run(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        with closing(self.connect()) as conn:
+            cursor = self.dialect.cursor(conn)
+            cursor.execute(sql, params or [])
+            rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+            conn.commit()
+            return rows
+
+    def load(self, keys: list[str]) -> None:
+        table = quote_identifier(self.table)
+        with closing(self.connect()) as conn:
+            cursor = self.dialect.cursor(conn)
+            text = self.dialect.text_type
+            cursor.execute(f"CREATE TABLE {table} (doi {text}, doi_key {text}, "
+                           f"doi_valid {self.dialect.boolean_type})")
+            p = self.dialect.p(3)
+            cursor.executemany(f"INSERT INTO {table} VALUES ({p})",
+                               [(k.lower(), k, True) for k in keys])
+            conn.commit()
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    kind = request.param
+    if kind == "sqlite":
+        import sqlite3
+
+        path = str(tmp_path / "cat.sqlite")
+        yield Engine(kind, {"conn_type": "sqlite", "host": path},
+                     lambda: sqlite3.connect(path, timeout=30), "catalogue")
+    elif kind == "duckdb":
+        path = str(tmp_path / "cat.duckdb")
+        yield Engine(kind, {"conn_type": "duckdb", "host": path},
+                     lambda: duckdb.connect(path), "catalogue")
+    elif kind == "postgres":
+        import psycopg
+
+        dsn = request.getfixturevalue("postgres_dsn")
+        schema = request.getfixturevalue("postgres_schema")
+        url = urlparse(dsn)
+        yield Engine(kind, {"conn_type": "postgres", "host": url.hostname,
+                            "port": url.port or 5432, "login": url.username,
+                            "password": url.password or "", "schema": url.path.lstrip("/")},
+                     lambda: psycopg.connect(dsn), f"{schema}.catalogue")
+    else:
+        import pymysql
+
+        database = request.getfixturevalue("mariadb_database")
+        url = urlparse(MARIADB_DSN)
+        login = {"host": url.hostname, "port": url.port or 3306, "user": url.username,
+                 "password": url.password or "", "database": database, "charset": "utf8mb4"}
+        yield Engine(kind, {"conn_type": "mysql", "host": url.hostname, "port": login["port"],
+                            "login": url.username, "password": login["password"],
+                            "schema": database},
+                     lambda: pymysql.connect(**login), "catalogue")
+
+
+def _claims(engine: Engine, owner: str, lease: float = 60.0) -> KeyClaims:
+    return KeyClaims(f"{engine.results}_claims", engine.results, engine.dialect, owner, lease)
+
+
+def test_a_claim_takes_each_key_once_and_lets_go(engine: Engine) -> None:
+    """Compare-and-set on each engine: of two owners one gets a key; a retry of the same
+    owner takes its keys back; finished keys leave; a stored key is never claimed; an
+    expired lease lets another owner in."""
+    keys = [f"10.5555/C{i}" for i in range(8)]
+    now = datetime.now(timezone.utc)
+    with closing(engine.connect()) as conn:
+        cursor = engine.dialect.cursor(conn)
+        ensure_resolution_table(cursor, engine.dialect, engine.results)
+        first, second = _claims(engine, "dag/run/a/-1"), _claims(engine, "dag/run/b/-1")
+        first.ensure(cursor)
+        a = first.claim(cursor, keys[:5], now)
+        conn.commit()
+        b = second.claim(cursor, keys, now)
+        conn.commit()
+        assert a.mine == set(keys[:5]) and not a.elsewhere
+        assert b.mine == set(keys[5:]) and b.elsewhere == set(keys[:5])
+        again = first.claim(cursor, keys[:5], now)  # the same task's next try
+        conn.commit()
+        assert again.mine == set(keys[:5])
+        first.finish(cursor, again)
+        stamp = engine.dialect.timestamp(now + timedelta(days=30))
+        cursor.execute(f'INSERT INTO {quote_identifier(engine.results)} ("doi_key", "doi", '
+                       f'"status", "expires_at") VALUES ({engine.dialect.p(4)})',
+                       [keys[0], keys[0].lower(), "resolved", stamp])
+        conn.commit()
+        taken = second.claim(cursor, keys[:5], now)
+        conn.commit()
+        assert taken.fresh == {keys[0]} and taken.mine == set(keys[1:5])
+        later = now + timedelta(seconds=61)  # b's leases have run out
+        third = _claims(engine, "dag/run/c/-1").claim(cursor, keys, later)
+        conn.commit()
+        assert third.mine == set(keys[1:]) and third.fresh == {keys[0]}
+    table = quote_identifier(f"{engine.results}_claims")
+    assert engine.run(f"SELECT COUNT(*) FROM {table}") == [(7,)]  # third's, unfinished
+    # Third's process is gone (killed) on this machine: its keys are taken over at once.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    engine.run(f'UPDATE {table} SET "token" = {engine.dialect.p()}',
+               [f"{socket.gethostname()}/{int(gone.stdout)}/feed"])
+    with closing(engine.connect()) as conn:
+        cursor = engine.dialect.cursor(conn)
+        fourth = _claims(engine, "dag/run/d/-1").claim(cursor, keys, later)
+        conn.commit()
+    assert fourth.mine == set(keys[1:]) and not fourth.elsewhere
+
+
+RESOLVER = """
+import json, sys
+from airflow_doi.provider.operators.resolve import resolve_key_range
+print(json.dumps(resolve_key_range(conn_id="cat", table=sys.argv[1], batch_size=25)))
+"""
+
+
+def _env(engine: Engine, proxy: str, **extra: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env["AIRFLOW_CONN_CAT"] = json.dumps(engine.connection)
+    env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
+        {"conn_type": "doi_proxy", "host": proxy,
+         "extra": {"rate": 1000, "concurrency": 4, **extra}})
+    return env
+
+
+def test_resolvers_running_at_once_ask_each_key_once(engine: Engine) -> None:
+    """Three processes resolve one table at the same moment (as two DAG runs and a mapped
+    task would): every key is asked once, every key is stored, and all three succeed."""
+    keys = [f"10.5555/K{i:04d}" for i in range(400)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True, latency=0.005) as sim:
+        env = _env(engine, sim.url, rate=50)  # ~8 s alone: the three overlap
+        processes = [subprocess.Popen([sys.executable, "-c", RESOLVER, engine.table], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for _ in range(3)]
+        outputs = [p.communicate(timeout=300) for p in processes]
+        for process, (_, err) in zip(processes, outputs, strict=True):
+            assert process.returncode == 0, err[-3000:]
+        summaries = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+        assert sim.request_count == len(keys), summaries
+        assert set(sim.requests_by_key.values()) == {1}
+    print(f"{engine.kind}: {sim.request_count} requests for {len(keys)} keys by 3 processes, "
+          f"stored {[s['stored_keys'] for s in summaries]}")
+    assert sum(s["stored_keys"] for s in summaries) == len(keys)
+    assert all(s["stored_keys"] > 0 for s in summaries)  # they did work side by side
+    results = quote_identifier(engine.results)
+    assert engine.run(f"SELECT COUNT(*) FROM {results} WHERE status = 'resolved'") == [
+        (len(keys),)]
+    assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results + '_claims')}"
+                      ) == [(0,)]
+
+
+@pytest.mark.parametrize("engine", ["postgres", "duckdb"], indirect=True)
+def test_a_dead_proxy_fails_the_task_within_give_up_plus_one_batch(engine: Engine) -> None:
+    """The proxy stops mid-run: the task fails once the breaker gives up (not a second
+    window later), keys answered before are stored, and the keys never answered get no
+    row and no claim: the next run asks only for those."""
+    keys = [f"10.5555/D{i:04d}" for i in range(200)]
+    engine.load(keys)
+    give_up = 3.0
+    sim = ProxySimulator(auto_records=True, latency=0.002)
+    sim.start()
+    stopped: list[float] = []
+
+    def stop_midway() -> None:
+        while sim.request_count < 60:
+            time.sleep(0.005)
+        sim.stop()
+        stopped.append(time.monotonic())
+
+    stopper = threading.Thread(target=stop_midway)
+    stopper.start()
+    env = _env(engine, sim.url, rate=200, breaker_give_up=give_up, breaker_cooldown=0.5,
+               max_attempts=3, backoff_base=0.1, timeout=2)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", RESOLVER, engine.table], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    ended = time.monotonic()
+    stopper.join(30)
+    assert result.returncode != 0
+    assert "ProxyUnavailableError" in result.stderr and "the DOI proxy failed" in result.stderr
+    to_fail = ended - stopped[0]
+    print(f"{engine.kind}: failed {to_fail:.1f} s after the proxy stopped "
+          f"(give-up {give_up:g} s; whole run {ended - started:.1f} s)")
+    assert to_fail < give_up + 5.0  # one batch of 25 at 200/s, plus a process's start
+    results = quote_identifier(engine.results)
+    stored = {k for (k,) in engine.run(f"SELECT doi_key FROM {results}")}
+    assert engine.run(f"SELECT COUNT(*) FROM {results} WHERE status <> 'resolved'") == [(0,)]
+    answered = set(sim.requests_by_key)
+    assert 25 <= len(stored) < len(keys) and stored <= answered
+    assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results + '_claims')}"
+                      ) == [(0,)]
+    with ProxySimulator(auto_records=True) as healthy:
+        again = subprocess.run([sys.executable, "-c", RESOLVER, engine.table],
+                               env=_env(engine, healthy.url), capture_output=True, text=True,
+                               timeout=300, check=False)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert set(healthy.requests_by_key) == set(keys) - stored
+        assert set(healthy.requests_by_key.values()) == {1}
+
+
+def test_duckdb_waits_for_a_file_another_process_holds(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task opening a DuckDB file another process writes waits for it, saying so; past
+    the connection's ``lock_wait`` it fails with what to do."""
+    from airflow_doi.provider.hooks.duckdb import DuckDbHook
+
+    path = tmp_path / "held.duckdb"
+    duckdb.connect(str(path)).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(float(sys.argv[2]))", str(path), "2"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    monkeypatch.setenv("AIRFLOW_CONN_HELD", json.dumps(
+        {"conn_type": "doi_duckdb", "host": str(path), "extra": {"lock_wait": 30}}))
+    lines: list[str] = []
+    hook = DuckDbHook(duckdb_conn_id="held")
+    monkeypatch.setattr(type(hook), "log", _Recorder(lines), raising=False)
+    started = time.monotonic()
+    with closing(hook.get_conn()) as conn:
+        assert conn.execute("SELECT 42").fetchone() == (42,)
+    waited = time.monotonic() - started
+    holder.wait(30)
+    assert 0.5 < waited < 20
+    assert any(f"process {holder.pid}" in line and "waiting up to 30 s" in line
+               for line in lines), lines
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(float(sys.argv[2]))", str(path), "10"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("AIRFLOW_CONN_HELD", json.dumps(
+            {"conn_type": "doi_duckdb", "host": str(path), "extra": {"lock_wait": 0.5}}))
+        with pytest.raises(RuntimeError, match=r"still held by process \d+ after 0.5 s.*"
+                           "one-slot pool.*lock_wait"):
+            DuckDbHook(duckdb_conn_id="held").get_conn()
+    finally:
+        holder.kill()
+        holder.wait(30)
+
+
+class _Recorder:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def info(self, message: str, *args: Any) -> None:
+        self.lines.append(message % args)
+
+
+def test_a_duckdb_connection_is_served_by_whichever_provider_owns_the_type(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``duckdb`` connections: ours when no provider registers the type (the DuckDB
+    provider's type); ``doi_duckdb``: always ours."""
+    from airflow_doi.provider.hooks.duckdb import DuckDbHook
+    from airflow_doi.provider.operators.base import dialect_of, sql_hook
+
+    for conn_type in ("duckdb", "doi_duckdb"):
+        monkeypatch.setenv("AIRFLOW_CONN_DUCK", json.dumps(
+            {"conn_type": conn_type, "host": str(tmp_path / "x.duckdb")}))
+        hook = sql_hook("duck")
+        assert isinstance(hook, DuckDbHook) and dialect_of(hook).name == "duckdb"
