@@ -41,4 +41,11 @@ if [[ $extra == dev ]]; then
       "duckdb>=1.1,<2"
     touch "$oldest/.installed"
   fi
+  # The connection type duckdb is the DuckDB provider's: a test checks that a duckdb
+  # connection gets its hook when it is installed (kept apart: on PYTHONPATH in that test only).
+  theirs=.venv-duckdb-provider
+  if [[ ! -f $theirs/.installed || scripts/bootstrap.sh -nt $theirs/.installed ]]; then
+    .venv/bin/python -m pip install -q --no-deps --target "$theirs" "airflow-provider-duckdb==0.2.0"
+    touch "$theirs/.installed"
+  fi
 fi

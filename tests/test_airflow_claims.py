@@ -308,3 +308,37 @@ def test_a_duckdb_connection_is_served_by_whichever_provider_owns_the_type(
             {"conn_type": conn_type, "host": str(tmp_path / "x.duckdb")}))
         hook = sql_hook("duck")
         assert isinstance(hook, DuckDbHook) and dialect_of(hook).name == "duckdb"
+
+
+THEIRS = Path(__file__).resolve().parent.parent / ".venv-duckdb-provider"
+WITH_THEIRS = """
+import json, sys
+from airflow.providers_manager import ProvidersManager
+from airflow_doi.provider.operators.base import sql_hook
+from airflow_doi.provider.operators.resolve import resolve_key_range
+hook = sql_hook("cat")
+print("OWNER", ProvidersManager().hooks["duckdb"].package_name, type(hook).__module__)
+print("SUMMARY", json.dumps(resolve_key_range(conn_id="cat", table="catalogue", batch_size=25)))
+"""
+
+
+@pytest.mark.parametrize("engine", ["duckdb"], indirect=True)
+def test_with_the_duckdb_provider_installed_a_duckdb_connection_uses_its_hook(
+        engine: Engine) -> None:
+    """``airflow-provider-duckdb`` (scripts/bootstrap.sh keeps it in .venv-duckdb-provider)
+    owns the type ``duckdb``: with it on the path, the provider registers it, our operators
+    take its hook, and resolution works through it (ours still answers ``doi_duckdb``)."""
+    assert (THEIRS / "duckdb_provider").is_dir(), "run scripts/bootstrap.sh dev"
+    keys = [f"10.5555/P{i:03d}" for i in range(60)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True) as sim:
+        env = _env(engine, sim.url)
+        env["PYTHONPATH"] = os.pathsep.join([str(THEIRS), env.get("PYTHONPATH", "")])
+        result = subprocess.run([sys.executable, "-c", WITH_THEIRS], env=env,
+                                capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert sim.request_count == len(keys)
+    said = dict(line.split(" ", 1) for line in result.stdout.splitlines()
+                if line.startswith(("OWNER ", "SUMMARY ")))
+    assert said["OWNER"] == "airflow-provider-duckdb duckdb_provider.hooks.duckdb_hook"
+    assert json.loads(said["SUMMARY"])["stored_keys"] == len(keys)
