@@ -431,9 +431,78 @@ def test_a_dead_proxy_leaves_resolve_up_for_retry(airflow_home: Path, tmp_path: 
             process.wait(30)
         assert dead.request_count == 5
     assert state == ("up_for_retry", 1)
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM doi_resolution WHERE status = 'error'"
-                            ).fetchone() == (5,)
+    with sqlite3.connect(path) as conn:  # nothing answered: no error rows, no claims (#24)
+        assert conn.execute("SELECT COUNT(*) FROM doi_resolution").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM doi_resolution_claims").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "duckdb"])
+def test_two_runs_at_once_on_one_table_ask_each_key_once(
+        kind: str, airflow_home: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """#24, acceptance 2: two ``airflow dags test`` runs of the example DAG on one table at
+    the same moment both succeed, with at most 1.05 requests per distinct key (each run its
+    own metadata file, as two deployments or two workers would)."""
+    keys = 2000
+    rows = [(i, f"t{i}", f"https://doi.org/10.5555/R{i % keys:05d}") for i in range(keys + 500)]
+    if kind == "duckdb":
+        path = tmp_path / "shared.duckdb"
+        with duckdb.connect(str(path)) as conn:
+            conn.execute("CREATE TABLE catalogue (record_id INTEGER, title VARCHAR, "
+                         "doi_raw VARCHAR)")
+            conn.executemany("INSERT INTO catalogue VALUES (?, ?, ?)", rows)
+        catalogue: dict[str, object] = {"conn_type": "duckdb", "host": str(path)}
+        table = "catalogue"
+    else:
+        import psycopg
+
+        dsn = request.getfixturevalue("postgres_dsn")
+        schema = request.getfixturevalue("postgres_schema")
+        with psycopg.connect(dsn) as conn:
+            conn.execute(f'CREATE TABLE "{schema}".catalogue (record_id INTEGER, title TEXT, '
+                         "doi_raw TEXT)")
+            with conn.cursor() as cursor:
+                cursor.executemany(f'INSERT INTO "{schema}".catalogue VALUES (%s, %s, %s)', rows)
+        url = urlparse(dsn)
+        catalogue = {"conn_type": "postgres", "host": url.hostname, "port": url.port or 5432,
+                     "login": url.username, "password": url.password or "",
+                     "schema": url.path.lstrip("/")}
+        table = f"{schema}.catalogue"
+    homes = [airflow_home, tmp_path / "second_home"]
+    homes[1].mkdir()
+    (homes[1] / "airflow.db").write_bytes((airflow_home / "airflow.db").read_bytes())
+    conf = {"catalogue_table": table, "load_sample": False, "run_dbt": False,
+            "resolve_batch_size": 100}
+    with ProxySimulator(auto_records=True, latency=0.002) as sim:
+        started = time.monotonic()
+        processes = []
+        for home in homes:
+            env = _dag_env(home, catalogue, sim.url, rate=300.0)
+            env["AIRFLOW_DOI_EXAMPLE_RETRIES"] = "0"
+            processes.append(subprocess.Popen(
+                [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps(conf)], env=env,
+                cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outputs = [p.communicate(timeout=600)[0] for p in processes]
+        elapsed = time.monotonic() - started
+        for process, output in zip(processes, outputs, strict=True):
+            assert process.returncode == 0 and "state=success" in output, output[-5000:]
+        per_key = sim.request_count / keys
+        print(f"two runs at once on {kind}: {sim.request_count} requests for {keys} keys "
+              f"({per_key:.3f} per key) in {elapsed:.1f} s")
+        _record_figure({"figure": "two_dags_test_runs", "engine": kind, "keys": keys,
+                        "requests": sim.request_count, "requests_per_key": round(per_key, 4),
+                        "seconds": round(elapsed, 1)})
+        assert set(sim.requests_by_key) == {f"10.5555/R{i:05d}" for i in range(keys)}
+        assert per_key <= 1.05
+        assert max(sim.requests_by_key.values()) == 1
+    assert all("Stored " in output for output in outputs)
+
+
+def _record_figure(figure: dict[str, object]) -> None:
+    """Append a measured figure to ``$AIRFLOW_DOI_SYSTEM_FIGURES`` (JSON lines), if set."""
+    target = os.environ.get("AIRFLOW_DOI_SYSTEM_FIGURES")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(figure) + "\n")
 
 
 def test_killed_resolve_resumes_without_asking_again(airflow_home: Path, tmp_path: Path) -> None:
@@ -496,6 +565,13 @@ def test_mapped_resolution_dag(airflow_home: Path, tmp_path: Path,
     assert simulator.request_count == 25
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM doi_resolution").fetchone() == (25,)
+    again = subprocess.run(  # nothing due: the run succeeds and says so in one line (#24)
+        [AIRFLOW, "dags", "test", "doi_resolve_mapped", "--conf", json.dumps({"batch_size": 10})],
+        env=env, cwd=airflow_home, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert _succeeded(again), _explain(again)
+    assert "resolved 0 keys: nothing was due in catalogue" in again.stdout + again.stderr
+    assert simulator.request_count == 25
 
 
 def _demo(out: Path) -> subprocess.CompletedProcess[str]:

@@ -29,9 +29,11 @@ Params (all optional):
   the path. It reads the table and writes only that file (the ``[report]`` extra; without it
   the task is skipped with a line saying what to install).
 
-Every task is retried, 3 times 5 minutes apart (:data:`DEFAULT_ARGS`): when the DOI proxy is
-down the resolve task fails and Airflow tries it again later, asking only for the keys not
-stored yet.
+Every task is retried, 3 times, 2 then 4 then 8 minutes later (retries, retry delay and pool
+come from environment variables: :mod:`airflow_doi.provider.example_settings`): when the DOI
+proxy is down the resolve task fails as soon as the resolver gives up on it, and Airflow tries
+it again later, asking only for the keys not stored yet. Runs on the same table (or on tables that
+share ``doi_resolution``) claim the keys they ask for, so none is asked twice.
 
 The DOI proxy is the ``doi_proxy_default`` connection; without it, https://doi.org is used.
 Offline, start the bundled simulator (``airflow-doi simulator --auto-records``) and set
@@ -47,13 +49,14 @@ import subprocess
 import sys
 import tempfile
 from contextlib import closing
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from airflow.sdk import AssetAlias, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_doi.provider.assets import table_asset
+from airflow_doi.provider.example_settings import DEFAULT_ARGS
 from airflow_doi.provider.operators import (
     DoiNormalizeOperator,
     DoiResolveOperator,
@@ -72,14 +75,6 @@ IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 CONN = "{{ params.catalogue_conn_id }}"
 TABLE = "{{ params.catalogue_table }}"
 COLUMN = "{{ params.doi_column }}"
-#: A failed task (the DOI proxy down, a database restarting) is tried again later, 3 times 5
-#: minutes apart; ``AIRFLOW_DOI_EXAMPLE_RETRIES`` changes the count (the demo, a one-shot
-#: ``airflow dags test``, sets 0 so that a failure shows at once). Refusals a retry cannot fix
-#: (a table that holds rows, too many invalid DOIs) fail at once anyway.
-DEFAULT_ARGS = {
-    "retries": int(os.environ.get("AIRFLOW_DOI_EXAMPLE_RETRIES", "3")),
-    "retry_delay": timedelta(minutes=5),
-}
 
 
 @task(outlets=[CATALOGUE_TABLES])

@@ -11,25 +11,25 @@ Params: ``catalogue_conn_id``, ``catalogue_table``, ``doi_column`` (as in
 ``doi_enrich_catalogue``, whose sample table this DAG can run on) and ``batch_size``. Like
 that DAG, it only adds and fills the ``doi*`` columns of the table and writes
 ``doi_resolution`` beside it; it never deletes a row.
+
+Mapped tasks, and runs of this or the other example DAG on the same table, claim the keys
+they ask for in ``doi_resolution_claims``, so no key is asked twice however many run at
+once. Retries, retry delay, pool and how many mapped tasks run at once
+(``AIRFLOW_DOI_EXAMPLE_PARALLELISM``, default 4) come from environment variables
+(:mod:`airflow_doi.provider.example_settings`); on a DuckDB file put the tasks in a one-slot pool.
 """
 
 from __future__ import annotations
 
-import os
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from airflow.sdk import Param, dag, task
 
+from airflow_doi.provider.example_settings import DEFAULT_ARGS, PARALLELISM
 from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 from airflow_doi.provider.operators.resolve import plan_resolve_batches, resolve_key_range
 
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-#: A failed map index (the DOI proxy down) is tried again later, on its own; the count as in
-#: doi_enrich_catalogue (``AIRFLOW_DOI_EXAMPLE_RETRIES``, default 3).
-DEFAULT_ARGS = {
-    "retries": int(os.environ.get("AIRFLOW_DOI_EXAMPLE_RETRIES", "3")),
-    "retry_delay": timedelta(minutes=5),
-}
 
 
 @task
@@ -37,21 +37,26 @@ def plan(conn_id: str, table: str, batch_size: int) -> list[dict[str, str | None
     return plan_resolve_batches(conn_id=conn_id, table=table, batch_size=int(batch_size))
 
 
-# DuckDB files take one writer process at a time: raise this on PostgreSQL, Snowflake, ...
-@task(max_active_tis_per_dag=1)
+@task(max_active_tis_per_dag=PARALLELISM)
 def resolve(conn_id: str, table: str, after: str | None, upto: str | None) -> dict:
     return resolve_key_range(conn_id=conn_id, table=table, after=after, upto=upto)
 
 
-@task
-def summarize(summaries: list[dict]) -> dict:
-    total = {"ranges": 0, "stored_keys": 0, "requests": 0}
-    for summary in summaries:
+@task(trigger_rule="none_failed")
+def summarize(summaries: list[dict] | None, table: str) -> dict:
+    """One line for the run, also when nothing was due (no mapped task then)."""
+    total = {"ranges": 0, "stored_keys": 0, "requests": 0, "stored_elsewhere": 0}
+    for summary in summaries or []:
         total["ranges"] += 1
-        total["stored_keys"] += summary["stored_keys"]
-        total["requests"] += summary["requests"]
+        for name in ("stored_keys", "requests", "stored_elsewhere"):
+            total[name] += summary.get(name, 0)
+    if not total["ranges"]:
+        print(f"resolved 0 keys: nothing was due in {table} (every valid key already has a "
+              "fresh row in doi_resolution, a cache by key shared by the tables beside it)")
+        return total
     print(f"resolved {total['stored_keys']} keys in {total['ranges']} mapped tasks "
-          f"with {total['requests']} requests")
+          f"with {total['requests']} requests ({total['stored_elsewhere']} keys were stored "
+          "by another run meanwhile)")
     return total
 
 
@@ -80,7 +85,7 @@ def doi_resolve_mapped() -> None:
     ranges = plan(conn_id, table, "{{ params.batch_size }}")
     normalize >> ranges
     summaries = resolve.partial(conn_id=conn_id, table=table).expand_kwargs(ranges)
-    summarize(summaries)
+    summarize(summaries, table)
 
 
 doi_resolve_mapped()
