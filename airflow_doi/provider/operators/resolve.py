@@ -230,11 +230,15 @@ def default_lease(config: ResolverConfig, batch_size: int) -> float:
 
 _CONTENTION_TRIES = 8
 _CONTENTION = ("deadlock", "could not serialize", "database is locked", "lock wait timeout",
-               "conflict on", "transaction conflict", "write-write conflict")
+               "conflict on", "transaction conflict", "write-write conflict",
+               # PostgreSQL: two sessions creating one table at once ("IF NOT EXISTS" races).
+               "pg_type_typname_nsp_index", "already exists")
 
 
 def _contention(error: BaseException) -> bool:
-    """True for an engine's "two writers met, try again" error."""
+    """True for an engine's "two writers met, try again" error (never our own refusals)."""
+    if isinstance(error, ValueError):
+        return False
     text = str(error).lower()
     return any(mark in text for mark in _CONTENTION)
 
@@ -340,16 +344,12 @@ def resolve_due_keys(
     log.info("Resolving %s through %s at %.1f requests/s (concurrency %d)",
              table, redact_url(config.base_url), config.rate, config.concurrency)
     with _Store(db_hook, dialect) as store:
-        with store.session() as (conn, cursor):
-            # repair_column too: checked now, not after hours of resolving.
-            columns = {"key_column": key_column, "doi_column": doi_column,
-                       "valid_column": valid_column, "repair_column": repair_column}
-            require_columns(cursor, table, {k: v for k, v in columns.items() if v},
-                            case_sensitive=dialect.case_sensitive_identifiers)
-            ensure_resolution_table(cursor, dialect, results_table)
-            claims.ensure(cursor)
-            conn.commit()
-        with store.session() as (conn, cursor):
+        # repair_column too: checked now, not after hours of resolving.
+        columns = {"key_column": key_column, "doi_column": doi_column,
+                   "valid_column": valid_column, "repair_column": repair_column}
+        store.transaction(lambda cursor: _prepare(
+            cursor, dialect, table, {k: v for k, v in columns.items() if v}, claims))
+        with store.session() as (_, cursor):
             source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
             key = f"c.{quote_identifier(key_column)}"
             # The due keys are selected once, in the database, and numbered; pages are ranges
@@ -373,6 +373,14 @@ def resolve_due_keys(
         _say_nothing_due(store, due, table, results_table, after, upto, log)
     run.finished()
     return run.summary
+
+
+def _prepare(cursor: Any, dialect: Dialect, table: str, columns: dict[str, str],
+             claims: KeyClaims) -> None:
+    """Check the catalogue's columns; create the results and claims tables if missing."""
+    require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
+    ensure_resolution_table(cursor, dialect, claims.results_table)
+    claims.ensure(cursor)
 
 
 class _Run:
@@ -556,12 +564,14 @@ def plan_resolve_batches(
     dialect = dialect_of(db_hook)
     due = _DueKeys(table, results_table, key_column, valid_column)
     ranges: list[dict[str, str | None]] = []
+    # The tables the mapped tasks share are created here, before they fan out.
+    claims = KeyClaims(claims_table_of(results_table), results_table, dialect, task_owner(), 0)
+    with _Store(db_hook, dialect) as store:
+        store.transaction(lambda cursor: _prepare(
+            cursor, dialect, table, {"key_column": key_column, "valid_column": valid_column},
+            claims))
     with closing(connect(db_hook)) as conn:
         cursor = dialect.cursor(conn)
-        require_columns(cursor, table, {"key_column": key_column, "valid_column": valid_column},
-                        case_sensitive=dialect.case_sensitive_identifiers)
-        ensure_resolution_table(cursor, dialect, results_table)
-        conn.commit()
         now = datetime.now(timezone.utc)
         due_count = due.count(cursor, dialect, now)
         per_range = max(batch_size, math.ceil(due_count / max_ranges))
