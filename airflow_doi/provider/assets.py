@@ -1,11 +1,13 @@
 """Airflow Assets for the SQL tables the DOI operators write.
 
-A table's asset URI is the one the first-party SQL providers give it, built when the task runs
-from the connection it ran on (a DAG param can point the operators at another one at run
-time): ``postgres://host:port/database/schema/table`` through the PostgreSQL hook's own
-OpenLineage naming, ``duckdb:///path/file.duckdb/main/table`` and ``sqlite:///path/file/table``
-for the file engines (see :mod:`.operators.lineage`, which names the same tables the same
-way). Where the connection cannot be read the URI falls back to ``dbapi://<conn_id>/<table>``.
+A table's asset URI is its OpenLineage dataset's (:mod:`.operators.lineage`), namespace then
+name with its dots as slashes, built when the task runs from the connection it ran on (a DAG
+param can point the operators at another one at run time), in the form Airflow keeps (it drops
+the empty authority of a file URI): ``postgres://host:port/database/schema/table`` through the
+PostgreSQL hook's own OpenLineage naming, and, in this project's own naming (no provider names
+these), ``duckdb:/path/file.duckdb/<file stem>/main/table`` and ``sqlite:/path/file/table``
+(``sqlite:/path/file/schema/table`` for a qualified name). Where the connection cannot be read
+the URI falls back to ``dbapi://<conn_id>/<table>``.
 DAGs declare an :class:`AssetAlias` as the outlet and the operators attach the concrete table
 assets when they run.
 """
@@ -29,8 +31,9 @@ def table_asset(conn_id: str, table: str) -> Asset:
 
 
 def table_uri(conn_id: str, table: str) -> str:
-    """``table``'s URI in the first-party form (``dbapi://conn/table`` when it cannot be
-    built: an asset must never fail a task that wrote its table)."""
+    """``table``'s URI as Airflow keeps it (``sqlite:/path/file/table``, not
+    ``sqlite:///...``; ``dbapi://conn/table`` when it cannot be built: an asset must never fail
+    a task that wrote its table). Raises ``ValueError`` where a provider's URI rules reject it."""
     from airflow.sdk import BaseHook
 
     from airflow_doi.provider.operators.base import sql_hook
@@ -41,7 +44,8 @@ def table_uri(conn_id: str, table: str) -> str:
         namespace, name = dataset_names(hook, BaseHook.get_connection(conn_id), table)
     except Exception:
         return f"dbapi://{conn_id}/{table}"
-    return f"{namespace}/{name.replace('.', '/')}"
+    # Airflow's own normalization, so the URI returned is the one the asset stores
+    return Asset(uri=f"{namespace}/{name.replace('.', '/')}").uri
 
 
 def emit_table_assets(outlets: list[Any], context: Any, assets: list[Asset]) -> None:
