@@ -342,3 +342,39 @@ def test_with_the_duckdb_provider_installed_a_duckdb_connection_uses_its_hook(
                 if line.startswith(("OWNER ", "SUMMARY ")))
     assert said["OWNER"] == "airflow-provider-duckdb duckdb_provider.hooks.duckdb_hook"
     assert json.loads(said["SUMMARY"])["stored_keys"] == len(keys)
+
+
+def test_progress_comes_once_per_interval_and_nothing_due_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#24, item 6: no near-duplicate progress pairs (a periodic line then a batch's line in
+    the same second); when another table of the schema already resolved every key, the log
+    says nothing is due and why (``doi_resolution`` is a cache by key, shared)."""
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.operators.base import sql_hook
+    from airflow_doi.provider.operators.resolve import resolve_due_keys
+
+    path = str(tmp_path / "cat.duckdb")
+    engine = Engine("duckdb", {"conn_type": "doi_duckdb", "host": path},
+                    lambda: duckdb.connect(path), "catalogue")
+    keys = [f"10.5555/G{i:03d}" for i in range(200)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True) as sim:
+        for name, value in _env(engine, sim.url).items():
+            if name.startswith("AIRFLOW_CONN_"):
+                monkeypatch.setenv(name, value)
+        lines: list[str] = []
+        summary = resolve_due_keys(sql_hook("cat"), DoiProxyHook(), table="catalogue",
+                                   batch_size=10, log=_Recorder(lines))
+        assert summary.stored_keys == 200 and summary.batches == 20
+        progress = [line for line in lines if line.startswith("resolve catalogue:")]
+        assert progress == ["resolve catalogue: 0/200 keys (0.0%), 0.0 keys/s, ETA ?"], lines
+        assert lines[-1].startswith("Stored 200 keys in doi_resolution in 20 batches")
+        engine.table = "catalogue_copy"  # another table whose keys are all resolved already
+        engine.load(keys)
+        lines.clear()
+        again = resolve_due_keys(sql_hook("cat"), DoiProxyHook(), table="catalogue_copy",
+                                 log=_Recorder(lines))
+        assert again.due_keys == 0 and sim.request_count == 200
+    said = "\n".join(lines)
+    assert ("Nothing due in catalogue_copy: all 200 valid keys already have a fresh row in "
+            "doi_resolution; doi_resolution is a cache by key, shared by every table") in said

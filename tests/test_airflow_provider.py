@@ -733,3 +733,27 @@ def test_only_the_provider_subpackage_imports_airflow() -> None:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
     assert (package / "provider" / "operators" / "normalize.py").is_file()
+
+
+def test_no_rendered_parameter_is_masked_and_the_old_name_still_works() -> None:
+    """#24: Airflow showed ``doi_proxy_conn_id`` as ``'***'`` (names holding "proxy" are
+    masked); ``resolver_conn_id`` is not, nor is any other templated field, and the old name
+    works with a deprecation warning."""
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+    from airflow.sdk._shared.secrets_masker.secrets_masker import should_hide_value_for_key
+
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
+
+    assert should_hide_value_for_key("doi_proxy_conn_id")  # what the rename is about
+    fields = DoiResolveOperator.template_fields
+    assert "resolver_conn_id" in fields and "doi_proxy_conn_id" not in fields
+    assert not [name for name in fields if should_hide_value_for_key(name)]
+    with pytest.warns(AirflowProviderDeprecationWarning, match="pass resolver_conn_id"):
+        operator = DoiResolveOperator(task_id="r", conn_id="c", table="t",
+                                      doi_proxy_conn_id="my_proxy")
+    assert operator.resolver_conn_id == "my_proxy"
+    with pytest.warns(AirflowProviderDeprecationWarning, match="pass resolver_conn_id"):
+        assert DoiProxyHook(doi_proxy_conn_id="my_proxy").resolver_conn_id == "my_proxy"
+    assert DoiProxyHook(resolver_conn_id="mine").resolver_conn_id == "mine"
+    assert DoiProxyHook.conn_name_attr == "resolver_conn_id"
