@@ -156,3 +156,45 @@ def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
         else:
             assert native_arrow.module() is not None, native_arrow.status()
         yield request.param
+
+
+_FIGURES = "AIRFLOW_DOI_SYSTEM_FIGURES"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Figures the Airflow tests measure (requests per key, seconds to fail on a dead proxy)
+    go, as JSON lines, to ``$AIRFLOW_DOI_SYSTEM_FIGURES``; a run that names no file gets one,
+    shared with its xdist workers, and :func:`pytest_terminal_summary` prints it."""
+    if hasattr(config, "workerinput") or os.environ.get(_FIGURES):
+        return
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix="airflow-doi-figures-", suffix=".jsonl")
+    os.close(handle)
+    os.environ[_FIGURES] = path
+    config.stash[_figures_key] = path
+
+
+_figures_key = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    path = config.stash.get(_figures_key, None) or os.environ.get(_FIGURES)
+    if not path or not os.path.exists(path):
+        return
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if lines:
+        terminalreporter.write_sep("-", "figures measured by the Airflow tests (#24)")
+        for line in lines:
+            terminalreporter.write_line(line)
+    if config.stash.get(_figures_key, None):
+        os.unlink(path)
+
+
+def record_figure(figure: dict[str, Any]) -> None:
+    """Append one measured figure to ``$AIRFLOW_DOI_SYSTEM_FIGURES`` (JSON lines), if set."""
+    target = os.environ.get(_FIGURES)
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(figure) + "\n")

@@ -27,7 +27,7 @@ from airflow_doi.provider.claims import KeyClaims
 from airflow_doi.provider.operators.resolve import ensure_resolution_table
 from airflow_doi.provider.sql import dialect_named, quote_identifier
 from airflow_doi.resolver.simulator import ProxySimulator
-from tests.conftest import MARIADB_DSN
+from tests.conftest import MARIADB_DSN, record_figure
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow_claims")]
 
@@ -185,8 +185,9 @@ def test_resolvers_running_at_once_ask_each_key_once(engine: Engine) -> None:
         summaries = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
         assert sim.request_count == len(keys), summaries
         assert set(sim.requests_by_key.values()) == {1}
-    print(f"{engine.kind}: {sim.request_count} requests for {len(keys)} keys by 3 processes, "
-          f"stored {[s['stored_keys'] for s in summaries]}")
+    record_figure({"figure": "three_processes_one_table", "engine": engine.kind,
+                   "keys": len(keys), "requests": sim.request_count,
+                   "stored_by_each": [s["stored_keys"] for s in summaries]})
     assert sum(s["stored_keys"] for s in summaries) == len(keys)
     assert all(s["stored_keys"] > 0 for s in summaries)  # they did work side by side
     results = quote_identifier(engine.results)
@@ -228,6 +229,8 @@ def test_a_dead_proxy_fails_the_task_within_give_up_plus_one_batch(engine: Engin
     to_fail = ended - stopped[0]
     print(f"{engine.kind}: failed {to_fail:.1f} s after the proxy stopped "
           f"(give-up {give_up:g} s; whole run {ended - started:.1f} s)")
+    record_figure({"figure": "dead_proxy_resolve_key_range", "engine": engine.kind,
+                   "breaker_give_up": give_up, "seconds_stop_to_failure": round(to_fail, 2)})
     assert to_fail < give_up + 5.0  # one batch of 25 at 200/s, plus a process's start
     results = quote_identifier(engine.results)
     stored = {k for (k,) in engine.run(f"SELECT doi_key FROM {results}")}

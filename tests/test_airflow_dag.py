@@ -26,7 +26,7 @@ import pytest
 
 from airflow_doi import comparison_key, normalize, validate
 from airflow_doi.resolver.simulator import ProxySimulator
-from tests.conftest import MARIADB_DSN
+from tests.conftest import MARIADB_DSN, record_figure
 
 pytestmark = [pytest.mark.xdist_group("airflow_dags"), pytest.mark.slow]
 
@@ -488,21 +488,13 @@ def test_two_runs_at_once_on_one_table_ask_each_key_once(
         per_key = sim.request_count / keys
         print(f"two runs at once on {kind}: {sim.request_count} requests for {keys} keys "
               f"({per_key:.3f} per key) in {elapsed:.1f} s")
-        _record_figure({"figure": "two_dags_test_runs", "engine": kind, "keys": keys,
+        record_figure({"figure": "two_dags_test_runs", "engine": kind, "keys": keys,
                         "requests": sim.request_count, "requests_per_key": round(per_key, 4),
                         "seconds": round(elapsed, 1)})
         assert set(sim.requests_by_key) == {f"10.5555/R{i:05d}" for i in range(keys)}
         assert per_key <= 1.05
         assert max(sim.requests_by_key.values()) == 1
     assert all("Stored " in output for output in outputs)
-
-
-def _record_figure(figure: dict[str, object]) -> None:
-    """Append a measured figure to ``$AIRFLOW_DOI_SYSTEM_FIGURES`` (JSON lines), if set."""
-    target = os.environ.get("AIRFLOW_DOI_SYSTEM_FIGURES")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(figure) + "\n")
 
 
 def test_killed_resolve_resumes_without_asking_again(airflow_home: Path, tmp_path: Path) -> None:

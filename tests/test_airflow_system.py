@@ -13,8 +13,6 @@ to ``$AIRFLOW_DOI_SYSTEM_FIGURES`` when set.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import threading
 import time
@@ -31,6 +29,7 @@ import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.airflow_deployment import Deployment, TaskInstance
+from tests.conftest import record_figure
 
 pytestmark = [pytest.mark.xdist_group("airflow_system"), pytest.mark.slow]
 
@@ -62,11 +61,7 @@ def _component_logs_on_failure(request: pytest.FixtureRequest,
 
 
 def _record(figure: dict[str, Any]) -> None:
-    """Append a measured figure to ``$AIRFLOW_DOI_SYSTEM_FIGURES`` (JSON lines), if set."""
-    target = os.environ.get("AIRFLOW_DOI_SYSTEM_FIGURES")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"suite": "airflow_system", **figure}) + "\n")
+    record_figure({"suite": "airflow_system", **figure})
 
 
 def _keys(count: int) -> list[str]:
