@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from urllib.parse import urlparse
 import duckdb
 import pytest
 
-from airflow_doi.provider.claims import KeyClaims
+from airflow_doi.provider.claims import _PLACE, KeyClaims
 from airflow_doi.provider.operators.resolve import ensure_resolution_table
 from airflow_doi.provider.sql import dialect_named, quote_identifier
 from airflow_doi.resolver.simulator import ProxySimulator
@@ -145,7 +144,7 @@ def test_a_claim_takes_each_key_once_and_lets_go(engine: Engine) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     engine.run(f'UPDATE {table} SET "token" = {engine.dialect.p()}',
-               [f"{socket.gethostname()}/{int(gone.stdout)}/feed"])
+               [f"{_PLACE}/{int(gone.stdout)}/feed"])
     with closing(engine.connect()) as conn:
         cursor = engine.dialect.cursor(conn)
         fourth = _claims(engine, "dag/run/d/-1").claim(cursor, keys, later)
@@ -381,3 +380,135 @@ def test_progress_comes_once_per_interval_and_nothing_due_says_why(
     said = "\n".join(lines)
     assert ("Nothing due in catalogue_copy: all 200 valid keys already have a fresh row in "
             "doi_resolution; doi_resolution is a cache by key, shared by every table") in said
+
+
+def test_a_key_stored_by_another_task_during_a_claim_is_let_go(engine: Engine) -> None:
+    """Review finding: B's freshness look ran before A stored key K and let go of it, and B
+    then claimed K and asked again. The look after the claim is committed catches it."""
+    now = datetime.now(timezone.utc)
+    a_conn, b_conn = engine.connect(), engine.connect()
+    try:
+        ca, cb = engine.dialect.cursor(a_conn), engine.dialect.cursor(b_conn)
+        ensure_resolution_table(ca, engine.dialect, engine.results)
+        first, second = _claims(engine, "A"), _claims(engine, "B")
+        first.ensure(ca)
+        a_conn.commit()
+        held = first.claim(ca, ["10.5555/K"], now)
+        a_conn.commit()
+        create_rows = second._create_rows
+
+        def a_stores_meanwhile(cursor: Any, keys: Any) -> None:
+            ca.execute(f'INSERT INTO {quote_identifier(engine.results)} ("doi_key", "doi", '
+                       f'"status", "expires_at") VALUES ({engine.dialect.p(4)})',
+                       ["10.5555/K", "10.5555/k", "resolved",
+                        engine.dialect.timestamp(now + timedelta(days=1))])
+            first.finish(ca, held)
+            a_conn.commit()
+            create_rows(cursor, keys)
+
+        object.__setattr__(second, "_create_rows", a_stores_meanwhile)
+        claim = second.claim(cb, ["10.5555/K"], now)
+        b_conn.commit()
+        assert claim.mine == {"10.5555/K"}  # the race as found
+        second.drop_fresh(cb, claim, now)
+        b_conn.commit()
+        assert not claim.mine and claim.fresh == {"10.5555/K"}
+    finally:
+        a_conn.close()
+        b_conn.close()
+    table = quote_identifier(f"{engine.results}_claims")
+    assert engine.run(f"SELECT COUNT(*) FROM {table}") == [(0,)]
+
+
+class _OneKeyAlwaysFails:
+    """A proxy hook stand-in whose answer for keys ending in 3 is a final HTTP 400."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def get_config(self) -> Any:
+        from airflow_doi.resolver import ResolverConfig
+
+        return ResolverConfig()
+
+    def resolve(self, dois: list[str], progress: Any = None, stats: Any = None) -> list[Any]:
+        from airflow_doi.resolver import ResolutionResult
+
+        self.asked += dois
+        now = datetime.now(timezone.utc)
+        return [ResolutionResult(input=d, doi=d, key=d.upper(), status="error", http_status=400,
+                                 attempts=1, error="unexpected answer: HTTP 400")
+                if d.endswith("3") else
+                ResolutionResult(input=d, doi=d, key=d.upper(), status="resolved",
+                                 url="https://x.example/", http_status=200, attempts=1,
+                                 resolved_at=now, expires_at=now + timedelta(days=1))
+                for d in dois]
+
+
+def test_a_doi_the_proxy_always_refuses_does_not_fail_every_later_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding: a lone key with a final error (HTTP 400) made each later batch
+    "every key failed", so every run failed on a healthy proxy. A final answer is stored as
+    an error row and the run succeeds; only keys without an answer count as a dead proxy."""
+    from airflow_doi.provider.operators.base import sql_hook
+    from airflow_doi.provider.operators.resolve import resolve_due_keys
+
+    path = str(tmp_path / "one.sqlite")
+    import sqlite3
+
+    engine = Engine("sqlite", {"conn_type": "sqlite", "host": path},
+                    lambda: sqlite3.connect(path), "catalogue")
+    engine.load([f"10.5555/E{i}" for i in range(5)])
+    monkeypatch.setenv("AIRFLOW_CONN_CAT", json.dumps(engine.connection))
+    proxy = _OneKeyAlwaysFails()
+    for run in range(3):
+        summary = resolve_due_keys(sql_hook("cat"), proxy, table="catalogue",  # type: ignore[arg-type]
+                                   log=_Recorder([]))
+        assert summary.by_status["error"] == 1, run
+    assert proxy.asked.count("10.5555/e3") == 3 and len(proxy.asked) == 7
+    assert engine.run("SELECT status, error FROM doi_resolution WHERE doi_key = '10.5555/E3'"
+                      ) == [("error", "unexpected answer: HTTP 400")]
+
+
+RANGE_WORKER = """
+import json, sys, time
+from airflow_doi.provider.claims import KeyClaims
+claim = KeyClaims.claim
+def late(self, cursor, keys, now, first=[True]):
+    if first:  # both processes numbered their keys before either claims
+        first.clear()
+        time.sleep(1.5)
+    return claim(self, cursor, keys, now)
+KeyClaims.claim = late
+from airflow_doi.provider.operators.resolve import resolve_key_range
+after, upto = (None if a == "-" else a for a in sys.argv[1:3])
+print("SUMMARY", json.dumps(resolve_key_range(conn_id="cat", table="catalogue", after=after,
+                                              upto=upto, batch_size=10)))
+"""
+
+
+def test_two_key_ranges_at_once_on_sqlite_resolve_every_key(tmp_path: Path) -> None:
+    """Review finding: two mapped tasks on one SQLite file, each with its own range: a lock
+    error on the first claim rolled back the numbered key list with it, and the task
+    "succeeded" with a third of its keys left. The list is committed once numbered."""
+    import sqlite3
+
+    path = str(tmp_path / "ranges.sqlite")
+    engine = Engine("sqlite", {"conn_type": "sqlite", "host": path},
+                    lambda: sqlite3.connect(path), "catalogue")
+    keys = [f"10.5555/N{i:03d}" for i in range(60)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True) as sim:
+        env = _env(engine, sim.url)
+        processes = [subprocess.Popen([sys.executable, "-c", RANGE_WORKER, after, upto],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+                     for after, upto in (("-", keys[29]), (keys[29], "-"))]
+        outputs = [p.communicate(timeout=300) for p in processes]
+        assert sim.request_count == len(keys)
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+        said = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("SUMMARY")]
+        summary = json.loads(said[0])
+        assert summary["due_keys"] == summary["stored_keys"] == 30
+    assert engine.run("SELECT COUNT(*) FROM doi_resolution") == [(len(keys),)]

@@ -16,7 +16,12 @@ A claim is a compare-and-set on the key's row, so it is safe on every engine:
 3. ``UPDATE ... SET owner, token, lease WHERE key IN (...) AND (lease over OR same owner)``:
    the database re-checks the condition on each row as it updates it, so of two claims at
    once exactly one takes a key;
-4. the rows carrying this claim's token are read back: they are the keys that are ours.
+4. the rows carrying this claim's token are read back: they are the keys that are ours;
+5. once the claim is committed, keys whose answer another task stored meanwhile (its answers
+   and the deletion of its claim are one commit) are let go again (:meth:`drop_fresh`).
+
+While a claim's requests run, its lease is renewed every third of its length
+(:meth:`renew`), so a slow proxy or a rate shared through Redis never lets keys go mid-batch.
 
 A killed task leaves its rows behind: its own next try (same owner) takes them back at once,
 so does any claim on the same machine once the process that made them is gone (the token
@@ -41,15 +46,35 @@ __all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claims_table_of"]
 CLAIM_COLUMNS: tuple[str, ...] = ("doi_key", "owner", "token", "claimed_at", "lease_until")
 #: Engines whose ``SELECT ... FOR UPDATE SKIP LOCKED`` the claim uses (step 2).
 SKIP_LOCKED = frozenset({"postgres", "mysql"})
+#: Engines whose server turned out to have none (MariaDB 10.5): asked once per process.
+_NO_SKIP_LOCKED: set[str] = set()
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_HOST = socket.gethostname()
+
+
+def _place() -> str:
+    """Where process ids mean the same thing: host name, boot and PID namespace (containers
+    sharing a host name have PID namespaces of their own)."""
+    place = [socket.gethostname().replace("/", "_")]
+    for path, read in (("/proc/sys/kernel/random/boot_id", "text"), ("/proc/self/ns/pid", "link")):
+        try:
+            if read == "text":
+                with open(path, encoding="ascii") as handle:
+                    place.append(handle.read().strip()[:8])
+            else:
+                place.append(os.readlink(path).replace("/", "_"))
+        except OSError:
+            place.append("?")
+    return "#".join(place)
+
+
+_PLACE = _place()
 
 
 def _gone(token: str) -> bool:
-    """True when ``token`` (``host/pid/random``) was made by a process of this machine that
-    no longer exists."""
+    """True when ``token`` (``place/pid/random``) was made by a process of this machine,
+    boot and PID namespace that no longer exists."""
     parts = token.rsplit("/", 2)
-    if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+    if len(parts) != 3 or parts[0] != _PLACE or "?" in _PLACE or not parts[1].isdigit():
         return False
     pid = int(parts[1])
     if pid == os.getpid():
@@ -120,7 +145,7 @@ class KeyClaims:
 
     def claim(self, cursor: Any, keys: Sequence[str], now: datetime) -> Claim:
         """Claim ``keys`` (the caller commits at once, before any request is sent)."""
-        claim = Claim(token=f"{_HOST}/{os.getpid()}/{uuid.uuid4().hex}")
+        claim = Claim(token=f"{_PLACE}/{os.getpid()}/{uuid.uuid4().hex}")
         if not keys:
             return claim
         claim.fresh = self._fresh(cursor, keys, now)
@@ -129,8 +154,15 @@ class KeyClaims:
             return claim
         self._create_rows(cursor, todo)
         candidates: Sequence[str] = todo
-        if self.dialect.name in SKIP_LOCKED:
-            candidates = self._free_rows_locked(cursor, todo, now)
+        if self.dialect.name in SKIP_LOCKED and self.dialect.name not in _NO_SKIP_LOCKED:
+            try:
+                candidates = self._free_rows_locked(cursor, todo, now)
+            except Exception as error:
+                # MariaDB before 10.6 has no SKIP LOCKED (a syntax error, which leaves the
+                # transaction usable there): the compare-and-set alone is enough.
+                if self.dialect.name != "mysql" or "syntax" not in str(error).lower():
+                    raise
+                _NO_SKIP_LOCKED.add(self.dialect.name)
         d = self.dialect
         stamp = d.timestamp(now)
         until = d.timestamp(now + timedelta(seconds=self.lease))
@@ -173,13 +205,35 @@ class KeyClaims:
         claim.mine |= taken
         claim.elsewhere -= taken
 
+    def drop_fresh(self, cursor: Any, claim: Claim, now: datetime) -> None:
+        """After the claim is committed: keys another task stored meanwhile (its answers and
+        the deletion of its claim are one commit, so a look now sees them) leave ``mine``."""
+        fresh = self._fresh(cursor, sorted(claim.mine), now)
+        if fresh:
+            self._delete(cursor, sorted(fresh), claim.token)
+            claim.mine -= fresh
+            claim.fresh |= fresh
+
+    def renew(self, cursor: Any, claim: Claim, now: datetime) -> None:
+        """Push the lease of a claim's keys ``lease`` seconds past ``now``."""
+        d = self.dialect
+        until = d.timestamp(now + timedelta(seconds=self.lease))
+        for chunk in _chunks(sorted(claim.mine), self._per_statement - 1):
+            cursor.execute(
+                f'UPDATE {quote_identifier(self.table)} SET "lease_until" = {d.p()} WHERE '
+                f'"doi_key" IN ({d.p(len(chunk))}) AND "token" = {d.p()}',
+                [until, *chunk, claim.token])
+
     def finish(self, cursor: Any, claim: Claim) -> None:
         """Let go of a claim's keys (their answers are stored, or they stay due)."""
+        self._delete(cursor, sorted(claim.mine), claim.token)
+
+    def _delete(self, cursor: Any, keys: Sequence[str], token: str) -> None:
         d = self.dialect
-        for chunk in _chunks(sorted(claim.mine), self._per_statement):
+        for chunk in _chunks(keys, self._per_statement):
             cursor.execute(
                 f'DELETE FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
-                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, claim.token])
+                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, token])
 
     def _carrying(self, cursor: Any, keys: Sequence[str], token: str) -> set[str]:
         """Step 4: which of ``keys`` carry ``token`` (by key: no scan, no lock on others)."""

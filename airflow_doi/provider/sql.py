@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -405,6 +405,7 @@ def distinct_pages(
     page_size: int,
     params: Sequence[Any] = (),
     aggregate: tuple[str, str] | None = None,
+    filled: Callable[[], None] | None = None,
 ) -> Generator[tuple[int, list[tuple[Any, ...]]], None, None]:
     """Yield ``(total, page)``: the distinct ``value``s of ``source`` (with ``aggregate``, an
     ``(SQL expression, SQL type)`` such as ``("COUNT(*)", "INTEGER")``, beside each),
@@ -433,6 +434,8 @@ def distinct_pages(
         " AS d",
         tuple(params),
     )
+    if filled is not None:  # e.g. a commit: later rollbacks then leave the numbered list be
+        filled()
     cursor.execute(f"SELECT COUNT(*) FROM {numbered}")
     total = int(cursor.fetchone()[0])
     try:

@@ -349,7 +349,7 @@ def resolve_due_keys(
                    "valid_column": valid_column, "repair_column": repair_column}
         store.transaction(lambda cursor: _prepare(
             cursor, dialect, table, {k: v for k, v in columns.items() if v}, claims))
-        with store.session() as (_, cursor):
+        with store.session() as (conn, cursor):
             source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
             key = f"c.{quote_identifier(key_column)}"
             # The due keys are selected once, in the database, and numbered; pages are ranges
@@ -359,6 +359,9 @@ def resolve_due_keys(
                 cursor, dialect, value=key, source=source, where=where, params=params,
                 page_size=batch_size,
                 aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
+                # Committed once numbered: a claim rolled back (contention) must not take the
+                # list with it, and SQLite must not hold a read lock while others write.
+                filled=conn.commit,
             )
             # Where the file is let go of between steps, the list comes along.
             pages: Iterable[tuple[int, list[tuple[Any, ...]]]] = (
@@ -381,6 +384,49 @@ def _prepare(cursor: Any, dialect: Dialect, table: str, columns: dict[str, str],
     require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
     ensure_resolution_table(cursor, dialect, claims.results_table)
     claims.ensure(cursor)
+
+
+#: Keys a batch needs for "none of them answered" to mean that the proxy is down.
+_FAILED_BATCH = 4
+
+
+def _unanswered(result: ResolutionResult) -> bool:
+    """An ``error`` the proxy said nothing final about: no answer, throttled, or 5xx."""
+    status = result.http_status
+    return result.status == "error" and (status is None or status in (403, 429)
+                                         or status >= 500)
+
+
+class _LeaseRenewal:
+    """Renews a claim's lease every third of it while its requests run (a slow proxy, a
+    shared rate or long backoffs must not let the keys go to another task mid-batch), on a
+    connection of its own."""
+
+    def __init__(self, db_hook: DbApiHook, claims: KeyClaims, claim: Claim) -> None:
+        import threading
+
+        self.db_hook, self.claims, self.claim = db_hook, claims, claim
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="doi-claim-lease", daemon=True)
+
+    def __enter__(self) -> _LeaseRenewal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        dialect = self.claims.dialect
+        while not self._stop.wait(self.claims.lease / 3):
+            try:
+                with closing(connect(self.db_hook)) as conn:
+                    self.claims.renew(dialect.cursor(conn), self.claim,
+                                      datetime.now(timezone.utc))
+                    conn.commit()
+            except Exception:  # the next renewal, or the lease itself, covers a miss
+                continue
 
 
 class _Run:
@@ -410,6 +456,9 @@ class _Run:
         dois = {str(k): str(d) for k, d in page}
         claim = store.transaction(
             lambda cursor: self.claims.claim(cursor, list(dois), datetime.now(timezone.utc)))
+        if claim.mine:  # stored by another task just before our claim: let go, not asked
+            store.transaction(
+                lambda cursor: self.claims.drop_fresh(cursor, claim, datetime.now(timezone.utc)))
         self.summary.stored_elsewhere += len(claim.fresh)
         for key in claim.elsewhere:
             self.elsewhere[key] = dois[key]
@@ -434,13 +483,17 @@ class _Run:
             self.progress.report()
 
         stats = ResolverStats()
-        results = self.proxy_hook.resolve([d for _, d in mine], progress=on_progress,
-                                          stats=stats)
-        failed = stats.gave_up is not None or all(r.status == "error" for r in results)
-        # A proxy that gave up answered nothing about the keys still waiting: no error row
-        # for them (errors are due anyway), so the next try asks them as if never asked.
+        with _LeaseRenewal(store.db_hook, self.claims, claim):
+            results = self.proxy_hook.resolve([d for _, d in mine], progress=on_progress,
+                                              stats=stats)
+        # The proxy failed: the breaker gave up, or a batch of a few keys got no answer for
+        # any of them (a lone key that keeps failing is stored as an error, not a failure).
+        failed = stats.gave_up is not None or (
+            len(results) >= _FAILED_BATCH and all(_unanswered(r) for r in results))
+        # Keys the proxy answered nothing about get no error row (errors are due anyway),
+        # so the next try asks them as if never asked; its final answers are kept.
         kept = [(k, d, r) for (k, d), r in zip(mine, results, strict=True)
-                if not (failed and r.status == "error")]
+                if not (failed and _unanswered(r))]
         dialect = self.claims.dialect
         rows = [_row(k, d, r, dialect) for k, d, r in kept]
 
