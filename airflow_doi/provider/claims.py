@@ -237,26 +237,27 @@ class KeyClaims:
 
     def _carrying(self, cursor: Any, keys: Sequence[str], token: str) -> set[str]:
         """Step 4: which of ``keys`` carry ``token`` (by key: no scan, no lock on others)."""
-        d = self.dialect
-        mine: set[str] = set()
-        for chunk in _chunks(keys, self._per_statement):
-            cursor.execute(
-                f'SELECT "doi_key" FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
-                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, token])
-            mine.update(row[0] for row in cursor.fetchall())
-        return mine
+        return self._keys_where(cursor, self.table, keys, f'"token" = {self.dialect.p()}',
+                                [token])
 
     def _fresh(self, cursor: Any, keys: Sequence[str], now: datetime) -> set[str]:
+        """Which of ``keys`` have a row in the results table that has not expired."""
+        return self._keys_where(
+            cursor, self.results_table, keys,
+            f'"expires_at" IS NOT NULL AND "expires_at" > {self.dialect.p()}',
+            [self.dialect.timestamp(now)])
+
+    def _keys_where(self, cursor: Any, table: str, keys: Sequence[str], condition: str,
+                    params: list[Any]) -> set[str]:
+        """The ``keys`` whose row in ``table`` meets ``condition`` (``params`` bound last)."""
         d = self.dialect
-        fresh: set[str] = set()
+        found: set[str] = set()
         for chunk in _chunks(keys, self._per_statement):
             cursor.execute(
-                f'SELECT "doi_key" FROM {quote_identifier(self.results_table)} WHERE "doi_key" IN '
-                f'({d.p(len(chunk))}) AND "expires_at" IS NOT NULL AND "expires_at" > {d.p()}',
-                [*chunk, d.timestamp(now)],
-            )
-            fresh.update(row[0] for row in cursor.fetchall())
-        return fresh
+                f'SELECT "doi_key" FROM {quote_identifier(table)} WHERE "doi_key" IN '
+                f"({d.p(len(chunk))}) AND {condition}", [*chunk, *params])
+            found.update(row[0] for row in cursor.fetchall())
+        return found
 
     def _create_rows(self, cursor: Any, keys: Sequence[str]) -> None:
         """Step 1: a row per key, expired, unless it exists (another claim's stays as is)."""

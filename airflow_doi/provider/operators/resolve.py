@@ -148,6 +148,17 @@ def ensure_resolution_table(cursor: Any, dialect: Dialect, results_table: str) -
         )
 
 
+def key_range(key: str, dialect: Dialect, after: str | None,
+              upto: str | None) -> tuple[str, list[str]]:
+    """``" AND key > ? AND key <= ?"`` for the bounds given, and their values."""
+    sql, values = "", []
+    if after is not None:
+        sql, values = f" AND {key} > {dialect.p()}", [after]
+    if upto is not None:
+        sql, values = sql + f" AND {key} <= {dialect.p()}", [*values, upto]
+    return sql, values
+
+
 @dataclass(frozen=True)
 class _DueKeys:
     """The query of the catalogue's valid keys that have no fresh row in the results table."""
@@ -170,14 +181,8 @@ class _DueKeys:
             'AND (r."doi_key" IS NULL OR r."expires_at" IS NULL '
             f'OR r."expires_at" <= {dialect.p()})'
         )
-        params: list[Any] = [True, dialect.timestamp(now)]
-        if after is not None:
-            where += f" AND {key} > {dialect.p()}"
-            params.append(after)
-        if upto is not None:
-            where += f" AND {key} <= {dialect.p()}"
-            params.append(upto)
-        return source, where, params
+        in_range, bounds = key_range(key, dialect, after, upto)
+        return source, where + in_range, [True, dialect.timestamp(now), *bounds]
 
     def count(self, cursor: Any, dialect: Dialect, now: datetime,
               after: str | None = None, upto: str | None = None) -> int:
@@ -555,17 +560,11 @@ def _say_nothing_due(store: _Store, due: _DueKeys, table: str, results_table: st
     another table: the results table is a cache by key, shared by the tables beside it)."""
     dialect = store.dialect
     key = quote_identifier(due.key_column)
-    where = f"{quote_identifier(due.valid_column)} = {dialect.p()} AND {key} IS NOT NULL"
-    params: list[Any] = [True]
-    if after is not None:
-        where += f" AND {key} > {dialect.p()}"
-        params.append(after)
-    if upto is not None:
-        where += f" AND {key} <= {dialect.p()}"
-        params.append(upto)
+    in_range, bounds = key_range(key, dialect, after, upto)
     with store.session() as (_, cursor):
-        cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {quote_identifier(table)} "
-                       f"WHERE {where}", params)
+        cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {quote_identifier(table)} WHERE "
+                       f"{quote_identifier(due.valid_column)} = {dialect.p()} AND {key} IS NOT "
+                       f"NULL{in_range}", [True, *bounds])
         valid = int(cursor.fetchone()[0])
     scope = "" if after is None and upto is None else " in this key range"
     log.info(
