@@ -512,3 +512,23 @@ def test_two_key_ranges_at_once_on_sqlite_resolve_every_key(tmp_path: Path) -> N
         summary = json.loads(said[0])
         assert summary["due_keys"] == summary["stored_keys"] == 30
     assert engine.run("SELECT COUNT(*) FROM doi_resolution") == [(len(keys),)]
+
+
+def test_a_users_table_named_like_the_claims_table_is_refused_untouched(engine: Engine) -> None:
+    """The claims table is this project's own: a table of the user's by that name (other
+    columns, rows) fails the resolve step before any write, and keeps every row."""
+    from airflow_doi.provider.claims import claims_table_of
+
+    table = quote_identifier(claims_table_of(engine.results))
+    engine.run(f"CREATE TABLE {table} (id INTEGER, note {engine.dialect.text_type})")
+    engine.run(f"INSERT INTO {table} VALUES (1, 'mine'), (2, 'also mine')")
+    engine.load(["10.5555/U1"])
+    with ProxySimulator(auto_records=True) as sim:
+        result = subprocess.run([sys.executable, "-c", RESOLVER, engine.table],
+                                env=_env(engine, sim.url), capture_output=True, text=True,
+                                timeout=300, check=False)
+        assert sim.request_count == 0
+    assert result.returncode != 0
+    assert "is not the claims table" in result.stderr and "left untouched" in result.stderr
+    assert engine.run(f"SELECT id, note FROM {table} ORDER BY id") == [
+        (1, "mine"), (2, "also mine")]

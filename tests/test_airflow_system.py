@@ -209,12 +209,15 @@ def test_mapped_dag_four_wide(kind: str, deployment: Deployment, tmp_path: Path,
     assert f"resolved {keys} keys in {len(mapped)} mapped tasks with {keys} requests" in summary
 
 
+@pytest.mark.parametrize("kind", ["postgres", "duckdb"])
 def test_two_enrichment_runs_at_once_ask_each_key_once(
-        deployment: Deployment, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """Two ``doi_enrich_catalogue`` runs triggered together on one PostgreSQL table: both
-    succeed, their resolve tasks overlap, and the proxy is asked once per distinct key."""
+        kind: str, deployment: Deployment, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    """Two ``doi_enrich_catalogue`` runs triggered together on one table (PostgreSQL, the
+    DuckDB file): both succeed, their resolve tasks overlap, and the proxy is asked once per
+    distinct key."""
     keys = 3000
-    catalogue = _catalogue("postgres", keys, tmp_path, request)
+    catalogue = _catalogue(kind, keys, tmp_path, request)
     deployment.set_connection(catalogue.conn_id, catalogue.connection)
     conf = {"catalogue_conn_id": catalogue.conn_id, "catalogue_table": catalogue.table,
             "load_sample": False, "run_dbt": False, "resolve_batch_size": 100}
@@ -230,9 +233,9 @@ def test_two_enrichment_runs_at_once_ask_each_key_once(
         summaries = [deployment.request(
             "GET", f"/dags/{ENRICH}/dagRuns/{run_id}/taskInstances/resolve/xcomEntries/"
             "return_value", ok=(200, 404)).json().get("value") for run_id in runs]
-        print(f"\ntwo {ENRICH} runs at once on postgres: {_per_key(sim, keys)}; "
+        print(f"\ntwo {ENRICH} runs at once on {kind}: {_per_key(sim, keys)}; "
               f"both done in {elapsed:.1f} s; resolve summaries {summaries}")
-        _record({"figure": "two_enrichment_runs", "engine": "postgres", "keys": keys,
+        _record({"figure": "two_enrichment_runs", "engine": kind, "keys": keys,
                  "requests": sim.request_count,
                  "requests_per_key": round(sim.request_count / keys, 4),
                  "max_requests_for_a_key": max(sim.requests_by_key.values(), default=0),
