@@ -21,7 +21,8 @@ import asyncio
 import numbers
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from airflow_doi.syntax import validate
 if TYPE_CHECKING:
     from airflow_doi.resolver.cache import CachedAnswer
 
-__all__ = ["aresolve", "awhich_ra", "resolve", "which_ra"]
+__all__ = ["KeyedBatch", "aresolve", "awhich_ra", "resolve", "which_ra"]
 
 Progress = Callable[[ProgressEvent], None]
 #: Seconds between two looks at a key another process has claimed in the shared cache.
@@ -109,36 +110,23 @@ def _failed(
     )
 
 
-class _Batch:
-    """State of one aresolve() call: the gates, the cache, the counters."""
+class KeyedBatch:
+    """One batch of distinct keys: the shared cache's claims, progress, the request loop.
 
-    def __init__(
-        self,
-        config: ResolverConfig,
-        cache: Any,
-        progress: Progress | None,
-        stats: ResolverStats,
-    ) -> None:
-        from airflow_doi.resolver.breaker import CircuitBreaker
-        from airflow_doi.resolver.limits import RateLimiter
-        from airflow_doi.resolver.retry import RetryPolicy
+    Subclasses say how a key is asked (:meth:`request`), what a cached answer becomes
+    (:meth:`cached_result`) and which client the requests share (:meth:`client`); the
+    resolver and the metadata fetcher are the two.
+    """
 
-        self.config = config
+    def __init__(self, cache: Any, progress: Progress | None, stats: ResolverStats) -> None:
         self.cache = cache
         self.progress = progress
         self.stats = stats
-        self.breaker = CircuitBreaker(
-            threshold=config.breaker_threshold,
-            cooldown=config.breaker_cooldown,
-            cooldown_max=config.breaker_cooldown_max,
-            give_up=config.breaker_give_up,
-            target=f"the proxy at {config.safe_base_url}",
-        )
-        self.limiter = RateLimiter(config)
-        self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
         self.done = 0
         self.total = 0
         self.started = time.monotonic()
+        #: Keys allowed to wait on backoff at once: request slots times this.
+        self.pending_limit = 32
 
     def report(self) -> None:
         if self.progress is None:
@@ -150,7 +138,21 @@ class _Batch:
         eta = remaining / rate if rate > 0 else None
         self.progress(ProgressEvent(self.done, self.total, rate, self.stats.retries, eta))
 
-    def _hit(self, doi: str, key: str) -> ResolutionResult | None:
+    # -- what a subclass provides -------------------------------------------------------------
+    def cached_result(self, key: str, answer: Any) -> Any:
+        raise NotImplementedError
+
+    async def request(self, client: Any, doi: str, key: str) -> Any:
+        raise NotImplementedError
+
+    def client(self) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    async def finish(self) -> None:
+        """Close the gates (a shared limit's Redis pool) and copy their counters to stats."""
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _hit(self, doi: str, key: str) -> Any:
         """The cached answer another process stored for ``key`` meanwhile, as a finished key."""
         assert self.cache is not None
         answer = self.cache.fresh([key], datetime.now(timezone.utc)).get(key)
@@ -159,9 +161,9 @@ class _Batch:
         self.stats.cache_hits += 1
         self.done += 1
         self.report()
-        return _from_cache(None, answer.doi, key, answer, cached=True)
+        return self.cached_result(key, answer)
 
-    async def take(self, doi: str, key: str, wait: bool) -> ResolutionResult | bool:
+    async def take(self, doi: str, key: str, wait: bool) -> Any:
         """Claim ``key`` in the shared cache: True when it is ours to request, a cached
         result when another process finished it, False when another one holds it (and
         ``wait`` is off). With ``wait``, polls until one of the first two.
@@ -180,82 +182,34 @@ class _Batch:
                 return False
             await asyncio.sleep(CLAIM_POLL)
 
-    async def resolve_key(
-        self, client: Any, doi: str, key: str, *, wait: bool = True
-    ) -> ResolutionResult | None:
+    async def resolve_key(self, client: Any, doi: str, key: str, *, wait: bool = True) -> Any:
         """The key's result; None when another process holds it and ``wait`` is off."""
         if self.cache is not None:
             taken = await self.take(doi, key, wait)
             if taken is False:
                 return None
-            if isinstance(taken, ResolutionResult):
+            if taken is not True:
                 return taken
         try:
-            return await self._request(client, doi, key)
+            result = await self.request(client, doi, key)
         finally:
             if self.cache is not None:
                 self.cache.release(key)
-
-    async def _request(self, client: Any, doi: str, key: str) -> ResolutionResult:
-        from airflow_doi.resolver.cache import CachedAnswer
-        from airflow_doi.resolver.client import ProxyError
-        from airflow_doi.resolver.retry import GaveUpError
-
-        try:
-            answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
-        except (GaveUpError, ProxyError) as error:
-            result = _failed(
-                doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
-                response_code=getattr(error, "response_code", None),
-            )
-        else:
-            result = ResolutionResult(
-                input=None,
-                doi=doi,
-                key=key,
-                status=answer.status,
-                url=answer.url,
-                response_code=answer.response_code,
-                http_status=answer.http_status,
-                attempts=attempts,
-                error=answer.refusal,
-                resolved_at=answer.resolved_at,
-                expires_at=answer.expires_at,
-                url_raw=answer.url_raw,
-                values=answer.values,
-            )
-            if self.cache is not None:
-                self.cache.store(
-                    CachedAnswer(
-                        key=key,
-                        doi=doi,
-                        status=answer.status,
-                        url=answer.url,
-                        response_code=answer.response_code,
-                        http_status=answer.http_status,
-                        attempts=attempts,
-                        values=answer.values,
-                        resolved_at=answer.resolved_at,
-                        expires_at=answer.expires_at,
-                    )
-                )
         self.done += 1
         self.report()
         return result
 
-    async def run(self, todo: dict[str, str]) -> dict[str, ResolutionResult]:
-        from airflow_doi.resolver.client import ProxyClient
-
-        results: dict[str, ResolutionResult] = {}
-        # Tasks are created lazily: at most ``pending_per_slot`` keys per request slot wait
-        # on backoff at once, so a batch of a million DOIs does not create a million tasks.
-        pending = asyncio.Semaphore(self.config.concurrency * self.config.pending_per_slot)
+    async def run(self, todo: dict[str, str]) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+        # Tasks are created lazily: at most ``pending_limit`` keys wait on backoff at once, so
+        # a batch of a million DOIs does not create a million tasks.
+        pending = asyncio.Semaphore(self.pending_limit)
 
         failures: list[BaseException] = []
         #: Keys another process on the same cache held when their turn came.
         elsewhere: dict[str, str] = {}
 
-        async def one(client: ProxyClient, doi: str, key: str, wait: bool) -> None:
+        async def one(client: Any, doi: str, key: str, wait: bool) -> None:
             try:
                 result = await self.resolve_key(client, doi, key, wait=wait)
                 if result is None:
@@ -267,33 +221,118 @@ class _Batch:
             finally:
                 pending.release()
 
-        async with ProxyClient.open_session(self.config) as session:
-            client = ProxyClient(self.config, session)
-            running: set[asyncio.Task[None]] = set()
-            try:
-                # First pass: skip what others hold; second pass: wait for it (or take it
-                # over once its holder has died).
-                for wait, keys in ((False, todo), (True, elsewhere)):
-                    for key, doi in list(keys.items()):
-                        await pending.acquire()
-                        if failures:
-                            break
-                        task = asyncio.create_task(one(client, doi, key, wait))
-                        running.add(task)
-                        task.add_done_callback(running.discard)
-                    await asyncio.gather(*running)
-            finally:
-                for task in running:
-                    task.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
-                await self.limiter.aclose()
-                if self.cache is not None:
-                    self.cache.release_all()
+        try:
+            async with self.client() as client:
+                running: set[asyncio.Task[None]] = set()
+                try:
+                    # First pass: skip what others hold; second pass: wait for it (or take it
+                    # over once its holder has died).
+                    for wait, keys in ((False, todo), (True, elsewhere)):
+                        for key, doi in list(keys.items()):
+                            await pending.acquire()
+                            if failures:
+                                break
+                            task = asyncio.create_task(one(client, doi, key, wait))
+                            running.add(task)
+                            task.add_done_callback(running.discard)
+                        await asyncio.gather(*running)
+                finally:
+                    for task in running:
+                        task.cancel()
+                    await asyncio.gather(*running, return_exceptions=True)
+        finally:
+            await self.finish()
+            if self.cache is not None:
+                self.cache.release_all()
         if failures:
             raise failures[0]
+        return results
+
+
+class _Batch(KeyedBatch):
+    """One aresolve() call: one proxy, its breaker, rate limit and retry budget."""
+
+    def __init__(
+        self,
+        config: ResolverConfig,
+        cache: Any,
+        progress: Progress | None,
+        stats: ResolverStats,
+    ) -> None:
+        from airflow_doi.resolver.breaker import CircuitBreaker
+        from airflow_doi.resolver.limits import RateLimiter
+        from airflow_doi.resolver.retry import RetryPolicy
+
+        super().__init__(cache, progress, stats)
+        self.config = config
+        self.pending_limit = config.concurrency * config.pending_per_slot
+        self.breaker = CircuitBreaker(
+            threshold=config.breaker_threshold,
+            cooldown=config.breaker_cooldown,
+            cooldown_max=config.breaker_cooldown_max,
+            give_up=config.breaker_give_up,
+            target=f"the proxy at {config.safe_base_url}",
+        )
+        self.limiter = RateLimiter(config)
+        self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
+
+    def cached_result(self, key: str, answer: CachedAnswer) -> ResolutionResult:
+        return _from_cache(None, answer.doi, key, answer, cached=True)
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[Any]:
+        from airflow_doi.resolver.client import ProxyClient
+
+        async with ProxyClient.open_session(self.config) as session:
+            yield ProxyClient(self.config, session)
+
+    async def finish(self) -> None:
+        await self.limiter.aclose()
         self.stats.breaker_opens = self.breaker.opens
         self.stats.gave_up = self.breaker.gave_up_reason
-        return results
+
+    async def request(self, client: Any, doi: str, key: str) -> ResolutionResult:
+        from airflow_doi.resolver.cache import CachedAnswer
+        from airflow_doi.resolver.client import ProxyError
+        from airflow_doi.resolver.retry import GaveUpError
+
+        try:
+            answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
+        except (GaveUpError, ProxyError) as error:
+            return _failed(
+                doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
+                response_code=getattr(error, "response_code", None),
+            )
+        if self.cache is not None:
+            self.cache.store(
+                CachedAnswer(
+                    key=key,
+                    doi=doi,
+                    status=answer.status,
+                    url=answer.url,
+                    response_code=answer.response_code,
+                    http_status=answer.http_status,
+                    attempts=attempts,
+                    values=answer.values,
+                    resolved_at=answer.resolved_at,
+                    expires_at=answer.expires_at,
+                )
+            )
+        return ResolutionResult(
+            input=None,
+            doi=doi,
+            key=key,
+            status=answer.status,
+            url=answer.url,
+            response_code=answer.response_code,
+            http_status=answer.http_status,
+            attempts=attempts,
+            error=answer.refusal,
+            resolved_at=answer.resolved_at,
+            expires_at=answer.expires_at,
+            url_raw=answer.url_raw,
+            values=answer.values,
+        )
 
 
 async def aresolve(

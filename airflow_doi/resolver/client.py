@@ -267,9 +267,11 @@ class ProxyClient:
         self.session = session
 
     @classmethod
-    def open_session(cls, config: ResolverConfig) -> aiohttp.ClientSession:
+    def open_session(
+        cls, config: ResolverConfig, accept: str = "application/json"
+    ) -> aiohttp.ClientSession:
         session = aiohttp.ClientSession(
-            headers={"User-Agent": config.user_agent, "Accept": "application/json"},
+            headers={"User-Agent": config.user_agent, "Accept": accept},
             timeout=aiohttp.ClientTimeout(total=config.timeout),
             connector=aiohttp.TCPConnector(limit=config.concurrency + 1),
             trust_env=False,
@@ -291,7 +293,7 @@ class ProxyClient:
         joined = ",".join(encode_which_ra(d) for d in dois)
         return yarl.URL(f"{self.config.root}/doiRA/{joined}", encoded=True)
 
-    async def _get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
+    async def get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
         """One GET; every network or protocol failure becomes a :class:`RetryableError`
         whose reason is ours (aiohttp's wording, e.g. ``ssl:default`` for plain http, never
         reaches a row or a log line)."""
@@ -320,13 +322,13 @@ class ProxyClient:
         return f"{redact_url(self.config.root)}/"
 
     async def get_handle(self, doi: str, key: str) -> Answer:
-        status, body, headers = await self._get(self.handle_url(doi))
+        status, body, headers = await self.get(self.handle_url(doi))
         now = datetime.now(timezone.utc)
         return interpret(status, body, headers, key, now, self.config.negative_ttl)
 
     async def get_which_ra(self, dois: Sequence[str]) -> list[dict[str, Any]]:
         """One Which RA? request; returns the proxy's list of ``{"DOI", "RA"|"status"}``."""
-        status, body, headers = await self._get(self.which_ra_url(dois))
+        status, body, headers = await self.get(self.which_ra_url(dois))
         if status in (429, 403) or status >= 500:
             now = datetime.now(timezone.utc)
             retry_after = parse_retry_after(headers.get("Retry-After"), now)

@@ -1,0 +1,522 @@
+"""The due keys of a catalogue, asked about a batch at a time, the answers kept by key.
+
+The engine of :class:`~airflow_doi.provider.operators.resolve.DoiResolveOperator` and
+:class:`~airflow_doi.provider.operators.enrich.DoiEnrichOperator`: a results table beside the
+catalogue *is* the cache (one row per comparison key, ``doi_key`` primary key, with an
+``expires_at``). A run asks only about the distinct valid keys of the catalogue that have no
+row there yet, or whose row has expired (errors never get an expiry, so they are asked again
+next run). Keys are taken in key order, a batch at a time, each batch claimed first
+(:mod:`airflow_doi.provider.claims`), then upserted and committed: a task that fails or is
+killed resumes on retry after the last stored batch, and tasks running at once never ask for
+one key twice. What is asked, and how its answer becomes a row, is a :class:`KeyStep`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from airflow_doi.provider.claims import Claim, KeyClaims, claims_table_of
+from airflow_doi.provider.operators.base import connect, dialect_of
+from airflow_doi.provider.operators.progress import Progress, TaskLog, format_duration
+from airflow_doi.provider.sql import (
+    Dialect,
+    distinct_pages,
+    quote_identifier,
+    require_columns,
+    upsert_rows,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+    from airflow_doi.resolver import ProgressEvent, ResolverStats
+
+__all__ = [
+    "DueKeys",
+    "DueKeysSummary",
+    "KeyStep",
+    "ProxyUnavailableError",
+    "Store",
+    "TaskLog",
+    "key_range",
+    "prepare_tables",
+    "process_due_keys",
+    "task_owner",
+    "unanswered",
+]
+
+T = TypeVar("T")
+
+
+class KeyStep(Protocol):
+    """What a step asks about each key and how the answer becomes a row of its table."""
+
+    #: The verb of log lines and progress ("resolve", "enrich").
+    verb: str
+    #: What failing is called in the error that ends the task ("the DOI proxy").
+    service: str
+    #: The results table's columns, ``doi_key`` first.
+    columns: tuple[str, ...]
+
+    def describe(self) -> str:
+        """Where the requests go and how fast, for the first log line."""
+
+    def lease(self, batch_size: int) -> float:
+        """Seconds a claim on ``batch_size`` keys holds by default."""
+
+    def types(self, dialect: Dialect) -> tuple[str, ...]:
+        """SQL types of :attr:`columns`, in order."""
+
+    def ensure_table(self, cursor: Any, dialect: Dialect, results_table: str) -> None:
+        """Create the results table if missing; refuse one that is not the step's."""
+
+    def new_stats(self) -> ResolverStats:
+        """Counters for one batch (``gave_up``, ``requests``, ``retries``)."""
+
+    def ask(self, dois: list[str], progress: Callable[[ProgressEvent], None],
+            stats: ResolverStats) -> Sequence[Any]:
+        """One result per DOI, in order; never raises for a DOI."""
+
+    def row(self, key: str, doi: str, result: Any, dialect: Dialect) -> tuple[Any, ...]:
+        """The results table row of one key."""
+
+    def status(self, result: Any) -> str:
+        """The status a result is counted under."""
+
+    def unanswered(self, result: Any) -> bool:
+        """True for an ``error`` the service said nothing final about."""
+
+
+class ProxyUnavailableError(RuntimeError):
+    """A whole batch failed: the task stops (and Airflow retries it) instead of grinding on."""
+
+
+@dataclass
+class DueKeysSummary:
+    """What one run did: the XCom value of the operator and of each mapped task."""
+
+    due_keys: int = 0
+    stored_keys: int = 0
+    batches: int = 0
+    requests: int = 0
+    retries: int = 0
+    elapsed: float = 0.0
+    by_status: Counter[str] = field(default_factory=Counter)
+    #: Due keys another task stored while this one ran (so not asked here).
+    stored_elsewhere: int = 0
+    #: Due keys another task held when their turn came (waited for at the end).
+    waited_for: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "due_keys": self.due_keys,
+            "stored_keys": self.stored_keys,
+            "stored_elsewhere": self.stored_elsewhere,
+            "waited_for": self.waited_for,
+            "batches": self.batches,
+            "requests": self.requests,
+            "retries": self.retries,
+            "elapsed_seconds": round(self.elapsed, 3),
+            "by_status": dict(self.by_status),
+        }
+
+
+def key_range(key: str, dialect: Dialect, after: str | None,
+              upto: str | None) -> tuple[str, list[str]]:
+    """``" AND key > ? AND key <= ?"`` for the bounds given, and their values."""
+    sql, values = "", []
+    if after is not None:
+        sql, values = f" AND {key} > {dialect.p()}", [after]
+    if upto is not None:
+        sql, values = sql + f" AND {key} <= {dialect.p()}", [*values, upto]
+    return sql, values
+
+
+@dataclass(frozen=True)
+class DueKeys:
+    """The query of the catalogue's valid keys that have no fresh row in the results table."""
+
+    table: str
+    results_table: str
+    key_column: str
+    valid_column: str
+
+    def parts(
+        self, now: datetime, dialect: Dialect, after: str | None, upto: str | None
+    ) -> tuple[str, str, list[Any]]:
+        key = f"c.{quote_identifier(self.key_column)}"
+        source = (
+            f"{quote_identifier(self.table)} AS c LEFT JOIN {quote_identifier(self.results_table)}"
+            f' AS r ON r."doi_key" = {key}'
+        )
+        where = (
+            f"c.{quote_identifier(self.valid_column)} = {dialect.p()} AND {key} IS NOT NULL "
+            'AND (r."doi_key" IS NULL OR r."expires_at" IS NULL '
+            f'OR r."expires_at" <= {dialect.p()})'
+        )
+        in_range, bounds = key_range(key, dialect, after, upto)
+        return source, where + in_range, [True, dialect.timestamp(now), *bounds]
+
+    def count(self, cursor: Any, dialect: Dialect, now: datetime,
+              after: str | None = None, upto: str | None = None) -> int:
+        source, where, params = self.parts(now, dialect, after, upto)
+        key = f"c.{quote_identifier(self.key_column)}"
+        cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {source} WHERE {where}", params)
+        return int(cursor.fetchone()[0])
+
+
+def task_owner() -> str:
+    """Who claims keys: the running task (DAG, run, task, map index: the same for each of its
+    tries, so a retry takes its killed try's claims back at once), else host and process."""
+    try:
+        from airflow.sdk import get_current_context
+
+        ti = get_current_context()["ti"]
+        return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
+    except Exception:  # not in a task: plain Python
+        import os
+        import socket
+
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+_CONTENTION_TRIES = 8
+_CONTENTION = ("deadlock", "could not serialize", "database is locked", "lock wait timeout",
+               "conflict on", "transaction conflict", "write-write conflict",
+               # PostgreSQL: two sessions creating one table at once ("IF NOT EXISTS" races).
+               "pg_type_typname_nsp_index", "already exists")
+
+
+def _contention(error: BaseException) -> bool:
+    """True for an engine's "two writers met, try again" error (never our own refusals)."""
+    if isinstance(error, ValueError):
+        return False
+    text = str(error).lower()
+    return any(mark in text for mark in _CONTENTION)
+
+
+@dataclass
+class Store:
+    """The catalogue's database as the resolve step uses it.
+
+    DuckDB lets one process hold a file: there each step opens the file, does its statements
+    and closes it again, so that tasks resolving side by side take turns at it between their
+    requests. Elsewhere one connection serves the whole task.
+    """
+
+    db_hook: DbApiHook
+    dialect: Dialect
+    _held: Any = None
+
+    @property
+    def per_step(self) -> bool:
+        return self.dialect.name == "duckdb"
+
+    def __enter__(self) -> Store:
+        if not self.per_step:
+            self._held = connect(self.db_hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+    def transaction(self, work: Callable[[Any], T]) -> T:
+        """``work(cursor)`` in one transaction, committed; tried again (rolled back first)
+        when the engine reports contention between concurrent writers (a deadlock on MariaDB,
+        a serialization failure, a busy SQLite file, a DuckDB write conflict)."""
+        for attempt in range(1, _CONTENTION_TRIES + 1):
+            try:
+                with self.session() as (conn, cursor):
+                    try:
+                        value = work(cursor)
+                        conn.commit()
+                        return value
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            conn.rollback()
+                        raise
+            except Exception as error:
+                if attempt == _CONTENTION_TRIES or not _contention(error):
+                    raise
+                time.sleep(random.uniform(0.05, 0.25) * attempt)
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def session(self) -> Iterator[tuple[Any, Any]]:
+        """``(connection, cursor)`` for one step; the caller commits."""
+        if self._held is not None:
+            yield self._held, self.dialect.cursor(self._held)
+            return
+        with closing(connect(self.db_hook)) as conn:
+            yield conn, self.dialect.cursor(conn)
+
+
+def process_due_keys(
+    db_hook: DbApiHook,
+    step: KeyStep,
+    *,
+    table: str,
+    results_table: str,
+    key_column: str = "doi_key",
+    doi_column: str = "doi",
+    valid_column: str = "doi_valid",
+    extra_columns: dict[str, str] | None = None,
+    batch_size: int = 1000,
+    after: str | None = None,
+    upto: str | None = None,
+    owner: str | None = None,
+    lease: float | None = None,
+    log: TaskLog,
+) -> DueKeysSummary:
+    """Ask ``step`` about the due keys of ``table`` (optionally only ``after < key <= upto``)
+    and store its answers in ``results_table``, one row per key.
+
+    Each batch's keys are claimed first (:mod:`airflow_doi.provider.claims`), as ``owner``
+    (default :func:`task_owner`) for ``lease`` seconds (default: the step's): keys another
+    task holds are put off and waited for at the end, so tasks running at once never ask for
+    one key twice. When the service fails (a breaker gives up, or no key of a batch got an
+    answer), the answers already in are stored, the keys without one stay due (no ``error``
+    row), and :class:`ProxyUnavailableError` ends the task at once. ``extra_columns`` are
+    further catalogue columns checked before anything is asked.
+    """
+    for name in (table, results_table, key_column, doi_column, valid_column):
+        quote_identifier(name)
+    dialect = dialect_of(db_hook)
+    due = DueKeys(table, results_table, key_column, valid_column)
+    claims = KeyClaims(claims_table_of(results_table), results_table, dialect,
+                       owner or task_owner(), lease or step.lease(batch_size))
+    run = _Run(step, claims, table, results_table, batch_size, log)
+    log.info("%s %s through %s", step.verb.capitalize(), table, step.describe())
+    with Store(db_hook, dialect) as store:
+        # extra columns too: checked now, not after hours of requests.
+        columns = {"key_column": key_column, "doi_column": doi_column,
+                   "valid_column": valid_column, **(extra_columns or {})}
+        store.transaction(lambda cursor: prepare_tables(
+            cursor, dialect, table, {k: v for k, v in columns.items() if v}, step, claims))
+        with store.session() as (conn, cursor):
+            source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
+            key = f"c.{quote_identifier(key_column)}"
+            # The due keys are selected once, in the database, and numbered; pages are ranges
+            # of that number (no re-scan of the catalogue per page, and a key stored by an
+            # earlier page is not met again).
+            numbered = distinct_pages(
+                cursor, dialect, value=key, source=source, where=where, params=params,
+                page_size=batch_size,
+                aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
+                # Committed once numbered: a claim rolled back (contention) must not take the
+                # list with it, and SQLite must not hold a read lock while others write.
+                filled=conn.commit,
+            )
+            # Where the file is let go of between steps, the list comes along.
+            pages: Iterable[tuple[int, list[tuple[Any, ...]]]] = (
+                list(numbered) if store.per_step else numbered)
+        with closing(numbered):  # closed (its table dropped) even on a raise
+            for due_keys, page in pages:
+                if run.progress.total == 0:
+                    run.started(due_keys)
+                run.batch(store, page)
+        run.wait_for_elsewhere(store)
+    if run.summary.due_keys == 0:
+        _say_nothing_due(store, due, table, results_table, after, upto, log)
+    run.finished()
+    return run.summary
+
+
+def prepare_tables(cursor: Any, dialect: Dialect, table: str, columns: dict[str, str],
+                   step: KeyStep, claims: KeyClaims) -> None:
+    """Check the catalogue's columns; create the results and claims tables if missing."""
+    require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
+    step.ensure_table(cursor, dialect, claims.results_table)
+    claims.ensure(cursor)
+
+
+#: Keys a batch needs for "none of them answered" to mean that the proxy is down.
+_FAILED_BATCH = 4
+
+
+def unanswered(status: str, http_status: int | None) -> bool:
+    """An ``error`` the service said nothing final about: no answer, throttled, or 5xx."""
+    return status == "error" and (http_status is None or http_status in (403, 429)
+                                  or http_status >= 500)
+
+
+class _LeaseRenewal:
+    """Renews a claim's lease every third of it while its requests run (a slow proxy, a
+    shared rate or long backoffs must not let the keys go to another task mid-batch), on a
+    connection of its own."""
+
+    def __init__(self, db_hook: DbApiHook, claims: KeyClaims, claim: Claim) -> None:
+        import threading
+
+        self.db_hook, self.claims, self.claim = db_hook, claims, claim
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="doi-claim-lease", daemon=True)
+
+    def __enter__(self) -> _LeaseRenewal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        dialect = self.claims.dialect
+        while not self._stop.wait(self.claims.lease / 3):
+            try:
+                with closing(connect(self.db_hook)) as conn:
+                    self.claims.renew(dialect.cursor(conn), self.claim,
+                                      datetime.now(timezone.utc))
+                    conn.commit()
+            except Exception:  # the next renewal, or the lease itself, covers a miss
+                continue
+
+
+class _Run:
+    """One call of :func:`process_due_keys`: claims, requests, stores, counts."""
+
+    #: Seconds between two looks at keys another task holds.
+    poll = 2.0
+
+    def __init__(self, step: KeyStep, claims: KeyClaims, table: str,
+                 results_table: str, batch_size: int, log: TaskLog) -> None:
+        self.step = step
+        self.batch_size = batch_size
+        self.claims = claims
+        self.results_table = results_table
+        self.log = log
+        self.summary = DueKeysSummary()
+        self.progress = Progress(f"{step.verb} {table}", 0, log, unit="keys", every=10.0)
+        self.elsewhere: dict[str, str] = {}
+        self.clock = time.monotonic()
+
+    def started(self, due_keys: int) -> None:
+        self.summary.due_keys = self.progress.total = due_keys
+        self.progress.report(force=True)
+
+    def batch(self, store: Store, page: Sequence[tuple[Any, ...]]) -> None:
+        """Claim the page's keys, ask about those that are ours, store them, let go."""
+        dois = {str(k): str(d) for k, d in page}
+        claim = store.transaction(
+            lambda cursor: self.claims.claim(cursor, list(dois), datetime.now(timezone.utc)))
+        if claim.mine:  # stored by another task just before our claim: let go, not asked
+            store.transaction(
+                lambda cursor: self.claims.drop_fresh(cursor, claim, datetime.now(timezone.utc)))
+        self.summary.stored_elsewhere += len(claim.fresh)
+        for key in claim.elsewhere:
+            self.elsewhere[key] = dois[key]
+        self.progress.done += len(claim.fresh)
+        mine = [(k, d) for k, d in dois.items() if k in claim.mine]
+        try:
+            if mine:
+                self._ask(store, mine, claim)
+        except BaseException:
+            # Let go of the keys at once (a kill leaves them to the lease): they stay due.
+            with contextlib.suppress(Exception):
+                store.transaction(lambda cursor: self.claims.finish(cursor, claim))
+            raise
+
+    def _ask(self, store: Store, mine: list[tuple[str, str]], claim: Claim) -> None:
+        base = self.progress.done
+
+        def on_progress(event: ProgressEvent) -> None:
+            self.progress.done = base + event.done
+            self.progress.report()
+
+        step = self.step
+        stats = step.new_stats()
+        with _LeaseRenewal(store.db_hook, self.claims, claim):
+            results = step.ask([d for _, d in mine], on_progress, stats)
+        # The service failed: a breaker gave up, or a batch of a few keys got no answer for
+        # any of them (a lone key that keeps failing is stored as an error, not a failure).
+        failed = stats.gave_up is not None or (
+            len(results) >= _FAILED_BATCH and all(step.unanswered(r) for r in results))
+        # Keys the service answered nothing about get no error row (errors are due anyway),
+        # so the next try asks them as if never asked; its final answers are kept.
+        kept = [(k, d, r) for (k, d), r in zip(mine, results, strict=True)
+                if not (failed and step.unanswered(r))]
+        dialect = self.claims.dialect
+        rows = [step.row(k, d, r, dialect) for k, d, r in kept]
+
+        def store_answers(cursor: Any) -> None:
+            upsert_rows(cursor, dialect, self.results_table, step.columns, rows,
+                        key="doi_key", types=step.types(dialect))
+            self.claims.finish(cursor, claim)
+
+        store.transaction(store_answers)
+        summary = self.summary
+        summary.batches += 1
+        summary.stored_keys += len(rows)
+        summary.requests += stats.requests
+        summary.retries += stats.retries
+        summary.by_status.update(step.status(r) for _, _, r in kept)
+        self.progress.done = base + len(mine)
+        self.progress.report()
+        if failed:
+            reason = stats.gave_up or (results[-1].error if results else None)
+            raise ProxyUnavailableError(
+                f"{step.service} failed ({reason}); {summary.stored_keys} keys stored, "
+                f"{len(mine) - len(rows)} keys of this batch and the ones not reached yet stay "
+                "due for the next try, which asks only for those"
+            )
+
+    def wait_for_elsewhere(self, store: Store) -> None:
+        """Keys another task held when their turn came: wait until they are stored there, or
+        claim and resolve them when that task lets go of them (or its lease runs out)."""
+        if not self.elsewhere:
+            return
+        self.log.info(
+            "%d due keys are being asked by another task; waiting for them (a claim "
+            "holds for at most %s)", len(self.elsewhere), format_duration(self.claims.lease))
+        self.summary.waited_for = len(self.elsewhere)
+        while self.elsewhere:
+            time.sleep(self.poll)
+            waiting = sorted(self.elsewhere.items())
+            self.elsewhere = {}
+            for start in range(0, len(waiting), self.batch_size):
+                self.batch(store, waiting[start:start + self.batch_size])
+
+    def finished(self) -> None:
+        summary = self.summary
+        summary.elapsed = time.monotonic() - self.clock
+        statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items()))
+        self.log.info(
+            "Stored %d keys in %s in %d batches (%s); %d requests, %d retries, %d keys "
+            "stored by another task meanwhile, %s (%.1f keys/s)",
+            summary.stored_keys, self.results_table, summary.batches, statuses or "none",
+            summary.requests, summary.retries, summary.stored_elsewhere,
+            format_duration(summary.elapsed),
+            summary.stored_keys / summary.elapsed if summary.elapsed else 0.0,
+        )
+
+
+def _say_nothing_due(store: Store, due: DueKeys, table: str, results_table: str,
+                     after: str | None, upto: str | None, log: TaskLog) -> None:
+    """Why nothing was due: every valid key already has a fresh row (perhaps stored for
+    another table: the results table is a cache by key, shared by the tables beside it)."""
+    dialect = store.dialect
+    key = quote_identifier(due.key_column)
+    in_range, bounds = key_range(key, dialect, after, upto)
+    with store.session() as (_, cursor):
+        cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {quote_identifier(table)} WHERE "
+                       f"{quote_identifier(due.valid_column)} = {dialect.p()} AND {key} IS NOT "
+                       f"NULL{in_range}", [True, *bounds])
+        valid = int(cursor.fetchone()[0])
+    scope = "" if after is None and upto is None else " in this key range"
+    log.info(
+        "Nothing due in %s%s: %s; %s is a cache by key, shared by every table whose keys it "
+        "holds, so keys resolved for another table are not asked again until they expire",
+        table, scope,
+        f"all {valid} valid keys already have a fresh row in {results_table}" if valid
+        else "it has no valid keys (run the normalize step first)", results_table,
+    )
