@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
-    "normalize", "resolve", "repair", "report", "simulator", "sql", "demo",
+    "normalize", "resolve", "enrich", "repair", "report", "simulator", "sql", "demo",
 )
 
 #: Top-level module -> the extra that installs it. ``None``: a base dependency, so its absence
@@ -105,7 +105,7 @@ def missing_extra_message(module: str | None) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="airflow-doi",
-        description="DOIs per ANSI/NISO Z39.84: normalize, resolve, SQL.",
+        description="DOIs per ANSI/NISO Z39.84: normalize, resolve, enrich, SQL.",
         formatter_class=HelpFormatter,
     )
     subparsers = parser.add_subparsers(

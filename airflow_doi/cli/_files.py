@@ -17,8 +17,10 @@ from typing import Any
 EXIT_INPUT = 2
 
 
-def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool) -> None:
-    """IN, --column, --output and the format, encoding and delimiter flags."""
+def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
+                     escaped: str | None = None) -> None:
+    """IN, --column, --output and the format, encoding and delimiter flags; ``escaped`` names
+    the columns --escape-formulas guards when that is not the default wording."""
     parser.add_argument("input", type=Path, metavar="IN", help="CSV (or .csv.gz) or Parquet file")
     parser.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT",
@@ -46,8 +48,8 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool) -
         "found from the file among , ; tab |)",
     )
     add_na_option(parser)
-    what = ("the input, url and error columns" if escape_default
-            else "every text cell of your own columns")
+    what = escaped or ("the input, url and error columns" if escape_default
+                       else "every text cell of your own columns")
     parser.add_argument(
         "--escape-formulas", action=argparse.BooleanOptionalAction, default=escape_default,
         help=f"in CSV output, put a ' before cells of {what} that start with = + - @, tab or "

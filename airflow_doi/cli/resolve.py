@@ -8,7 +8,7 @@ non-zero for them only above ``--max-error-share``, so a dead proxy cannot pass 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -96,8 +96,8 @@ def add_proxy_options(
                         metavar="F", help=error_share_help)
 
 
-def proxy_config(args: argparse.Namespace, **extra: Any) -> Any:
-    """The :class:`~airflow_doi.resolver.ResolverConfig` the options of
+def proxy_config(args: argparse.Namespace, *, config_class: Any = None, **extra: Any) -> Any:
+    """The :class:`~airflow_doi.resolver.ResolverConfig` (or ``config_class``) the options of
     :func:`add_proxy_options` ask for (raises ``ValueError``/``TypeError`` on bad values)."""
     from airflow_doi.resolver import ResolverConfig
 
@@ -108,11 +108,11 @@ def proxy_config(args: argparse.Namespace, **extra: Any) -> Any:
         "backoff_base": args.backoff_base, "breaker_give_up": args.breaker_give_up,
     }
     try:
-        return ResolverConfig(**options, **extra)
+        return (config_class or ResolverConfig)(**options, **extra)
     except (TypeError, ValueError) as error:
         # The library names its fields; the user typed options: say --rate, not rate.
         message = str(error)
-        for name in sorted(options, key=len, reverse=True):
+        for name in sorted([*options, *extra], key=len, reverse=True):
             if message.startswith(f"{name} "):
                 message = f"--{name.replace('_', '-')}{message[len(name):]}"
                 break
@@ -230,25 +230,35 @@ def _as_text(value: object) -> str | None:
     return str(value)
 
 
-def _write(
-    path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool, dialect: Any = None
+def write_rows(
+    path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool, dialect: Any = None, *,
+    columns: Sequence[str], integers: Collection[str], guarded: Collection[str],
 ) -> None:
+    """Write ``rows`` (dicts by column) as CSV or Parquet: ``integers`` as int64, the rest as
+    text; on CSV with ``escape``, the ``guarded`` columns get formula escaping."""
     import pyarrow as pa
 
     from airflow_doi.io_tables import escape_formulas, writing
-    from airflow_doi.resolver import COLUMNS
 
-    ints = {"response_code", "http_status", "attempts"}
-    fields = [pa.field(name, pa.int64() if name in ints else pa.string()) for name in COLUMNS]
+    fields = [pa.field(name, pa.int64() if name in integers else pa.string()) for name in columns]
     schema = pa.schema(fields)
     arrays = []
     for item in fields:
         array = pa.array([row[item.name] for row in rows], item.type)
-        if escape and fmt == "csv" and item.name in GUARDED:
+        if escape and fmt == "csv" and item.name in guarded:
             array = escape_formulas(array)
         arrays.append(array)
     with writing(path, fmt, schema, dialect) as writer:
         writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+
+def _write(
+    path: Path, fmt: Any, rows: list[dict[str, object]], escape: bool, dialect: Any = None
+) -> None:
+    from airflow_doi.resolver import COLUMNS
+
+    write_rows(path, fmt, rows, escape, dialect, columns=COLUMNS,
+               integers=("response_code", "http_status", "attempts"), guarded=GUARDED)
 
 
 def error_share(rows: list[dict[str, object]]) -> tuple[int, int]:

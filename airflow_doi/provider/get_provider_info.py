@@ -50,6 +50,19 @@ def _doi_proxy_connection() -> dict[str, Any]:
                 "schema": {"type": _NULLABLE_STRING},
                 "description": "redis://host:port/db: share one rate limit across workers.",
             },
+            "agency_rate": {
+                "label": "Agency rate (requests/s, enrichment)",
+                "schema": {"type": _NULLABLE_NUMBER, "default": 2.0, "exclusiveMinimum": 0},
+                "description": "Requests per second to each registration agency's metadata "
+                "host (DoiEnrichOperator); the proxy keeps its own rate above.",
+            },
+            "metadata_hosts": {
+                "label": "Metadata hosts (enrichment allowlist)",
+                "schema": {"type": _NULLABLE_STRING},
+                "description": "Comma-separated hosts a content negotiation redirect may lead "
+                "to (https only), or origins such as http://127.0.0.1:8081; empty: the "
+                "agencies' own (api.crossref.org, api.datacite.org, data.crosscite.org...).",
+            },
         },
         "ui-field-behaviour": {
             "hidden-fields": ["schema", "login", "password", "port", "extra"],
@@ -91,7 +104,7 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-doi",
         "name": "DOI (ANSI/NISO Z39.84)",
-        "description": "Normalize, validate and resolve DOIs in SQL tables: a rate-limited "
+        "description": "Normalize, validate, resolve and enrich DOIs in SQL tables: a rate-limited "
         "`doi.org` proxy hook, catalogue operators and a DuckDB hook.",
         "integrations": [
             {
@@ -115,6 +128,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_doi.provider.operators.normalize",
                     "airflow_doi.provider.operators.validate",
                     "airflow_doi.provider.operators.resolve",
+                    "airflow_doi.provider.operators.enrich",
                 ],
             }
         ],

@@ -116,10 +116,16 @@ class Dialect:
     #: Type of the key columns the operators create (``doi_key``, ``raw_value``); None: text.
     #: MySQL can only index a bounded VARCHAR (768 utf8mb4 characters fill its 3072 bytes).
     key_type: str | None = None
+    #: Type of a column holding a JSON document (``csl_json``); None: text.
+    json_type: str | None = None
 
     @property
     def key_text(self) -> str:
         return self.key_type or self.text_type
+
+    @property
+    def json_text(self) -> str:
+        return self.json_type or self.text_type
 
     def p(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
@@ -201,8 +207,9 @@ _DIALECTS: dict[str, Dialect] = {
         binary_collation=" COLLATE BINARY", case_sensitive_identifiers=False,
     ),
     "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
-                        binary_collation=' COLLATE "C"'),
-    "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False),
+                        binary_collation=' COLLATE "C"', json_type="JSONB"),
+    "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False,
+                      json_type="JSON"),
     "snowflake": Dialect("snowflake", on_conflict=False, merge=True, timestamp_type="TIMESTAMP_TZ",
                          sqlglot_dialect="snowflake", fold_upper=True,
                          case_sensitive_identifiers=False),
@@ -223,7 +230,8 @@ _DIALECTS: dict[str, Dialect] = {
                      key_type="VARCHAR(768) COLLATE utf8mb4_bin", timestamp_type="DATETIME(6)",
                      on_conflict=False, update_from=False, sqlglot_dialect="mysql",
                      binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False,
-                     stage_key="", stage_index="ALTER TABLE {stage} ADD INDEX (raw(255))"),
+                     stage_key="", stage_index="ALTER TABLE {stage} ADD INDEX (raw(255))",
+                     json_type="JSON"),
     # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
     # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
     # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.

@@ -27,6 +27,7 @@ from airflow.sdk import BaseHook
 from airflow_doi.resolver.config import redact_url
 
 if TYPE_CHECKING:
+    from airflow_doi.metadata import MetadataConfig, MetadataResult
     from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
 
 __all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "redact_url", "renamed_conn_id",
@@ -37,9 +38,13 @@ DEFAULT_BASE_URL = "https://doi.org"
 _FORM_PREFIX = "extra__doi_proxy__"
 
 _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
-           "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl")
-_INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot")
+           "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl",
+           "agency_rate", "metadata_ttl")
+_INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot",
+         "agency_burst", "max_redirects", "max_csl_bytes")
 _STRINGS = ("contact", "redis_url", "redis_namespace")
+#: Extras holding a list: a JSON list, or text with commas.
+_LISTS = ("metadata_hosts", "types", "indexes")
 
 
 def base_url_from_parts(
@@ -73,6 +78,8 @@ def _coerce_extra(name: str, value: Any) -> Any:
         ) from None
     if name in _STRINGS:
         return str(value)
+    if name in _LISTS and isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
 
 
@@ -82,17 +89,23 @@ def resolver_config_from_connection(
     *,
     schema: str | None = None,
     port: int | None = None,
+    config_class: type[ResolverConfig] | None = None,
     **overrides: Any,
 ) -> ResolverConfig:
     """Build a :class:`ResolverConfig` from a connection's fields (pure: no Airflow needed).
 
     Empty extras (``""`` or ``None``, as the UI form saves untouched fields) keep the default;
     unknown extras are an error, so a typo (``"rates"``) never silently keeps the polite
-    default. ``overrides`` (operator arguments) win over the connection.
+    default. ``overrides`` (operator arguments) win over the connection. One connection
+    serves resolution and enrichment: its enrichment extras (``agency_rate``,
+    ``metadata_hosts``...) are known to both, and used when ``config_class`` is
+    :class:`~airflow_doi.metadata.MetadataConfig`.
     """
+    from airflow_doi.metadata.config import MetadataConfig
     from airflow_doi.resolver import ResolverConfig
 
-    known = {f.name for f in dataclasses.fields(ResolverConfig)} - {"base_url"}
+    config_class = config_class or ResolverConfig
+    known = {f.name for f in dataclasses.fields(MetadataConfig)} - {"base_url"}
     settings: dict[str, Any] = {}
     for name, value in (extra or {}).items():
         name = name.removeprefix(_FORM_PREFIX)  # how older UIs store form fields
@@ -103,6 +116,9 @@ def resolver_config_from_connection(
                 f"doi_proxy connection: unknown extra {name!r} (known: {', '.join(sorted(known))})"
             )
         settings[name] = _coerce_extra(name, value)
+    unknown = sorted(set(overrides) - known - {"base_url"})
+    if unknown:
+        raise TypeError(f"unknown resolver option(s): {', '.join(unknown)}")
     settings.update({k: v for k, v in overrides.items() if v is not None})
     base_url = settings.pop("base_url", None) or base_url_from_parts(host, schema, port)
     parts = urlsplit(base_url)
@@ -110,7 +126,8 @@ def resolver_config_from_connection(
         raise ValueError(
             f"doi_proxy connection: host must be an http(s) URL, not {redact_url(base_url)!r}"
         )
-    return ResolverConfig(base_url=base_url, **settings)
+    own = {f.name for f in dataclasses.fields(config_class)}
+    return config_class(base_url=base_url, **{k: v for k, v in settings.items() if k in own})
 
 
 def renamed_conn_id(resolver_conn_id: str, doi_proxy_conn_id: str | None, where: str) -> str:
@@ -153,29 +170,56 @@ class DoiProxyHook(BaseHook):
                                                 "DoiProxyHook")
         self.overrides = overrides
         self._config: ResolverConfig | None = None
+        self._metadata_config: MetadataConfig | None = None
 
     def get_config(self) -> ResolverConfig:
         """The resolver configuration of the connection (read once per hook)."""
         if self._config is None:
-            from airflow.sdk.exceptions import AirflowNotFoundException
+            from airflow_doi.resolver import ResolverConfig
 
-            try:
-                connection = self.get_connection(self.resolver_conn_id)
-            except AirflowNotFoundException:
-                if self.resolver_conn_id != self.default_conn_name:
-                    raise
-                self.log.info("No connection %r: using %s", self.resolver_conn_id,
-                              DEFAULT_BASE_URL)
-                self._config = resolver_config_from_connection(None, **self.overrides)
-            else:
-                self._config = resolver_config_from_connection(
-                    connection.host,
-                    connection.extra_dejson,
-                    schema=connection.schema,
-                    port=connection.port,
-                    **self.overrides,
-                )
+            self._config = self._build(ResolverConfig)
         return self._config
+
+    def get_metadata_config(self) -> MetadataConfig:
+        """The enrichment configuration of the same connection: the proxy's settings plus
+        its metadata extras (``agency_rate``, ``metadata_hosts``...)."""
+        if self._metadata_config is None:
+            from airflow_doi.metadata.config import MetadataConfig
+
+            built = self._build(MetadataConfig)
+            assert isinstance(built, MetadataConfig)
+            self._metadata_config = built
+        return self._metadata_config
+
+    def _build(self, config_class: type[ResolverConfig]) -> ResolverConfig:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            connection = self.get_connection(self.resolver_conn_id)
+        except AirflowNotFoundException:
+            if self.resolver_conn_id != self.default_conn_name:
+                raise
+            self.log.info("No connection %r: using %s", self.resolver_conn_id, DEFAULT_BASE_URL)
+            return resolver_config_from_connection(None, config_class=config_class,
+                                                   **self.overrides)
+        return resolver_config_from_connection(
+            connection.host, connection.extra_dejson, schema=connection.schema,
+            port=connection.port, config_class=config_class, **self.overrides,
+        )
+
+    def fetch_metadata(
+        self,
+        values: Iterable[object],
+        *,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        stats: ResolverStats | None = None,
+    ) -> list[MetadataResult]:
+        """One :class:`~airflow_doi.metadata.MetadataResult` per value, in order (DOI
+        content negotiation through the same proxy); never raises for a row, no file cache."""
+        from airflow_doi.metadata import fetch
+
+        return fetch(list(values), config=self.get_metadata_config(), progress=progress,
+                     stats=stats)
 
     def get_conn(self) -> ResolverConfig:
         """The hook's "connection" is its resolver configuration: sessions live per batch."""

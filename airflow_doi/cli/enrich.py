@@ -1,0 +1,150 @@
+"""``airflow-doi enrich``: registry metadata for a CSV or Parquet column of DOIs.
+
+DOI content negotiation through the proxy (:mod:`airflow_doi.metadata`): one row out per row
+in, with typed columns. Reads files exactly as ``resolve`` does, takes the same proxy flags
+(``--rate``, ``--contact``, ``--cache``, ``--redis-url``...), reports the same way and exits
+with the same codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register", "run"]
+
+DESCRIPTION = """\
+Fetch the registry metadata of a column of DOIs through DOI content negotiation: the doi.org
+proxy (or --base-url) redirects each request to the registration agency's metadata service
+(Crossref, DataCite, mEDRA...), which answers in CSL-JSON.
+
+Writes one row per input row: input (the cell as text), doi, key, metadata_status, title,
+csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
+journal or book), publisher, issn, isbn, volume, issue, page, author_count, first_author,
+language, license_url, updated_by and update_to (retractions and corrections, as
+type:DOI items), source_host, error, attempts, http_status, fetched_at, expires_at and
+csl_json (the record, without its reference list). metadata_status is ok, not_found (no
+such DOI), no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the
+reason is in error) or error (gave up, or refused: the reason is in error).
+
+Redirects are followed only to the hosts of --metadata-host (https only) and at most twice.
+Rows sharing a comparison key cost one request to the proxy and one to the agency. With
+--cache, a run started again asks only for keys it has not finished (or that expired).
+
+Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, bad
+option, a missing extra); 3 the share of sent rows that ended in status error is above
+--max-error-share (the output is still written)."""
+
+#: Columns written as whole numbers; every other column is text.
+INTEGERS = ("year", "author_count", "attempts", "http_status")
+#: Columns that carry raw input or server-supplied text (--escape-formulas guards them).
+GUARDED = (
+    "input", "title", "csl_type", "issued", "container_title", "publisher", "issn", "isbn",
+    "volume", "issue", "page", "first_author", "language", "license_url", "updated_by",
+    "update_to", "source_host", "error",
+)
+
+
+def register(subparsers: Any) -> None:
+    from airflow_doi.cli import HelpFormatter
+    from airflow_doi.cli._files import add_file_options
+    from airflow_doi.cli.resolve import add_proxy_options
+
+    parser = subparsers.add_parser(
+        "enrich",
+        help="registry metadata (title, type, year, journal, ISSN...) for a column of DOIs",
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    add_file_options(parser, escape_default=True,
+                     escaped="the input column and every text column the servers filled")
+    add_proxy_options(
+        parser,
+        cache_help="SQLite cache file (also the checkpoint; resolve may share it)",
+        give_up_help="seconds of continuous failure of a host after which its unfinished "
+        "rows end as error",
+        error_share_help="exit 3 when more than this share (0 to 1) of the rows sent ended "
+        "in status error; 0 fails on any error, 1 never",
+    )
+    parser.add_argument("--agency-rate", type=float, default=2.0,
+                        help="requests per second to each metadata host")
+    parser.add_argument(
+        "--metadata-host", action="append", default=None, dest="metadata_hosts",
+        metavar="HOST",
+        help="a host redirects may lead to (repeatable): a name (https only) or an origin "
+        "such as http://127.0.0.1:8081 (default: the agencies' own: api.crossref.org, "
+        "data.crossref.org, api.datacite.org, data.datacite.org, data.crosscite.org, "
+        "data.medra.org)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from airflow_doi.cli._files import input_error, report_reading, say
+    from airflow_doi.cli.resolve import (
+        EXIT_ERRORS,
+        _as_text,
+        _progress,
+        check_backends,
+        proxy_config,
+        read_values,
+        require_network_extra,
+        write_rows,
+    )
+    from airflow_doi.io_tables import TableInputError, check_output, detect_format
+    from airflow_doi.metadata import METADATA_COLUMNS, MetadataConfig, MetadataStats, fetch
+
+    terminal = sys.stderr.isatty() and not args.no_progress
+    if terminal:
+        import tqdm  # noqa: F401  (the progress bar's extra, checked before any work starts)
+    require_network_extra()
+    try:
+        extra: dict[str, Any] = {"agency_rate": args.agency_rate}
+        if args.metadata_hosts:
+            extra["metadata_hosts"] = tuple(args.metadata_hosts)
+        config = proxy_config(args, config_class=MetadataConfig, **extra)
+        out_format = detect_format(args.output, args.format)
+        check_output(args.input, args.output)
+        values, judged, flags, reader = read_values(args.input, args.column, args)
+        check_backends(args)
+    except (TypeError, ValueError) as error:  # the library's field name, as the flag
+        return input_error("enrich", type(error)(
+            str(error).replace("metadata_hosts", "--metadata-host", 1)))
+    except TableInputError as error:
+        return input_error("enrich", error)
+    sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
+    stats = MetadataStats()
+    with _progress(terminal) as progress:
+        results = fetch(sent, config=config, cache=args.cache, progress=progress, stats=stats)
+    from airflow_doi.cli.normalize import MALFORMED_REASON
+
+    rows = []
+    for index, result in enumerate(results):
+        row = result.as_row()
+        row["input"] = _as_text(values[index])
+        if flags and flags[index]:
+            row.update(doi=None, key=None, metadata_status="invalid", error=MALFORMED_REASON)
+        rows.append(row)
+    try:
+        write_rows(args.output, out_format, rows, args.escape_formulas, reader.dialect,
+                   columns=METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED)
+    except TableInputError as error:
+        return input_error("enrich", error)
+    say("enrich", f"{args.output}: {stats.summary()}")
+    repaired = sum(row["error"] == "bad_encoding" for row in rows)
+    report_reading("enrich", reader, {args.column: repaired} if repaired else {},
+                   csv_out=out_format == "csv")
+    tried = [row for row in rows if row["metadata_status"] != "invalid"]
+    failed = sum(row["metadata_status"] == "error" for row in tried)
+    if tried and failed / len(tried) > args.max_error_share:
+        say("enrich", f"error: {failed:,} of {len(tried):,} rows sent ended in status error "
+            f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
+            f"{args.output} holds every row: the reasons are in its error column; check "
+            "--base-url, --metadata-host and the servers, then run again (with --cache only "
+            "the failed rows are sent again)")
+        return EXIT_ERRORS
+    return 0

@@ -1,0 +1,100 @@
+"""The SQLite cache (and checkpoint) of an enrichment: one row per key, with its expiry.
+
+The resolver's cache file format, with a table of its own (``metadata``): one file may serve
+``resolve`` and ``enrich`` at once. Claims are the resolver's, in their own namespace, so
+several processes sharing the file ask for each key once. Each key is committed the moment
+it finishes: a run killed halfway and started again asks only for the keys it had not
+finished. ``error`` results are never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_doi.resolver.cache import _CHUNK, ResolverCache, _iso
+
+__all__ = ["CachedMetadata", "MetadataCache"]
+
+_SCHEMA = """
+create table if not exists metadata (
+    key text not null primary key,
+    doi text not null,
+    status text not null,
+    fields text not null,
+    source_host text,
+    note text,
+    attempts integer not null,
+    http_status integer,
+    csl_json text,
+    fetched_at text not null,
+    expires_at text not null
+)
+"""
+#: The claims namespace of metadata requests (the resolver's is its filter query).
+CLAIMS = "metadata:csl"
+
+
+@dataclass(frozen=True)
+class CachedMetadata:
+    key: str
+    doi: str
+    status: str
+    fields: dict[str, Any]
+    source_host: str | None
+    note: str | None
+    attempts: int
+    http_status: int | None
+    csl_json: str | None
+    fetched_at: datetime
+    expires_at: datetime
+
+
+class MetadataCache(ResolverCache):
+    """Open (creating if needed) a cache file for metadata; a context manager."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, CLAIMS)
+        self._retrying(_SCHEMA)
+
+    def fresh(self, keys: Any, now: datetime) -> dict[str, CachedMetadata]:  # type: ignore[override]
+        """Records for ``keys`` that have not expired at ``now``."""
+        found: dict[str, CachedMetadata] = {}
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = self._conn.execute(
+                "select key, doi, status, fields, source_host, note, attempts, http_status,"
+                " csl_json, fetched_at, expires_at from metadata"
+                f" where key in ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            for row in rows:
+                expires_at = datetime.fromisoformat(row[10])
+                if expires_at <= now:
+                    continue
+                found[row[0]] = CachedMetadata(
+                    row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
+                    row[8], datetime.fromisoformat(row[9]), expires_at,
+                )
+        return found
+
+    def store(self, answer: CachedMetadata) -> None:  # type: ignore[override]
+        """Write one finished key and commit at once (the checkpoint of the batch)."""
+        if answer.status == "error":
+            raise ValueError("error results are never cached")
+        self._conn.execute(
+            "insert or replace into metadata (key, doi, status, fields, source_host, note,"
+            " attempts, http_status, csl_json, fetched_at, expires_at)"
+            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (answer.key, answer.doi, answer.status,
+             json.dumps(answer.fields, ensure_ascii=False), answer.source_host, answer.note,
+             answer.attempts, answer.http_status, answer.csl_json, _iso(answer.fetched_at),
+             _iso(answer.expires_at)),
+        )
+
+    def __len__(self) -> int:
+        return int(self._conn.execute("select count(*) from metadata").fetchone()[0])

@@ -1,0 +1,249 @@
+"""Content negotiation over HTTP: ask the proxy, follow its redirect to the agency, read.
+
+One DOI is asked with ``GET {proxy}/{DOI}`` (the DOI percent-encoded per the IDF tables,
+exactly as ``resolve`` encodes it) and ``Accept: application/vnd.citationstyles.csl+json``.
+doi.org answers with a redirect to the registration agency's metadata service. We follow
+redirects ourselves, never aiohttp, and only:
+
+* at most ``max_redirects`` of them, never one already visited (a loop);
+* to the proxy itself or to a host of the allowlist (``metadata_hosts``): a bare host name
+  there allows https only, an explicit ``http://127.0.0.1:PORT`` allows that origin;
+* to a URL without credentials or characters a URL may not carry.
+
+A redirect from the proxy to any other host is the DOI's landing page (the agency offers no
+content negotiation): the key is ``no_metadata``. The same from an agency host is an
+``error``, as is an https-to-http downgrade. Each hop passes its own host's gate (rate limit,
+breaker, retry budget, ``Retry-After``): a 429 from an agency retries that hop, not the proxy's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Final
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import yarl
+
+from airflow_doi.metadata.config import MetadataConfig, origin_of
+from airflow_doi.metadata.csl import CSL_MEDIA_TYPE, CslError, read_document
+from airflow_doi.presentation import encode_path
+from airflow_doi.resolver.breaker import CircuitBreaker
+from airflow_doi.resolver.client import (
+    ProxyClient,
+    ProxyError,
+    RetryableError,
+    parse_retry_after,
+    server_text,
+)
+from airflow_doi.resolver.config import redact_url
+from airflow_doi.resolver.limits import RateLimiter
+from airflow_doi.resolver.result import ResolverStats
+from airflow_doi.resolver.retry import RetryPolicy
+from airflow_doi.resolver.urls import is_safe_url
+
+__all__ = ["Hop", "MetadataClient", "Outcome", "interpret_hop"]
+
+#: Answers that say "no CSL-JSON for this DOI here": Not Acceptable, Unsupported Media Type,
+#: No Content.
+NO_METADATA_STATUSES: Final = frozenset({204, 406, 415})
+
+
+@dataclass(frozen=True)
+class Hop:
+    """What one request came back with: a document, a redirect or a final word."""
+
+    kind: str  # document | redirect | not_found | no_metadata
+    http_status: int
+    document: dict[str, Any] | None = None
+    location: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a DOI's requests ended: the final hop, where it came from, requests sent."""
+
+    status: str  # ok | not_found | no_metadata | error
+    http_status: int | None
+    attempts: int
+    source: str | None
+    document: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+def interpret_hop(http_status: int, body: bytes, headers: Mapping[str, str],
+                  now: datetime, host: str) -> Hop:
+    """One answer as a :class:`Hop`, or :class:`RetryableError` / :class:`ProxyError`."""
+    if http_status in (429, 403):
+        retry_after = parse_retry_after(headers.get("Retry-After"), now)
+        raise RetryableError(f"HTTP {http_status} (throttled) from {host}",
+                             http_status=http_status, retry_after=retry_after)
+    if http_status >= 500:
+        raise RetryableError(f"HTTP {http_status} from {host}", http_status=http_status)
+    if 300 <= http_status < 400:
+        location = headers.get("Location")
+        if not location:
+            raise ProxyError(f"HTTP {http_status} from {host} without a Location",
+                             http_status=http_status)
+        return Hop("redirect", http_status, location=location)
+    if http_status in (404, 410):
+        return Hop("not_found", http_status)
+    if http_status in NO_METADATA_STATUSES:
+        return Hop("no_metadata", http_status,
+                   reason=f"{host} has no CSL-JSON for this DOI (HTTP {http_status})")
+    if http_status != 200:
+        raise ProxyError(f"unexpected HTTP {http_status} from {host}", http_status=http_status)
+    if not body.strip():
+        return Hop("no_metadata", http_status, reason=f"{host} sent an empty answer")
+    try:
+        document = read_document(body)
+    except CslError as error:
+        if "cut short" in error.reason:  # perhaps a dropped line: worth another try
+            raise RetryableError(f"{error.reason} from {host}", http_status=200) from None
+        raise ProxyError(f"{error.reason} ({host})", http_status=200) from None
+    return Hop("document", http_status, document=document)
+
+
+class _Stop(Exception):
+    """A redirect that is not followed: the key ends with ``status`` and ``reason``."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass
+class _Gate:
+    """One host's breaker, rate limit and retry budget, and the client speaking to it."""
+
+    client: ProxyClient
+    breaker: CircuitBreaker
+    limiter: RateLimiter
+    policy: RetryPolicy
+
+
+@dataclass
+class MetadataClient:
+    """The requests of one enrichment: one session, a gate per host, the redirect rules."""
+
+    config: MetadataConfig
+    session: aiohttp.ClientSession
+    stats: ResolverStats
+    gates: dict[str, _Gate] = field(default_factory=dict)
+
+    @classmethod
+    def open_session(cls, config: MetadataConfig) -> aiohttp.ClientSession:
+        return ProxyClient.open_session(config, accept=CSL_MEDIA_TYPE)
+
+    def gate(self, origin: str) -> _Gate:
+        if origin not in self.gates:
+            host_config = self.config.host_config(origin)
+            breaker = CircuitBreaker(
+                threshold=host_config.breaker_threshold, cooldown=host_config.breaker_cooldown,
+                cooldown_max=host_config.breaker_cooldown_max,
+                give_up=host_config.breaker_give_up, target=redact_url(origin),
+            )
+            limiter = RateLimiter(host_config)
+            self.gates[origin] = _Gate(
+                ProxyClient(host_config, self.session), breaker, limiter,
+                RetryPolicy(host_config, breaker, limiter, self.stats),
+            )
+        return self.gates[origin]
+
+    async def aclose(self) -> None:
+        for gate in self.gates.values():
+            await gate.limiter.aclose()
+        self.stats.breaker_opens = sum(g.breaker.opens for g in self.gates.values())
+        reasons = [g.breaker.gave_up_reason for g in self.gates.values() if g.breaker.gave_up]
+        self.stats.gave_up = reasons[0] if reasons else None
+
+    def next_url(self, current: str, location: str, visited: set[str]) -> str:
+        """Where a redirect leads, or :class:`_Stop` when it must not be followed."""
+        here = _host(current)
+        from_proxy = origin_of(current) == origin_of(self.config.base_url)
+        if not isinstance(location, str) or not is_safe_url(urljoin(current, location)):
+            raise _Stop("error", f"{here} redirected to an unusable address "
+                        f"({server_text(location)}); not followed")
+        target = urljoin(current, location)
+        origin = origin_of(target)
+        if origin is None or "@" in urlsplit(target).netloc:
+            raise _Stop("error", f"{here} redirected to {redact_url(target)!r}, which carries "
+                        "credentials or is not http(s); not followed")
+        allowed = self.config.allowed_origins
+        if origin not in allowed:
+            there = _host(target)
+            if any(_host(o) == there for o in allowed):  # a listed host, another scheme
+                raise _Stop("error", f"{here} redirected to {redact_url(origin)}: a "
+                            "downgrade from https to http is never followed")
+            if from_proxy:
+                raise _Stop("no_metadata", f"the proxy sent the landing page at {there}, "
+                            "not a metadata host: the agency offers no CSL-JSON for this DOI "
+                            "(or add its host to metadata_hosts)")
+            raise _Stop("error", f"{here} redirected to {there}, which is not on the "
+                        "metadata_hosts allowlist; not followed")
+        if target in visited:
+            raise _Stop("error", f"redirect loop between {here} and {_host(target)}")
+        return target
+
+    async def fetch(self, doi: str) -> Outcome:
+        """Ask for one DOI's CSL-JSON; never raises for the DOI's own problems."""
+        from airflow_doi.resolver.retry import GaveUpError
+
+        url = f"{self.config.root}/{encode_path(doi)}"
+        visited = {url}
+        attempts = 0
+        last_status: int | None = None
+        for _ in range(self.config.max_redirects + 1):
+            origin = origin_of(url)
+            assert origin is not None
+            gate = self.gate(origin)
+            host = _host(url)
+            try:
+                hop, sent = await gate.policy.run(_Ask(self, gate, url, host))
+            except (GaveUpError, ProxyError) as error:
+                return Outcome("error", error.http_status, attempts + error.attempts, host,
+                               reason=error.reason)
+            attempts += sent
+            last_status = hop.http_status
+            if hop.kind == "redirect":
+                assert hop.location is not None
+                try:
+                    url = self.next_url(url, hop.location, visited)
+                except _Stop as stop:
+                    return Outcome(stop.status, hop.http_status, attempts, host,
+                                   reason=stop.reason)
+                visited.add(url)
+                continue
+            status = "ok" if hop.kind == "document" else hop.kind
+            return Outcome(status, hop.http_status, attempts, host, hop.document, hop.reason)
+        return Outcome("error", last_status, attempts, _host(url),
+                       reason=f"more than {self.config.max_redirects} redirects; not followed")
+
+    async def _ask(self, gate: _Gate, url: str, host: str) -> Hop:
+        status, body, headers = await gate.client.get(yarl.URL(url, encoded=True))
+        return interpret_hop(status, body, headers, datetime.now(timezone.utc), host)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """One hop's request, as the retry policy calls it (again on a retry)."""
+
+    client: MetadataClient
+    gate: _Gate
+    url: str
+    host: str
+
+    async def __call__(self) -> Hop:
+        return await self.client._ask(self.gate, self.url, self.host)
+
+
+def _host(url: str) -> str:
+    """``host[:port]`` of a URL, for messages and ``source_host`` (never credentials)."""
+    try:
+        return urlsplit(url).netloc.rpartition("@")[2] or "?"
+    except ValueError:
+        return "?"

@@ -1,0 +1,127 @@
+"""The knobs of an enrichment: the resolver's, plus the metadata hosts and their own limits.
+
+Content negotiation is two requests per DOI: the proxy answers with a redirect to the
+registration agency's metadata service, which sends the CSL-JSON. Each host has its own
+rate limit (``rate`` for the proxy, ``agency_rate`` for each agency host), its own breaker and
+its own shared window in Redis. Only the proxy and the hosts of ``metadata_hosts`` are ever
+contacted; a redirect anywhere else is not followed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from airflow_doi.resolver.config import ResolverConfig, redact_url
+
+__all__ = ["DEFAULT_METADATA_HOSTS", "MetadataConfig", "origin_of"]
+
+#: The registration agencies' content negotiation services (https only), as documented by
+#: Crossref, DataCite (crosscite.org) and mEDRA. Other agencies' hosts can be added.
+DEFAULT_METADATA_HOSTS: Final[tuple[str, ...]] = (
+    "api.crossref.org",
+    "data.crossref.org",
+    "api.datacite.org",
+    "data.datacite.org",
+    "data.crosscite.org",
+    "data.medra.org",
+)
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of an absolute http(s) URL (lower case, no credentials, the
+    default port left out), or None."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not host:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
+def _allowed_origin(entry: str) -> str:
+    """An allowlist entry as an origin: a bare host name means https on its default port."""
+    text = entry.strip()
+    url = text if "://" in text else f"https://{text}"
+    origin = origin_of(url)
+    if origin is None or urlsplit(url).path not in ("", "/"):
+        raise ValueError(
+            f"metadata_hosts: {redact_url(entry)!r} is not a host name (api.crossref.org) or "
+            "an origin (http://127.0.0.1:8080)"
+        )
+    if "@" in text:
+        raise ValueError("metadata_hosts: an entry must not carry credentials")
+    return origin
+
+
+@dataclass(frozen=True, repr=False)  # the resolver's repr hides credentials
+class MetadataConfig(ResolverConfig):
+    """:class:`ResolverConfig` (``rate`` and ``burst`` are the proxy's) plus:"""
+
+    #: Requests per second to each agency host (the sum over processes with ``redis_url``).
+    agency_rate: float = 2.0
+    agency_burst: int = 1
+    #: Hosts a redirect may lead to: bare names (https only) or ``http(s)://host:port``.
+    metadata_hosts: tuple[str, ...] = DEFAULT_METADATA_HOSTS
+    #: Seconds an ``ok`` record is trusted (30 days); ``not_found`` and ``no_metadata``
+    #: answers are trusted ``negative_ttl``.
+    metadata_ttl: float = 30 * 86400.0
+    #: Redirects followed at most (doi.org sends one to the agency).
+    max_redirects: int = 2
+    #: Largest ``csl_json`` kept, in UTF-8 bytes (the typed columns are kept whatever the size).
+    max_csl_bytes: int = 65536
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.metadata_hosts, str):
+            object.__setattr__(self, "metadata_hosts", tuple(
+                h.strip() for h in self.metadata_hosts.split(",") if h.strip()))
+        if not isinstance(self.metadata_hosts, tuple):
+            object.__setattr__(self, "metadata_hosts", tuple(self.metadata_hosts))
+        for entry in self.metadata_hosts:
+            if not isinstance(entry, str):
+                raise ValueError(f"metadata_hosts: {entry!r} is not a host name")
+            _allowed_origin(entry)
+        value: Any
+        for name in ("agency_rate", "metadata_ttl"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                    math.isfinite(float(value)) and float(value) > 0):
+                raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
+        for name, low in (("agency_burst", 1), ("max_redirects", 0), ("max_csl_bytes", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}")
+
+    @property
+    def allowed_origins(self) -> frozenset[str]:
+        """The origins a redirect may lead to: the allowlist and the proxy itself."""
+        proxy = origin_of(self.base_url)
+        listed = {_allowed_origin(entry) for entry in self.metadata_hosts}
+        return frozenset(listed | ({proxy} if proxy else set()))
+
+    def host_config(self, origin: str) -> ResolverConfig:
+        """The limits of one host: the proxy's own, or ``agency_rate`` for an agency host,
+        with a shared window of its own in Redis."""
+        if origin == origin_of(self.base_url):
+            return self
+        netloc = urlsplit(origin).netloc
+        return ResolverConfig(
+            base_url=origin, rate=self.agency_rate, burst=self.agency_burst,
+            concurrency=self.concurrency, timeout=self.timeout, contact=self.contact,
+            redis_url=self.redis_url, redis_namespace=f"airflow-doi:{netloc}",
+            max_attempts=self.max_attempts, backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
+            breaker_threshold=self.breaker_threshold, breaker_cooldown=self.breaker_cooldown,
+            breaker_cooldown_max=self.breaker_cooldown_max,
+            breaker_give_up=self.breaker_give_up,
+        )

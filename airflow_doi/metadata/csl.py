@@ -1,0 +1,255 @@
+"""CSL-JSON, as the registration agencies send it, read into typed catalogue columns.
+
+Pure standard library and pure functions: :func:`read_document` turns a response body into a
+CSL object or raises :class:`CslError` with a reason in our words; :func:`typed_fields` maps
+the object to the columns of ``doi_metadata``; :func:`kept_json` is the raw object as stored.
+
+Every value is server-supplied text. It is cleaned before it reaches a table, a CSV cell or
+the HTML report: whitespace runs (line breaks included) become one space, control and
+invisible format characters are dropped, and each field is cut to a bounded length. A field of
+the wrong type (a number for a title, a text for the author list) is left empty and named in
+the row's note, never a crash: the rest of the record is still used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from airflow_doi.resolver.urls import is_safe_url
+
+__all__ = [
+    "CSL_MEDIA_TYPE",
+    "FIELDS",
+    "CslError",
+    "clean_text",
+    "describe_ignored",
+    "kept_json",
+    "read_document",
+    "typed_fields",
+]
+
+#: The media type asked for: one shape for Crossref, DataCite, mEDRA, JaLC, KISTI...
+CSL_MEDIA_TYPE: Final = "application/vnd.citationstyles.csl+json"
+#: The typed columns, in table order.
+FIELDS: Final[tuple[str, ...]] = (
+    "title", "csl_type", "issued", "year", "container_title", "publisher", "issn", "isbn",
+    "volume", "issue", "page", "author_count", "first_author", "language", "license_url",
+    "updated_by", "update_to",
+)
+#: Longest kept text per field (characters); anything longer is cut there.
+_LIMITS: Final[dict[str, int]] = {
+    "title": 1000, "container_title": 1000, "publisher": 300, "first_author": 300,
+    "license_url": 2000, "updated_by": 1000, "update_to": 1000,
+}
+_DEFAULT_LIMIT: Final = 100
+_DROPPED: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_YEAR: Final = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+
+
+class CslError(ValueError):
+    """A body that is not a usable CSL-JSON object; ``reason`` says why, in our words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def clean_text(value: object, limit: int = _DEFAULT_LIMIT) -> str | None:
+    """Text fit for a table cell, or None: whitespace collapsed, controls dropped, cut."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = " ".join(str(value).split())
+    text = "".join(c for c in text if unicodedata.category(c) not in _DROPPED).strip()
+    return text[:limit] or None
+
+
+def read_document(body: bytes) -> dict[str, Any]:
+    """The CSL object of a response body, or :class:`CslError`.
+
+    JSON must be UTF-8 (RFC 8259); nesting too deep for the parser, a list or a scalar at the
+    top, or text that is not JSON each get their own reason.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CslError("the metadata is not UTF-8 text, as JSON must be") from None
+    try:
+        document = json.loads(text, parse_constant=lambda _: None)  # no NaN/Infinity
+    except RecursionError:
+        raise CslError("the metadata JSON is nested too deep to read") from None
+    except ValueError:
+        head = text.lstrip()[:1]
+        if head == "<":
+            raise CslError("the metadata host answered HTML, not CSL-JSON") from None
+        raise CslError("the metadata is not complete JSON (cut short or malformed)") from None
+    if not isinstance(document, dict):
+        raise CslError(f"the metadata is a JSON {type(document).__name__}, not a CSL object")
+    return document
+
+
+def _first_text(value: object, limit: int) -> str | None:
+    if isinstance(value, list):
+        value = next((item for item in value if isinstance(item, str)), None)
+    return clean_text(value, limit) if isinstance(value, str) else None
+
+
+def _date_parts(issued: object) -> tuple[str | None, int | None]:
+    """``(issued, year)`` of a CSL date: ``YYYY[-MM[-DD]]`` from date-parts, else literal."""
+    if not isinstance(issued, Mapping):
+        return None, None
+    parts = issued.get("date-parts")
+    first = parts[0] if isinstance(parts, list) and parts else None
+    if isinstance(first, list) and first:
+        numbers: list[int] = []
+        for index, part in enumerate(first[:3]):
+            if isinstance(part, str) and part.strip().isdigit():
+                part = int(part.strip())
+            if isinstance(part, bool) or not isinstance(part, int):
+                break
+            low, high = ((1, 9999), (1, 12), (1, 31))[index]
+            if not low <= part <= high:
+                break
+            numbers.append(part)
+        if numbers:
+            text = f"{numbers[0]:04d}" + "".join(f"-{n:02d}" for n in numbers[1:])
+            return text, numbers[0]
+    for name in ("literal", "raw"):
+        literal = clean_text(issued.get(name))
+        if literal:
+            found = _YEAR.search(literal)
+            return literal, int(found.group(1)) if found else None
+    return None, None
+
+
+def _joined(value: object) -> str | None:
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    kept: list[str] = []
+    for item in items:
+        text = clean_text(item) if isinstance(item, str) else None
+        if text and text not in kept:
+            kept.append(text)
+    return ", ".join(kept)[:300] or None
+
+
+def _author(author: object) -> str | None:
+    if not isinstance(author, Mapping):
+        return None
+    raw_family = author.get("family")
+    family = clean_text(raw_family, 300) if isinstance(raw_family, str) else None
+    if family:
+        given = author.get("given")
+        given_text = clean_text(given, 300) if isinstance(given, str) else None
+        return (f"{family}, {given_text}" if given_text else family)[:300]
+    for name in ("literal", "name"):
+        value = author.get(name)
+        if isinstance(value, str) and clean_text(value, 300):
+            return clean_text(value, 300)
+    return None
+
+
+def _license(value: object) -> str | None:
+    if isinstance(value, str):
+        url: object = value
+    elif isinstance(value, list):
+        licences = [item for item in value if isinstance(item, Mapping)]
+        chosen = next((item for item in licences if item.get("content-version") == "vor"),
+                      licences[0] if licences else None)
+        url = chosen.get("URL") if chosen is not None else None
+    else:
+        return None
+    if not isinstance(url, str) or len(url) > _LIMITS["license_url"]:
+        return None
+    url = url.strip()
+    return url if is_safe_url(url) else None
+
+
+def _updates(value: object) -> str | None:
+    if not isinstance(value, list):
+        return None
+    items: list[str] = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            continue
+        kind = clean_text(item.get("type")) if isinstance(item.get("type"), str) else None
+        doi = clean_text(item.get("DOI"), 300) if isinstance(item.get("DOI"), str) else None
+        text = f"{kind or 'update'}:{doi}" if doi else kind
+        if text and text not in items:
+            items.append(text)
+    return "; ".join(items)[: _LIMITS["updated_by"]] or None
+
+
+#: CSL field -> the Python types its column accepts (others are wrong types, noted).
+_EXPECTED: Final[dict[str, tuple[type, ...]]] = {
+    "title": (str, list), "type": (str,), "issued": (dict,), "container-title": (str, list),
+    "publisher": (str,), "ISSN": (str, list), "ISBN": (str, list), "volume": (str, int),
+    "issue": (str, int), "page": (str, int), "author": (list,), "language": (str,),
+    "license": (str, list), "updated-by": (list,), "update-to": (list,),
+}
+
+
+def typed_fields(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``(columns, ignored)``: the typed columns of :data:`FIELDS` and the CSL fields that
+    were present with a type no column can take (left empty)."""
+    ignored = sorted(
+        name for name, types in _EXPECTED.items()
+        if name in document and document[name] is not None
+        and (isinstance(document[name], bool) or not isinstance(document[name], types))
+    )
+    get = {name: (None if name in ignored else document.get(name)) for name in _EXPECTED}
+    issued, year = _date_parts(get["issued"])
+    authors = get["author"]
+    fields: dict[str, Any] = {
+        "title": _first_text(get["title"], _LIMITS["title"]),
+        "csl_type": clean_text(get["type"]) if isinstance(get["type"], str) else None,
+        "issued": issued,
+        "year": year,
+        "container_title": _first_text(get["container-title"], _LIMITS["container_title"]),
+        "publisher": clean_text(get["publisher"], _LIMITS["publisher"])
+        if isinstance(get["publisher"], str) else None,
+        "issn": _joined(get["ISSN"]),
+        "isbn": _joined(get["ISBN"]),
+        "volume": clean_text(get["volume"]),
+        "issue": clean_text(get["issue"]),
+        "page": clean_text(get["page"]),
+        "author_count": len(authors) if isinstance(authors, list) else None,
+        "first_author": _author(authors[0]) if isinstance(authors, list) and authors else None,
+        "language": clean_text(get["language"]) if isinstance(get["language"], str) else None,
+        "license_url": _license(get["license"]),
+        "updated_by": _updates(get["updated-by"]),
+        "update_to": _updates(get["update-to"]),
+    }
+    return fields, ignored
+
+
+def kept_json(document: Mapping[str, Any], max_bytes: int) -> str | None:
+    """The object as stored in ``csl_json``: compact, without its (bulky) ``reference`` list;
+    None when it is still over ``max_bytes`` of UTF-8."""
+    kept = {name: value for name, value in document.items() if name != "reference"}
+    try:
+        text = json.dumps(_storable(kept), ensure_ascii=False, separators=(",", ":"))
+    except (RecursionError, ValueError):
+        return None
+    return text if len(text.encode("utf-8")) <= max_bytes else None
+
+
+def _storable(value: Any) -> Any:
+    """``value`` with NUL characters and lone surrogates taken out of every string: JSON
+    allows them as escapes, but UTF-8 and PostgreSQL's ``jsonb`` do not."""
+    if isinstance(value, str):
+        return "".join(c for c in value if c != "\x00" and not 0xD800 <= ord(c) <= 0xDFFF)
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {_storable(str(k)): _storable(v) for k, v in value.items()}
+    return value
+
+
+def describe_ignored(ignored: Sequence[str]) -> str | None:
+    """The row's note for fields of the wrong type, or None."""
+    if not ignored:
+        return None
+    return "ignored CSL fields of an unexpected type: " + ", ".join(ignored)

@@ -1,0 +1,92 @@
+"""What an enrichment produces: one :class:`MetadataResult` per input value.
+
+Kept free of aiohttp, like :mod:`airflow_doi.resolver.result`, so the provider and the CLI
+writer can import the types without the network machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from airflow_doi.metadata.csl import FIELDS
+from airflow_doi.resolver.result import ResolverStats
+
+__all__ = ["METADATA_COLUMNS", "METADATA_STATUSES", "MetadataResult", "MetadataStats"]
+
+#: Every status a key can end in: ``ok`` (a CSL record), ``not_found`` (no such DOI),
+#: ``no_metadata`` (the agency offers no CSL-JSON for it: 406/415/204, or the proxy sent us to
+#: a landing page), ``invalid`` (never sent) and ``error`` (the reason is kept; never cached,
+#: so asked again next run).
+METADATA_STATUSES: Final[tuple[str, ...]] = ("ok", "not_found", "no_metadata", "invalid", "error")
+#: Columns after the typed fields, in table order.
+_TAIL: Final[tuple[str, ...]] = (
+    "source_host", "error", "attempts", "http_status", "fetched_at", "expires_at", "csl_json",
+)
+#: Output columns of :meth:`MetadataResult.as_row`, in order.
+METADATA_COLUMNS: Final[tuple[str, ...]] = (
+    "input", "doi", "key", "metadata_status", *FIELDS, *_TAIL,
+)
+
+
+@dataclass(frozen=True)
+class MetadataResult:
+    """The registry metadata of one input value.
+
+    The typed fields (``title`` ... ``update_to``) are those of
+    :func:`airflow_doi.metadata.csl.typed_fields`, empty unless ``metadata_status`` is ``ok``.
+    ``error`` is the reason of an ``error``/``no_metadata`` key, or a note on an ``ok`` one
+    (fields of an unexpected type, a CSL record too large to keep). ``source_host`` is the
+    host the record came from; ``csl_json`` the record as stored (without references).
+    """
+
+    input: object
+    doi: str | None
+    key: str | None
+    metadata_status: str
+    fields: dict[str, Any] | None = None
+    source_host: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    http_status: int | None = None
+    fetched_at: datetime | None = None
+    expires_at: datetime | None = None
+    csl_json: str | None = None
+    cached: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        # The typed fields read as attributes too: result.title, result.year ...
+        if name in FIELDS:
+            fields = self.__dict__.get("fields")
+            return fields.get(name) if fields else None
+        raise AttributeError(name)
+
+    def as_row(self) -> dict[str, object]:
+        """The :data:`METADATA_COLUMNS` of this result; datetimes as ISO 8601 strings."""
+        row: dict[str, object] = {
+            "input": self.input, "doi": self.doi, "key": self.key,
+            "metadata_status": self.metadata_status,
+        }
+        row.update({name: (self.fields or {}).get(name) for name in FIELDS})
+        row.update(
+            source_host=self.source_host, error=self.error, attempts=self.attempts,
+            http_status=self.http_status,
+            fetched_at=self.fetched_at.isoformat() if self.fetched_at else None,
+            expires_at=self.expires_at.isoformat() if self.expires_at else None,
+            csl_json=self.csl_json,
+        )
+        return row
+
+
+class MetadataStats(ResolverStats):
+    """The counters of one enrichment (the resolver's, by metadata status)."""
+
+    def summary(self) -> str:
+        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in METADATA_STATUSES)
+        return (
+            f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
+            f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "
+            f"{self.retries} retries, {self.throttled} throttled, "
+            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens"
+        )
