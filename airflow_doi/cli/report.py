@@ -25,8 +25,14 @@ connection) and --table instead of IN. Only the DOI column is read (SELECT "colu
 status, ra or doi_suggestion column); --resolution-table names such a table (e.g.
 doi_resolution, written by DoiResolveOperator) in the same database as the input.
 
+--metadata takes the output of airflow-doi enrich (CSV/Parquet, or any table with a key or
+doi_key column and a metadata_status column) and adds a metadata section: coverage, CSL
+types, years, journals, publishers, and the works a retraction or correction notice updates;
+--metadata-table names such a table (e.g. doi_metadata, written by DoiEnrichOperator) in the
+same database as the input.
+
 Exit status: 0 written; 2 the input cannot be used as asked (no such file, table or column,
-a resolution table without the columns the report reads, a missing extra)."""
+a resolution or metadata table without the columns the report reads, a missing extra)."""
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +56,10 @@ def register(subparsers: Any) -> None:
                         help="resolution results: the output of airflow-doi resolve")
     parser.add_argument("--resolution-table", metavar="TABLE",
                         help="resolution table in the input's database (e.g. doi_resolution)")
+    parser.add_argument("--metadata", type=Path, metavar="FILE",
+                        help="metadata results: the output of airflow-doi enrich")
+    parser.add_argument("--metadata-table", metavar="TABLE",
+                        help="metadata table in the input's database (e.g. doi_metadata)")
     parser.add_argument(
         "--decode", choices=("auto", "always", "never"), default="auto",
         help="percent-decoding: auto (URL/URN/info forms only, default), always, never",
@@ -77,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("give either IN (a file or database URL) or --conn-id, not both or neither")
     if args.resolution_table and args.input is not None and "://" not in args.input:
         return _fail("--resolution-table needs a database input; for a file use --resolution")
+    if args.metadata_table and args.input is not None and "://" not in args.input:
+        return _fail("--metadata-table needs a database input; for a file use --metadata")
     try:
         # The charts' library first: a missing [report] extra is said before any reading.
         import matplotlib  # noqa: F401
@@ -99,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         path = write_report(
             args.output, args.input, args.column,
             table=args.table, conn_id=args.conn_id, resolution=args.resolution,
-            resolution_table=args.resolution_table, decode=args.decode,
+            resolution_table=args.resolution_table, metadata=args.metadata,
+            metadata_table=args.metadata_table, decode=args.decode,
             input_format=args.input_format, encoding=options.encoding,
             delimiter=options.delimiter, na_values=options.na_values, title=args.title,
             on_note=lambda kind, text: say("report", f"{kind}: {text}"),

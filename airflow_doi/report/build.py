@@ -26,6 +26,8 @@ def build_report(
     conn_id: str | None = None,
     resolution: str | Path | Iterable[Any] | None = None,
     resolution_table: str | None = None,
+    metadata: str | Path | Iterable[Any] | None = None,
+    metadata_table: str | None = None,
     decode: Decode = "auto",
     input_format: str | None = None,
     encoding: str | None = None,
@@ -41,15 +43,19 @@ def build_report(
     with ``conn_id`` (an Airflow SQL connection) and ``table``. ``resolution`` is a resolution
     file (the output of ``airflow-doi resolve``), or rows in memory (``ResolutionResult``
     objects, dicts, an Arrow table); ``resolution_table`` is a table in the same database as
-    the source (e.g. ``doi_resolution``). ``encoding`` and ``delimiter`` apply to CSV files,
-    as for ``airflow-doi normalize`` (None: found from the file), and so do ``na_values``
-    (the DOI column's missing-value markers; None: pandas' defaults). ``on_note(kind, text)``
-    hears how a file was read (``note`` or ``warning``); by default it is logged.
+    the source (e.g. ``doi_resolution``). ``metadata`` and ``metadata_table`` are the same for
+    a metadata table (the output of ``airflow-doi enrich``, ``MetadataResult`` objects, or
+    ``doi_metadata`` written by ``DoiEnrichOperator``); each section is on the page only when
+    its table is given. ``encoding`` and ``delimiter`` apply to CSV files, as for
+    ``airflow-doi normalize`` (None: found from the file), and so do ``na_values`` (the DOI
+    column's missing-value markers; None: pandas' defaults). ``on_note(kind, text)`` hears how
+    a file was read (``note`` or ``warning``); by default it is logged.
     """
     from airflow_doi import __version__
     from airflow_doi.io_tables import CsvOptions
     from airflow_doi.report.figures import compute_figures
     from airflow_doi.report.html import render_html
+    from airflow_doi.report.metadata import READ_COLUMNS, MetadataTableError, metadata_figures
     from airflow_doi.report.resolution import ResolutionTableError, resolution_figures
     from airflow_doi.report.sources import (
         as_table,
@@ -95,6 +101,21 @@ def build_report(
         except ResolutionTableError as error:
             where = resolution_table or (resolution if isinstance(resolution, str | Path) else "")
             raise ReportInputError(f"{where or 'resolution rows'}: {error}") from None
+    rows = None
+    if metadata_table is not None:
+        rows = read_resolution_table(
+            source, table=metadata_table, conn_id=conn_id, keep=READ_COLUMNS
+        )
+    elif isinstance(metadata, str | Path):
+        rows = read_resolution_table(metadata, keep=READ_COLUMNS)
+    elif metadata is not None:
+        rows = as_table(metadata)
+    if rows is not None:
+        try:
+            figures.metadata = metadata_figures(rows)
+        except MetadataTableError as error:
+            where = metadata_table or (metadata if isinstance(metadata, str | Path) else "")
+            raise ReportInputError(f"{where or 'metadata rows'}: {error}") from None
     return render_html(figures, title=title, version=__version__), figures
 
 

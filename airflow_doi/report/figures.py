@@ -101,6 +101,7 @@ class Figures:
     hidden_rows: int = 0
     groups: list[DuplicateGroup] = field(default_factory=list)
     resolution: Any = None  # a ResolutionFigures, when a resolution table was given
+    metadata: Any = None  # a MetadataFigures, when a metadata table was given
 
     @property
     def invalid(self) -> int:

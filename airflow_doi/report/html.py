@@ -19,6 +19,7 @@ from typing import Final
 from airflow_doi import InvalidDoiError, to_url
 from airflow_doi.report.charts import PALETTE, bar_chart
 from airflow_doi.report.figures import Figures
+from airflow_doi.report.metadata import MAX_YEAR_BARS, RETRACTION, MetadataFigures, UpdatedWork
 from airflow_doi.report.resolution import FAILED_STATUSES, ResolutionFigures
 from airflow_doi.syntax import TRIM_CHARS
 
@@ -57,6 +58,15 @@ STATUS_COLORS: Final[dict[str, str]] = {
     "invalid": PALETTE["muted"],
     "error": PALETTE["bad"],
 }
+METADATA_COLORS: Final[dict[str, str]] = {
+    "ok": PALETTE["good"],
+    "not_found": PALETTE["bad"],
+    "no_metadata": PALETTE["warn"],
+    "invalid": PALETTE["muted"],
+    "error": PALETTE["bad"],
+}
+#: Characters of a server-supplied title shown at most in a table.
+MAX_TITLE: Final[int] = 300
 
 
 def text(value: object) -> str:
@@ -164,6 +174,14 @@ def _cards(figures: Figures) -> str:
         resolved = resolution.statuses.get("resolved", 0)
         cards.append(_card("Resolved", share(resolved, resolution.rows),
                            f"{number(resolved)} of {number(resolution.rows)} looked up", "good"))
+    metadata = figures.metadata
+    if metadata is not None:
+        cards.append(_card("With metadata", share(metadata.ok, metadata.keys),
+                           f"{number(metadata.ok)} of {number(metadata.keys)} DOIs", "good"))
+        if metadata.updated is not None:
+            cards.append(_card("Retracted", number(metadata.retracted),
+                               f"{number(metadata.updated)} works updated by a notice",
+                               "bad" if metadata.retracted else ""))
     return f'<section class="cards">{"".join(cards)}</section>'
 
 
@@ -298,6 +316,124 @@ def _repairs(resolution: ResolutionFigures) -> str:
     return title + _table(["cell", "suggested DOI", "rule", "verified"], rows)
 
 
+def _plain(value: str | None, limit: int = MAX_TITLE) -> str:
+    """Server-supplied text, escaped and cut; an empty value as a mark."""
+    if not value:
+        return '<span class="mark">(none)</span>'
+    if len(value) <= limit:
+        return text(value)
+    return f"{text(value[:limit])}…"
+
+
+def _metadata(metadata: MetadataFigures | None) -> str:
+    if metadata is None:
+        return ""
+    lead = (
+        f"{number(metadata.keys)} DOIs (distinct comparison keys) in the metadata table; "
+        f"{number(metadata.ok)} ({share(metadata.ok, metadata.keys)}) with metadata from "
+        "their registration agency (CSL-JSON through doi.org)."
+    )
+    if metadata.rows != metadata.keys:
+        lead += (f" Read from {number(metadata.rows)} rows; "
+                 f"{_rows(metadata.rows_without_key)} without a DOI left out.")
+    parts = [f'<p class="lead">{lead}</p>']
+    charts = []
+    if metadata.statuses:
+        names = list(metadata.statuses)
+        charts.append(chart(
+            names, list(metadata.statuses.values()), "DOIs by metadata status",
+            colors=[METADATA_COLORS.get(n, PALETTE["neutral"]) for n in names],
+        ))
+    if metadata.types:
+        charts.append(chart(list(metadata.types), list(metadata.types.values()),
+                            _top("CSL types", len(metadata.types), metadata.distinct_types)))
+    if charts:
+        parts.append(f'<div class="pair">{"".join(f"<div>{c}</div>" for c in charts)}</div>')
+    if metadata.years is not None:
+        parts.append(_years(metadata))
+    names = []
+    for title, top, distinct in (
+        ("Journals and other containers", metadata.containers, metadata.distinct_containers),
+        ("Publishers", metadata.publishers, metadata.distinct_publishers),
+    ):
+        if top is not None:
+            names.append(_names(title, top, distinct))
+    if names:
+        parts.append(f'<div class="pair">{"".join(names)}</div>')
+    if metadata.updated is not None:
+        parts.append(_updated(metadata))
+    if metadata.notices is not None:
+        kinds = ", ".join(f"{text(k)} ×{number(n)}" for k, n in metadata.notice_types.items())
+        parts.append(
+            f"<h3>Notices: {number(metadata.notices)}</h3>"
+            '<p class="hint">DOIs of the table that are themselves retraction or correction '
+            f"notices (they update another work){': ' + kinds if kinds else ''}.</p>"
+        )
+    return f"<section><h2>Metadata</h2>{''.join(parts)}</section>"
+
+
+def _rows(count: int) -> str:
+    return f"{number(count)} row{'' if count == 1 else 's'}"
+
+
+def _top(title: str, shown: int, distinct: int) -> str:
+    return f"{title} (top {shown} of {number(distinct)})" if distinct > shown else title
+
+
+def _years(metadata: MetadataFigures) -> str:
+    years = metadata.years or {}
+    if len(years) > MAX_YEAR_BARS:
+        decades: dict[str, int] = {}
+        for year, count in years.items():
+            label = f"{year // 10 * 10}s"
+            decades[label] = decades.get(label, 0) + count
+        labels, values, title = list(decades), list(decades.values()), "DOIs by decade issued"
+    else:
+        labels = [str(year) for year in years]
+        values, title = list(years.values()), "DOIs by year issued"
+    span = f" ({min(years)}–{max(years)})" if years else ""
+    note = (f'<p class="hint">With metadata but no year: {number(metadata.no_year)}.</p>'
+            if metadata.no_year else "")
+    body = chart(labels, values, title) if years else '<p class="hint">No year in the table.</p>'
+    return f"<h3>Years{span}</h3>{body}{note}"
+
+
+def _names(title: str, top: list[tuple[str, int]], distinct: int) -> str:
+    heading = f"<h3>{text(_top(title, len(top), distinct))}</h3>"
+    if not top:
+        return f'<div>{heading}<p class="hint">None in the table.</p></div>'
+    rows = [[_plain(name), number(count)] for name, count in top]
+    return f'<div>{heading}{_table(["name", "DOIs"], rows, "names")}</div>'
+
+
+def _updated(metadata: MetadataFigures) -> str:
+    updated = metadata.updated or 0
+    title = (f"<h3>Retracted or corrected works: {number(updated)} "
+             f"({number(metadata.retracted)} retracted)</h3>")
+    if not updated:
+        return f'{title}<p class="ok">No work of the table is updated by a notice.</p>'
+    kinds = ", ".join(f"{text(k)} ×{number(n)}" for k, n in metadata.update_types.items())
+    shown = len(metadata.updated_works)
+    note = (f'<p class="hint">The first {number(shown)}, retracted ones first.</p>'
+            if updated > shown else "")
+    rows = [
+        [doi_link(work.doi) if work.doi else _plain(None), _plain(work.title),
+         _update_list(work)]
+        for work in metadata.updated_works
+    ]
+    table = _table(["DOI", "title", "updated by"], rows, "updated")
+    return f'{title}<p class="hint">Update types: {kinds}.</p>{table}{note}'
+
+
+def _update_list(work: UpdatedWork) -> str:
+    items = []
+    for kind, doi in work.updates:
+        tone = "retraction" if kind.lower() == RETRACTION else "no"
+        label = f'<span class="{tone}">{text(kind)}</span>'
+        items.append(f"{label} {doi_link(doi)}" if doi else label)
+    return "<br>".join(items)
+
+
 def render_html(figures: Figures, *, title: str | None = None, version: str = "") -> str:
     """The whole page for ``figures``."""
     heading = title or "DOI quality report"
@@ -312,6 +448,7 @@ def render_html(figures: Figures, *, title: str | None = None, version: str = ""
         _duplicates(figures),
         _forms_and_prefixes(figures),
         _resolution(figures.resolution),
+        _metadata(figures.metadata),
     ))
     return PAGE.format(
         csp=CSP, title=text(f"{heading}: {figures.source}"), heading=text(heading),
@@ -374,6 +511,8 @@ code.cell {{ background: #edf2f7; border-radius: 4px; padding: 1px 4px; white-sp
   font-size: 11px; }}
 .times {{ color: var(--soft); font-size: 12px; }}
 .yes {{ color: var(--good); font-weight: 600; }} .no {{ color: var(--soft); }}
+.retraction {{ color: var(--bad); font-weight: 600; }}
+table.names td:nth-child(2) {{ text-align: right; }}
 a {{ color: var(--accent); text-decoration: none; }} a:hover {{ text-decoration: underline; }}
 footer {{ color: var(--soft); font-size: 12px; margin-top: 18px; }}
 @media (max-width: 800px) {{ .split, .pair {{ grid-template-columns: 1fr; }} }}

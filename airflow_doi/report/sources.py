@@ -15,10 +15,10 @@ Database sources: ``sqlite:///path.db``, ``duckdb:///path.duckdb``, ``postgresql
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ from airflow_doi.io_tables import (
     require_column,
     text_column,
 )
-from airflow_doi.provider.sql import quote_identifier, require_columns
+from airflow_doi.provider.sql import column_names, quote_identifier, require_columns
 from airflow_doi.resolver.config import redact_url
 
 __all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
@@ -83,13 +83,22 @@ def read_column(
 
 
 def read_resolution_table(
-    source: str | Path | None, *, table: str | None = None, conn_id: str | None = None
+    source: str | Path | None,
+    *,
+    table: str | None = None,
+    conn_id: str | None = None,
+    keep: Collection[str] | None = None,
 ) -> pa.Table:
-    """A whole (small) table as text columns: used for a resolution table."""
+    """A whole (small) table as text columns: used for a resolution or metadata table.
+
+    ``keep`` names the only columns worth reading (compared without case); the table's other
+    columns come back as nulls, so its column names are all there for an error message, but
+    never their contents (from a database they are not even selected: ``csl_json`` is large).
+    """
     if conn_id is not None or (source is not None and is_database_url(source)):
         if table is None:
             raise TableInputError("a database resolution source needs a table name")
-        columns = _from_sql(source, conn_id, table, None)
+        columns = _from_sql(source, conn_id, table, None, keep=keep)
         return pa.table({name: found.values for name, found in columns.items()})
     if source is None:
         raise TableInputError("no resolution table given")
@@ -111,8 +120,14 @@ def read_resolution_table(
             return pa.table({name: pa.array([], _TEXT) for name in reader.names})
         return pa.Table.from_batches(batches)
 
-    table, _ = read_table(path, detect_format(path), consume, chunk_rows=_CHUNK_ROWS)
-    return table
+    found, _ = read_table(path, detect_format(path), consume, chunk_rows=_CHUNK_ROWS)
+    if keep is not None:
+        wanted = {name.lower() for name in keep}
+        nulls = pa.nulls(found.num_rows, _TEXT)
+        found = pa.table({
+            name: found[name] if name.lower() in wanted else nulls for name in found.column_names
+        })
+    return found
 
 
 def _from_file(
@@ -157,25 +172,54 @@ def _collect(chunks: Iterable[pa.Array]) -> Column:
 
 
 def _from_sql(
-    url: str | Path | None, conn_id: str | None, table: str, columns: list[str] | None
+    url: str | Path | None,
+    conn_id: str | None,
+    table: str,
+    columns: list[str] | None,
+    *,
+    keep: Collection[str] | None = None,
 ) -> dict[str, Column]:
-    """``SELECT`` the columns (all when ``None``) of ``table``: name -> cells as text."""
+    """``SELECT`` the columns (all when ``None``) of ``table``: name -> cells as text.
+
+    With ``keep`` (and ``columns`` None) only the table's columns named there are selected;
+    the others come back as nulls.
+    """
     try:
         quoted_table = quote_identifier(table)
         selected = "*" if columns is None else ", ".join(quote_identifier(c) for c in columns)
     except ValueError as error:
         raise TableInputError(str(error)) from None
-    query = f"SELECT {selected} FROM {quoted_table}"
     where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
     connection = _connect(str(url) if url is not None else None, conn_id, where)
     checking = connection.cursor
+    translate: Any = None
     if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
         from airflow_doi.provider.operators.base import dialect_of, sql_hook
 
         dialect = dialect_of(sql_hook(conn_id))
-        query = dialect.translate(query)
+        translate = dialect.translate
         checking = functools.partial(dialect.cursor, connection)
+    existing: list[str] = []
     try:
+        if columns is None and keep is not None:
+            try:
+                existing = column_names(checking(), table)
+            except Exception as error:  # each driver has its own exception classes
+                reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                raise TableInputError(
+                    f"{where}: table {table!r} cannot be read on this connection ({reason}): "
+                    "check the table name (schema.table, as the connection sees it)"
+                ) from None
+            wanted = {name.lower() for name in keep}
+            kept = [name for name in existing if name.lower() in wanted]
+            try:
+                # No column of keep: one row per row all the same, for the count.
+                selected = ", ".join(quote_identifier(name) for name in kept) or "1 AS one"
+            except ValueError as error:
+                raise TableInputError(str(error)) from None
+        query = f"SELECT {selected} FROM {quoted_table}"
+        if translate is not None:
+            query = translate(query)
         if columns:
             # An unknown "quoted" name is a string literal to SQLite: every row would read as
             # that text. The columns are checked against the table's own first.
@@ -191,7 +235,8 @@ def _from_sql(
                 relation = connection.sql(query)
                 arrow = getattr(relation, "to_arrow_table", None) or relation.arrow
                 got = arrow()
-                return {name: _collect(got.column(name).chunks) for name in got.column_names}
+                read = {name: _collect(got.column(name).chunks) for name in got.column_names}
+                return _with_nulls(read, existing, got.num_rows)
             cursor = connection.cursor()
             cursor.execute(query)
         except Exception:  # every driver has its own error classes and wording
@@ -201,9 +246,19 @@ def _from_sql(
                 "check the table and column names (schema.table for another schema)"
             ) from None
         names = [str(item[0]) for item in cursor.description]
-        return _fetch(cursor, names)
+        read = _fetch(cursor, names)
+        rows = len(next(iter(read.values())).values) if read else 0
+        return _with_nulls(read, existing, rows)
     finally:
         connection.close()
+
+
+def _with_nulls(read: dict[str, Column], existing: list[str], rows: int) -> dict[str, Column]:
+    """``read`` in the order of ``existing`` (when given), the columns not read as nulls."""
+    if not existing:
+        return read
+    nulls = Column(pa.chunked_array([pa.nulls(rows, _TEXT)]), {})
+    return {name: read.get(name, nulls) for name in existing}
 
 
 def _fetch(cursor: Any, names: list[str]) -> dict[str, Column]:
@@ -299,13 +354,21 @@ def _duckdb(rest: str, where: str) -> Any:
 
 
 def as_table(rows: pa.Table | Iterable[Any]) -> pa.Table:
-    """A resolution table given in memory: an Arrow table, ``ResolutionResult`` objects or dicts."""
+    """A table given in memory: an Arrow table, result objects (``ResolutionResult``,
+    ``MetadataResult``: their ``as_row()``, else their dataclass fields) or dicts."""
     if isinstance(rows, pa.Table):
         return rows
-    records: list[Mapping[str, Any]] = [
-        row.as_row() if hasattr(row, "as_row") else row for row in rows
-    ]
+    records: list[Mapping[str, Any]] = [_record(row) for row in rows]
     names = list(dict.fromkeys(name for record in records for name in record))
     return pa.table({
         name: _cells([record.get(name) for record in records]) for name in names
     })
+
+
+def _record(row: Any) -> Mapping[str, Any]:
+    if hasattr(row, "as_row"):
+        found: Mapping[str, Any] = row.as_row()
+        return found
+    if is_dataclass(row) and not isinstance(row, type):
+        return {item.name: getattr(row, item.name) for item in fields(row)}
+    return cast(Mapping[str, Any], row)

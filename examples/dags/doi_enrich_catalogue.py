@@ -1,13 +1,16 @@
-"""doi_enrich_catalogue: normalize, validate and resolve the DOIs of a catalogue table, run dbt.
+"""doi_enrich_catalogue: normalize, validate, resolve and enrich a catalogue's DOIs, run dbt.
 
-Tasks: ``load_sample_catalogue`` -> ``normalize`` -> ``validate`` -> ``resolve`` -> ``dbt_build``
--> ``quality_report``.
+Tasks: ``load_sample_catalogue`` -> ``normalize`` -> ``validate`` -> ``resolve`` -> ``enrich``
+-> ``dbt_build`` -> ``quality_report``. ``enrich`` fetches each key's registry metadata
+(title, type, year, journal, ISSN, publisher, license, retractions...) through DOI content
+negotiation into ``doi_metadata`` beside the table, one row per ``doi_key``.
 
 Params (all optional):
 
 * ``catalogue_conn_id``: any SQL connection with a DB-API hook; default ``doi_catalogue``
   (the demo defines it as a DuckDB file: ``AIRFLOW_CONN_DOI_CATALOGUE='{"conn_type": "duckdb",
-  "host": "/path/catalogue.duckdb"}'``). ``doi_resolution`` is written beside the table.
+  "host": "/path/catalogue.duckdb"}'``). ``doi_resolution`` and ``doi_metadata`` are written
+  beside the table.
 * ``catalogue_table`` (``schema.table`` allowed) and ``doi_column``: your table and the column
   holding its DOIs. The DAG only adds and fills the columns ``doi``, ``doi_key``,
   ``doi_valid`` and ``doi_reason``; it never deletes a row.
@@ -16,15 +19,16 @@ Params (all optional):
   exists with no rows: a table that holds rows fails the task, untouched, with a message;
 * ``run_dbt`` (default false): build the example project ``examples/dbt`` (its seed
   ``reading_list`` and models ``stg_catalogue``, ``stg_reading_list``,
-  ``reading_list_holdings`` are (re)created in the catalogue's schema, so a table of one of
+  ``reading_list_holdings``, ``reading_list_metadata`` (joined to ``doi_metadata`` on
+  ``doi_key``) are (re)created in the catalogue's schema, so a table of one of
   those names that dbt did not build fails the task before dbt runs; dbt-duckdb on a DuckDB
   connection, dbt-postgres on a PostgreSQL one); other engines skip the step with a log line;
 * ``functions_schema`` (MariaDB only, default empty): a database where ``normalize`` and
   ``validate`` may create (or replace) the generated ``doi_*`` functions, so that they run in
   the database; empty, they work in the worker. Other engines run in the database anyway,
   installing nothing;
-* ``resolve_batch_size``: keys per request batch and per commit;
-* ``report_path``: where ``quality_report`` writes the HTML quality report of the DOI column
+* ``resolve_batch_size``: keys per request batch and per commit (resolve and enrich);
+* ``report_path``: where ``quality_report`` writes the HTML quality report of the DOI column,
   and ``doi_resolution`` (default: ``$AIRFLOW_HOME/doi_reports/<table>.html``); the task logs
   the path. It reads the table and writes only that file (the ``[report]`` extra; without it
   the task is skipped with a line saying what to install).
@@ -35,9 +39,10 @@ proxy is down the resolve task fails as soon as the resolver gives up on it, and
 it again later, asking only for the keys not stored yet. Runs on the same table (or on tables that
 share ``doi_resolution``) claim the keys they ask for, so none is asked twice.
 
-The DOI proxy is the ``doi_proxy_default`` connection; without it, https://doi.org is used.
-Offline, start the bundled simulator (``airflow-doi simulator --auto-records``) and set
-``AIRFLOW_CONN_DOI_PROXY_DEFAULT='{"conn_type": "doi_proxy", "host": "http://127.0.0.1:PORT"}'``.
+The DOI proxy is the ``doi_proxy_default`` connection; without it, https://doi.org is used
+(and the agencies' metadata hosts). Offline, start the bundled simulator (``airflow-doi
+simulator --auto-records``): it prints the ``AIRFLOW_CONN_DOI_PROXY_DEFAULT`` to export, with
+the proxy's URL as host and its agencies' origins in the ``metadata_hosts`` extra.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow_doi.provider.assets import table_asset
 from airflow_doi.provider.example_settings import DEFAULT_ARGS
 from airflow_doi.provider.operators import (
+    DoiEnrichOperator,
     DoiNormalizeOperator,
     DoiResolveOperator,
     DoiValidateOperator,
@@ -163,6 +169,7 @@ DBT_RELATIONS: dict[str, tuple[str, ...]] = {
     "stg_reading_list": ("course", "week", "cited_as", "doi_key"),
     "stg_catalogue": ("sql_doi_key",),
     "reading_list_holdings": ("doi_key", "copies", "resolution_status", "resolved_url"),
+    "reading_list_metadata": ("doi_key", "metadata_status", "retracted"),
 }
 
 
@@ -222,7 +229,8 @@ def dbt_build() -> str:
                 print(completed.stderr[-5_000:], file=sys.stderr)
                 raise RuntimeError(f"dbt {command[0]} failed with exit code "
                                    f"{completed.returncode}")
-    for model in ("stg_catalogue", "stg_reading_list", "reading_list_holdings"):
+    for model in ("stg_catalogue", "stg_reading_list", "reading_list_holdings",
+                  "reading_list_metadata"):
         context["outlet_events"][CATALOGUE_TABLES].add(
             table_asset(params["catalogue_conn_id"], sibling_table(table, model))
         )
@@ -249,6 +257,7 @@ def quality_report() -> str:
     written = write_report(
         target, None, params["doi_column"], table=table, conn_id=params["catalogue_conn_id"],
         resolution_table=sibling_table(table, "doi_resolution"),
+        metadata_table=sibling_table(table, "doi_metadata"),
         title=f"{table}: DOI quality",
     )
     print(f"Quality report: {written}")
@@ -292,7 +301,11 @@ def doi_enrich_catalogue() -> None:
         task_id="resolve", conn_id=CONN, table=TABLE,
         batch_size="{{ params.resolve_batch_size }}", outlets=[CATALOGUE_TABLES],
     )
-    load >> normalize >> validate >> resolve >> dbt_build() >> quality_report()
+    enrich = DoiEnrichOperator(
+        task_id="enrich", conn_id=CONN, table=TABLE,
+        batch_size="{{ params.resolve_batch_size }}", outlets=[CATALOGUE_TABLES],
+    )
+    load >> normalize >> validate >> resolve >> enrich >> dbt_build() >> quality_report()
 
 
 doi_enrich_catalogue()
