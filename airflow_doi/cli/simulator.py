@@ -21,7 +21,12 @@ Serve the local DOI proxy simulator in the foreground.
 
 Prints its base URL on the first line of stdout, then serves until SIGINT or SIGTERM. Used by
 the offline demo and by tests that need the proxy in another process. Needs the [resolve]
-extra."""
+extra.
+
+It also plays the registration agencies for DOI content negotiation (airflow-doi enrich,
+DoiEnrichOperator): each on a port of its own. The second line of stdout lists their origins
+(the allowlist a client needs: --metadata-host, or the connection extra metadata_hosts), and
+the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +63,8 @@ def register(subparsers: Any) -> None:
         help="answer 500 to everything for this long after start",
     )
     parser.add_argument("--always-500", action="store_true", help="answer 500 to everything")
+    parser.add_argument("--agency-rate-limit", type=float,
+                        help="requests/second each simulated agency answers before 429")
     parser.set_defaults(func=run)
 
 
@@ -85,9 +92,18 @@ def run(args: argparse.Namespace) -> int:
         rate_burst=args.rate_burst,
         faults=faults,
         auto_records=args.auto_records,
+        agency_rate_limit=args.agency_rate_limit,
     )
     with simulator:
-        print(simulator.url, flush=True)
+        import json
+        import shlex
+
+        print(simulator.url)
+        print("metadata hosts: " + ",".join(simulator.metadata_hosts))
+        connection = {"conn_type": "doi_proxy", "host": simulator.url,
+                      "extra": {"metadata_hosts": ",".join(simulator.metadata_hosts)}}
+        print("export AIRFLOW_CONN_DOI_PROXY_DEFAULT="
+              + shlex.quote(json.dumps(connection)), flush=True)
         while not stop.wait(0.5):
             pass
         stats = simulator.stats()

@@ -6,7 +6,13 @@ It behaves like the documented API where the resolver depends on it:
   UTF-8) and looked up case-insensitively by the Z39.84 key (:func:`ascii_upper`, never
   ``str.upper``); response codes 1 (HTTP 200), 2 (500), 100 (404) and 200 (200);
   ``type``/``index`` filters (a value matching any is kept).
-* ``GET /doiRA/<d1>,<d2>,...``: Which RA?, split on raw commas before decoding.
+* ``GET /doiRA/<d1>,<d2>,...``: Which RA?, split on raw commas before decoding;
+* ``GET /<DOI>`` (any other path): DOI content negotiation. With ``Accept:
+  application/vnd.citationstyles.csl+json`` a 302 to the DOI's registration agency, one of the
+  simulated agencies of :mod:`airflow_doi.resolver.agencies` served on ports of their own
+  (:attr:`ProxySimulator.metadata_hosts`); without it, a 302 to the record's URL value (the
+  landing page); 404 for a DOI nobody registered. Counted in ``cn_requests``, not in
+  ``request_count``, and under the same rate limit.
 
 and misbehaves on purpose where a resolver must cope: latency, a token-bucket rate limit
 answering 429 with ``Retry-After``, a 500 every Nth request, a dropped connection every Mth,
@@ -153,8 +159,17 @@ class ProxySimulator:
         rate_burst: int | None = None,
         faults: Faults | Mapping[str, Any] | None = None,
         auto_records: bool = False,
+        agencies: bool = True,
+        agency_rate_limit: float | None = None,
     ) -> None:
         self.records = _load(records)
+        #: Serve the simulated agencies (content negotiation) beside the proxy.
+        self.agencies = agencies
+        #: Requests/second each agency answers before 429 (a token bucket of its own).
+        self.agency_rate_limit = agency_rate_limit
+        self._agency_ports: dict[str, int] = {}
+        self._elsewhere_port = 0
+        self._agency_runners: list[web.ServerRunner] = []
         self.host = host
         self.port = port
         self.latency = latency
@@ -189,6 +204,21 @@ class ProxySimulator:
             self.started_at = time.monotonic()
             self._tokens = float(self.rate_burst)
             self._refilled = time.monotonic()
+            #: Content negotiation requests at the proxy, and per key.
+            self.cn_requests = 0
+            self.cn_by_key: Counter[str] = Counter()
+            #: Requests each simulated agency received, per agency and per key.
+            self.agency_requests: Counter[str] = Counter()
+            self.agency_requests_by_key: Counter[str] = Counter()
+            self.agency_user_agents: Counter[str] = Counter()
+            #: Authorization headers the agencies saw (credentials must never reach them).
+            self.agency_authorizations: Counter[str] = Counter()
+            self.agency_throttled = 0
+            #: The "elsewhere" server: a host no client may be sent to (off the allowlist).
+            self.elsewhere_requests = 0
+            self.elsewhere_user_agents: Counter[str] = Counter()
+            self._throttle_seen: Counter[str] = Counter()
+            self._agency_buckets: dict[str, tuple[float, float]] = {}
 
     def stats(self, *, times: bool = False) -> dict[str, Any]:
         with self._lock:
@@ -200,6 +230,10 @@ class ProxySimulator:
                 "dropped": self.dropped,
                 "bad_json": self.bad_json,
                 "slow": self.slow,
+                "cn_requests": self.cn_requests,
+                "agency_requests": dict(self.agency_requests),
+                "agency_throttled": self.agency_throttled,
+                "elsewhere_requests": self.elsewhere_requests,
             }
             if times:
                 document["times"] = [t for t, _ in self.request_log]
@@ -209,6 +243,34 @@ class ProxySimulator:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def metadata_hosts(self) -> tuple[str, ...]:
+        """The simulated agencies' origins: the allowlist a client needs (``metadata_hosts``)."""
+        return tuple(self.agency_url(name) for name in self._agency_ports)
+
+    def agency_url(self, agency: str) -> str:
+        return f"http://{self.host}:{self._agency_ports[agency]}"
+
+    @property
+    def elsewhere_url(self) -> str:
+        """A server on no allowlist: hostile redirects point here; it counts what arrives."""
+        return f"http://{self.host}:{self._elsewhere_port}"
+
+    def work(self, doi: str) -> Any:
+        """The :class:`~airflow_doi.resolver.agencies.Work` the simulator serves for ``doi``
+        (None when the DOI is not registered here)."""
+        from airflow_doi.resolver.agencies import work_from_record
+
+        found = self._record(doi)
+        return None if found is None else work_from_record(found[0], found[1])
+
+    def expected_metadata(self, doi: str) -> dict[str, Any] | None:
+        """The typed columns a correct client makes of ``doi``'s record (None: no CSL)."""
+        from airflow_doi.resolver.agencies import expected_metadata
+
+        work = self.work(doi)
+        return None if work is None else expected_metadata(work)
 
     def start(self) -> ProxySimulator:
         ready = threading.Event()
@@ -244,11 +306,26 @@ class ProxySimulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = _bound_port(site, self.port)
+        if self.agencies:
+            from airflow_doi.resolver.agencies import AGENCIES
+
+            for name in AGENCIES:
+                self._agency_ports[name] = await self._serve(
+                    lambda request, name=name: self._agency(name, request))
+            self._elsewhere_port = await self._serve(self._elsewhere)
+
+    async def _serve(self, handler: Any) -> int:
+        runner = web.ServerRunner(web.Server(handler, access_log=None), handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, 0, reuse_address=True)
+        await site.start()
+        self._agency_runners.append(runner)
+        return _bound_port(site, 0)
 
     async def _shutdown(self) -> None:
+        for runner in self._agency_runners:
+            await runner.cleanup()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -294,6 +371,8 @@ class ProxySimulator:
             kind, raw_target = "handle", raw_path[len("/api/handles/") :]
         elif raw_path.startswith("/doiRA/"):
             kind, raw_target = "ra", raw_path[len("/doiRA/") :]
+        elif len(raw_path) > 1 and self.agencies:
+            kind, raw_target = "cn", raw_path[1:]
         else:
             return web.Response(status=404, text="not found\n")
         try:
@@ -301,6 +380,8 @@ class ProxySimulator:
         except UnicodeDecodeError:
             target = None
         now = time.monotonic()
+        if kind == "cn":
+            return await self._negotiate(request, target, raw_target, now)
         with self._lock:
             self.request_count += 1
             number = self.request_count
@@ -395,6 +476,117 @@ class ProxySimulator:
                 entries.append({"DOI": found[0], "RA": str(found[1].get("ra", "Unknown"))})
         return _json(200, entries)
 
+    # -- content negotiation ------------------------------------------------------------------
+    async def _negotiate(self, request: web.BaseRequest, target: str | None, raw_target: str,
+                         now: float) -> web.StreamResponse:
+        """doi.org's answer to a content negotiation request: a redirect to the agency."""
+        from airflow_doi.presentation import encode_path
+        from airflow_doi.resolver.agencies import agency_path, work_from_record
+
+        with self._lock:
+            self.cn_requests += 1
+            self.cn_by_key[ascii_upper(target) if target is not None else raw_target] += 1
+            self.user_agents[request.headers.get("User-Agent", "")] += 1
+            wait = self._take_token(now)
+            if wait is not None:
+                self.throttled += 1
+        if wait is not None:
+            return web.Response(status=429, text="Too many requests\n",
+                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        found = self._record(target) if target is not None else None
+        if found is None:
+            return web.Response(status=404, text="DOI Not Found\n", content_type="text/html")
+        stored, record = found
+        if CSL_MEDIA_TYPE not in request.headers.get("Accept", ""):
+            landing = _url_value(record) or record_url(stored)
+            return web.Response(status=302, headers={"Location": landing})
+        work = work_from_record(stored, record)
+        path = agency_path(work.agency, encode_path(stored))
+        if work.fault == "redirect_http":
+            return web.Response(status=302, headers={"Location": self.elsewhere_url + path})
+        return web.Response(status=302, headers={"Location": self.agency_url(work.agency) + path})
+
+    def _agency_token(self, agency: str) -> float | None:
+        """The agency's own token bucket: None to pass, else seconds until a token."""
+        limit = self.agency_rate_limit
+        if not limit:
+            return None
+        burst = max(1.0, math.ceil(limit / 4))
+        now = time.monotonic()
+        tokens, refilled = self._agency_buckets.get(agency, (burst, now))
+        tokens = min(burst, tokens + (now - refilled) * limit)
+        if tokens >= 1.0:
+            self._agency_buckets[agency] = (tokens - 1.0, now)
+            return None
+        self._agency_buckets[agency] = (tokens, now)
+        return (1.0 - tokens) / limit
+
+    async def _agency(self, agency: str, request: web.BaseRequest) -> web.StreamResponse:
+        """One simulated agency's metadata service."""
+        from airflow_doi.resolver.agencies import (
+            MEDIA_TYPES,
+            agency_path,
+            csl_for,
+            hostile_body,
+            work_from_record,
+        )
+
+        raw_path = request.raw_path.partition("?")[0]
+        raw_doi = _agency_doi(agency, raw_path)
+        try:
+            doi = unquote_to_bytes(raw_doi).decode("utf-8") if raw_doi else None
+        except UnicodeDecodeError:
+            doi = None
+        key = ascii_upper(doi) if doi is not None else raw_path
+        with self._lock:
+            self.agency_requests[agency] += 1
+            self.agency_requests_by_key[key] += 1
+            self.agency_user_agents[request.headers.get("User-Agent", "")] += 1
+            if "Authorization" in request.headers:
+                self.agency_authorizations[request.headers["Authorization"]] += 1
+            wait = self._agency_token(agency)
+            if wait is not None:
+                self.agency_throttled += 1
+        if wait is not None:
+            return web.Response(status=429, text="Too many requests\n",
+                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        if agency == "nocn":
+            return web.Response(status=406, text="Not Acceptable\n")
+        found = self._record(doi) if doi is not None else None
+        if found is None:
+            return web.Response(status=404, text="Not Found\n")
+        work = work_from_record(*found)
+        if work.agency != agency:
+            return web.Response(status=404, text="Not Found\n")
+        here = self.agency_url(agency) + agency_path(agency, raw_doi)
+        if work.fault == "throttle":
+            with self._lock:
+                self._throttle_seen[key] += 1
+                first = self._throttle_seen[key] <= 2
+            if first:
+                return web.Response(status=429, text="Slow down\n", headers={"Retry-After": "1"})
+        elif work.fault == "redirect_loop":
+            return web.Response(status=302, headers={"Location": here})
+        elif work.fault == "redirect_offlist":
+            return web.Response(status=302, headers={"Location": self.elsewhere_url + "/record"})
+        elif work.fault == "huge":
+            return await _huge(request)
+        elif work.fault is not None:
+            status, body, media = hostile_body(work)
+            return web.Response(status=status, body=body, headers={"Content-Type": media})
+        body = json.dumps(csl_for(work), ensure_ascii=False).encode("utf-8")
+        return web.Response(status=200, body=body,
+                            headers={"Content-Type": MEDIA_TYPES.get(agency, CSL_MEDIA_TYPE)})
+
+    async def _elsewhere(self, request: web.BaseRequest) -> web.StreamResponse:
+        with self._lock:
+            self.elsewhere_requests += 1
+            self.elsewhere_user_agents[request.headers.get("User-Agent", "")] += 1
+        return web.Response(status=200, text="<html>somewhere else</html>",
+                            content_type="text/html")
+
     def _side_door(self, request: web.BaseRequest, path: str, query: str) -> web.Response:
         if path == "/_simulator/stats" and request.method == "GET":
             return _json(200, self.stats(times="times=1" in query.split("&")))
@@ -402,3 +594,52 @@ class ProxySimulator:
             self.reset_counts()
             return _json(200, {"reset": True})
         return web.Response(status=404, text="unknown simulator endpoint\n")
+
+
+#: The media type of CSL-JSON (what content negotiation asks for).
+CSL_MEDIA_TYPE = "application/vnd.citationstyles.csl+json"
+
+
+def _bound_port(site: web.TCPSite, default: int) -> int:
+    sockets = getattr(site._server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1]) if sockets else default
+
+
+def _url_value(record: Mapping[str, Any]) -> str | None:
+    """The record's lowest-index URL value (where the proxy sends a browser)."""
+    urls = [v for v in record.get("values", []) if isinstance(v, dict) and v.get("type") == "URL"]
+    urls.sort(key=lambda v: v.get("index", 0) if isinstance(v.get("index"), int) else 0)
+    for value in urls:
+        data = value.get("data")
+        if isinstance(data, dict) and isinstance(data.get("value"), str):
+            return str(data["value"])
+    return None
+
+
+def _agency_doi(agency: str, raw_path: str) -> str:
+    """The percent-encoded DOI in an agency's request path ("" when the path is not one)."""
+    if agency == "crossref":
+        prefix, suffix = "/v1/works/", "/transform"
+        if raw_path.startswith(prefix) and raw_path.endswith(suffix):
+            return raw_path[len(prefix):-len(suffix)]
+        return ""
+    if agency == "datacite":
+        prefix = "/application/vnd.citationstyles.csl+json/"
+        return raw_path[len(prefix):] if raw_path.startswith(prefix) else ""
+    return raw_path[1:]
+
+
+async def _huge(request: web.BaseRequest) -> web.StreamResponse:
+    """A 10 MB JSON body, streamed (a client must stop reading long before the end)."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": CSL_MEDIA_TYPE})
+    await response.prepare(request)
+    try:
+        await response.write(b'{"title": "')
+        chunk = b"x" * 65536
+        for _ in range(160):
+            await response.write(chunk)
+        await response.write(b'"}')
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):  # the client hung up, as it should
+        pass
+    return response

@@ -1,0 +1,368 @@
+"""Simulated registration agencies: works, their CSL-JSON, and the servers that send it.
+
+The proxy simulator (:mod:`airflow_doi.resolver.simulator`) answers DOI content negotiation
+with a redirect to one of these, as doi.org does. Each agency has its own flavour of CSL-JSON,
+written here after the public CSL schema and the agencies' documentation, in our own words and
+with made-up works:
+
+* ``crossref``: journal articles at ``/v1/works/{DOI}/transform``, with ISSNs, licences, a
+  reference list, and ``updated-by`` / ``update-to`` for retractions and corrections;
+* ``datacite``: datasets at ``/application/vnd.citationstyles.csl+json/{DOI}``, often by an
+  organisation (a ``literal`` author), with ``copyright`` instead of a licence;
+* ``medra``: book chapters at ``/{DOI}``, with ISBNs, page ranges and editors;
+* ``nocn``: an agency without content negotiation: 406 to every request.
+
+A :class:`Work` describes a record independently of CSL; :func:`csl_for` renders it and
+:func:`expected_metadata` gives the typed columns a correct reader must produce, so tests
+compare against the work, not against our own parser. Special DOIs (:data:`HOSTILE_WORKS`)
+misbehave on purpose: HTML with status 200, JSON cut short, cp1252 bytes, wrong types, a
+10 MB body, nesting 1,000 deep, redirect loops, redirects off the allowlist or to http, 429
+with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Final
+
+from airflow_doi.syntax import ascii_upper
+
+__all__ = [
+    "AGENCIES",
+    "FAULTS",
+    "HOSTILE_WORKS",
+    "SHOWCASE_WORKS",
+    "Work",
+    "agency_path",
+    "csl_for",
+    "expected_metadata",
+    "work_for",
+    "work_from_record",
+]
+
+#: Agencies served, in port order.
+AGENCIES: Final[tuple[str, ...]] = ("crossref", "datacite", "medra", "nocn")
+#: The misbehaviours a work can carry (``Work.fault``).
+FAULTS: Final[tuple[str, ...]] = (
+    "html_200", "truncated", "latin1", "wrong_types", "huge", "deep", "redirect_loop",
+    "redirect_offlist", "redirect_http", "throttle", "not_json_object", "status_500",
+)
+#: Media types each agency answers with.
+MEDIA_TYPES: Final[dict[str, str]] = {
+    "crossref": "application/vnd.citationstyles.csl+json; charset=utf-8",
+    "datacite": "application/vnd.citationstyles.csl+json",
+    "medra": "application/vnd.citationstyles.csl+json",
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """One registered work, as an agency's database would hold it."""
+
+    doi: str
+    agency: str = "crossref"
+    csl_type: str = "article-journal"
+    title: str = "Untitled"
+    issued: tuple[int, ...] = (2020,)
+    container_title: str | None = None
+    publisher: str | None = None
+    issn: tuple[str, ...] = ()
+    isbn: tuple[str, ...] = ()
+    volume: str | None = None
+    issue: str | None = None
+    page: str | None = None
+    #: ``(family, given)`` pairs, or a plain text for an organisation; None: no author list.
+    authors: tuple[tuple[str, str] | str, ...] | None = ()
+    language: str | None = None
+    license_url: str | None = None
+    updated_by: tuple[tuple[str, str], ...] = ()
+    update_to: tuple[tuple[str, str], ...] = ()
+    fault: str | None = None
+
+
+_ADJECTIVES = ("Coastal", "Early", "Silent", "Urban", "Northern", "Hidden", "Rapid", "Open",
+               "Shifting", "Quiet", "Layered", "Distant")
+_NOUNS = ("Wetlands", "Glaciers", "Archives", "Networks", "Markets", "Forests", "Harbours",
+          "Languages", "Soils", "Orchards", "Bridges", "Lichens")
+_TOPICS = ("Memory", "Drought", "Migration", "Trade", "Erosion", "Pollination", "Literacy",
+           "Salinity", "Kinship", "Navigation")
+_JOURNALS = (("Journal of Imagined Ecology", "Fernleaf Academic"),
+             ("Annals of Made-up Studies", "Quayside Press"),
+             ("Review of Example Sciences", "Lantern House Publishing"),
+             ("Transactions on Placeholder Data", "Fernleaf Academic"))
+_FAMILIES = ("Okafor", "Lindqvist", "Haddad", "Moreau", "Tanaka", "Novak", "Quispe", "Byrne",
+             "Achterberg", "Silva")
+_GIVEN = ("Ada", "Bo", "Chiara", "Dmitri", "Esi", "Farid", "Greta", "Hiro", "Ines", "Jonas")
+_REPOSITORIES = (("Example Data Repository", "Open Shelf Data Service"),
+                 ("Commons of Imaginary Measurements", "Institute for Pretend Research"))
+_BOOKS = (("Handbook of Invented Methods", "Editrice Esempio"),
+          ("Essays on Fictional Landscapes", "Casa Editrice Immaginaria"))
+
+
+def _isbn13(number: int) -> str:
+    digits = f"978{number % 10**9:09d}"
+    check = (10 - sum(int(d) * (1 if i % 2 == 0 else 3) for i, d in enumerate(digits)) % 10) % 10
+    return f"{digits}{check}"
+
+
+def _issn(number: int) -> str:
+    digits = f"{number % 10**7:07d}"
+    total = sum(int(d) * (8 - i) for i, d in enumerate(digits))
+    check = (11 - total % 11) % 11
+    return f"{digits[:4]}-{digits[4:]}{'X' if check == 10 else check}"
+
+
+def work_for(doi: str) -> Work:
+    """A deterministic, varied work for any DOI (keyed on its Z39.84 comparison key)."""
+    h = int.from_bytes(hashlib.sha256(ascii_upper(doi).encode("utf-8")).digest()[:16], "big")
+    bucket, h = h % 100, h // 100
+
+    def pick(seq: tuple[Any, ...], n: int) -> Any:
+        return seq[n % len(seq)]
+
+    title = (f"{pick(_ADJECTIVES, h)} {pick(_NOUNS, h >> 4)} and the {pick(_TOPICS, h >> 8)} "
+             f"of {pick(_NOUNS, h >> 12)}")
+    parts = (2000 + (h >> 16) % 26, 1 + (h >> 22) % 12, 1 + (h >> 26) % 28)[: 1 + (h >> 31) % 3]
+    people = tuple((pick(_FAMILIES, h >> (33 + 3 * i)), pick(_GIVEN, h >> (34 + 3 * i)))
+                   for i in range((h >> 48) % 5))
+    if bucket < 65:
+        journal, publisher = pick(_JOURNALS, h >> 52)
+        issns = tuple(_issn((h >> 56) + i * 7919) for i in range((h >> 60) % 3))
+        special = (h >> 64) % 50
+        return Work(
+            doi=doi, agency="crossref", csl_type="article-journal", title=title, issued=parts,
+            container_title=journal, publisher=publisher, issn=issns,
+            volume=str(1 + (h >> 70) % 60), issue=str(1 + (h >> 76) % 12),
+            page=f"{1 + (h >> 80) % 300}-{301 + (h >> 80) % 300}", authors=people,
+            language="en",
+            license_url="https://creativecommons.org/licenses/by/4.0/" if (h >> 90) % 2 else None,
+            updated_by=((("retraction", f"10.5555/notice.{(h >> 92) % 10**6}"),) if special == 0
+                        else (("correction", f"10.5555/erratum.{(h >> 92) % 10**6}"),)
+                        if special == 1 else ()),
+        )
+    if bucket < 85:
+        repository, publisher = pick(_REPOSITORIES, h >> 52)
+        authors: tuple[tuple[str, str] | str, ...] = (
+            (publisher,) if (h >> 58) % 2 else people)
+        return Work(doi=doi, agency="datacite", csl_type="dataset",
+                    title=f"Measurements of {pick(_NOUNS, h >> 4)} ({pick(_TOPICS, h >> 8)})",
+                    issued=parts[:1], container_title=repository if (h >> 60) % 2 else None,
+                    publisher=publisher, authors=authors, language="en")
+    if bucket < 97:
+        book, publisher = pick(_BOOKS, h >> 52)
+        isbns = tuple(_isbn13((h >> 56) + i * 104729) for i in range(1 + (h >> 62) % 2))
+        start = 1 + (h >> 64) % 400
+        return Work(doi=doi, agency="medra", csl_type="chapter", title=title, issued=parts,
+                    container_title=book, publisher=publisher, isbn=isbns,
+                    volume=str(1 + (h >> 84) % 9),
+                    page=f"{start}-{start + 10 + (h >> 72) % 30}", authors=people or None,
+                    language="it" if (h >> 80) % 2 else "en")
+    return Work(doi=doi, agency="nocn", csl_type="report", title=title, issued=parts)
+
+
+#: Fixed works for documentation and tests: one of each kind.
+SHOWCASE_WORKS: Final[tuple[Work, ...]] = (
+    Work("10.5555/showcase.article", "crossref", "article-journal",
+         "Tidal Memory in Coastal Wetlands", (2019, 5), "Journal of Imagined Ecology",
+         "Fernleaf Academic", ("1234-5679", "2049-3630"), (), "12", "3", "101-119",
+         (("Okafor", "Ada"), ("Lindqvist", "Bo")), "en",
+         "https://creativecommons.org/licenses/by/4.0/"),
+    Work("10.5555/showcase.dataset", "datacite", "dataset",
+         "Soil Salinity Measurements, 2010-2020", (2021,), None, "Open Shelf Data Service",
+         authors=("Institute for Pretend Research",), language="en"),
+    Work("10.5555/showcase.chapter", "medra", "chapter", "Mapping Invented Rivers", (2018, 11, 2),
+         "Handbook of Invented Methods", "Editrice Esempio", (), ("9781234567897",),
+         page="45-67", authors=(("Moreau", "Chiara"),), language="it"),
+    Work("10.5555/showcase.retracted", "crossref", "article-journal",
+         "Rapid Glaciers and the Trade of Orchards", (2020, 2, 14),
+         "Annals of Made-up Studies", "Quayside Press", ("0317-8471",), (), "7", "1", "1-20",
+         (("Haddad", "Farid"),), "en",
+         updated_by=(("retraction", "10.5555/showcase.notice"),)),
+    Work("10.5555/showcase.notice", "crossref", "article-journal",
+         "Retraction notice: Rapid Glaciers and the Trade of Orchards", (2022, 6),
+         "Annals of Made-up Studies", "Quayside Press", ("0317-8471",), (), "9", "2", "200",
+         authors=None, language="en",
+         update_to=(("retraction", "10.5555/showcase.retracted"),)),
+    Work("10.5555/showcase.corrected", "crossref", "article-journal",
+         "Quiet Harbours and the Literacy of Bridges", (2017,), "Review of Example Sciences",
+         "Lantern House Publishing", (), (), "3", None, "55-70", (("Novak", "Jonas"),), "en",
+         updated_by=(("correction", "10.5555/showcase.erratum"),)),
+    Work("10.5555/showcase.nocn", "nocn", "report", "A Report Without Negotiation", (2016,)),
+)
+#: One DOI per fault: ``10.5555/hostile.<fault>`` (a journal article otherwise).
+HOSTILE_WORKS: Final[dict[str, Work]] = {
+    fault: replace(SHOWCASE_WORKS[0], doi=f"10.5555/hostile.{fault}", fault=fault)
+    for fault in FAULTS
+}
+
+
+def work_from_record(doi: str, record: Mapping[str, Any]) -> Work:
+    """The work of a simulator record: its ``work`` (Work fields), else :func:`work_for`;
+    a record's ``agency`` or ``fault`` win over the derived ones."""
+    given = record.get("work")
+    if isinstance(given, Work):
+        work = replace(given, doi=doi)
+    elif isinstance(given, Mapping):
+        names = {f.name for f in fields(Work)}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in given.items() if k in names and k != "doi"}
+        for name in ("authors", "updated_by", "update_to"):
+            if isinstance(values.get(name), tuple):
+                values[name] = tuple(tuple(i) if isinstance(i, list) else i
+                                     for i in values[name])
+        work = Work(doi=doi, **values)
+    else:
+        work = _FIXED.get(ascii_upper(doi)) or work_for(doi)
+    overrides = {k: record[k] for k in ("agency", "fault") if isinstance(record.get(k), str)}
+    return replace(work, **overrides) if overrides else work
+
+
+_FIXED: Final[dict[str, Work]] = {
+    ascii_upper(w.doi): w for w in (*SHOWCASE_WORKS, *HOSTILE_WORKS.values())
+}
+
+
+def agency_path(agency: str, encoded_doi: str) -> str:
+    """The path of a DOI's record at its agency (the DOI already percent-encoded)."""
+    if agency == "crossref":
+        return f"/v1/works/{encoded_doi}/transform"
+    if agency == "datacite":
+        return f"/application/vnd.citationstyles.csl+json/{encoded_doi}"
+    return f"/{encoded_doi}"
+
+
+def _date(parts: tuple[int, ...]) -> dict[str, Any]:
+    return {"date-parts": [list(parts)]}
+
+
+def _people(authors: tuple[tuple[str, str] | str, ...]) -> list[dict[str, Any]]:
+    people: list[dict[str, Any]] = []
+    for index, author in enumerate(authors):
+        if isinstance(author, str):
+            people.append({"literal": author})
+        else:
+            family, given = author
+            person: dict[str, Any] = {"family": family, "given": given}
+            person["sequence"] = "first" if index == 0 else "additional"
+            people.append(person)
+    return people
+
+
+def _updates(items: tuple[tuple[str, str], ...], when: tuple[int, ...]) -> list[dict[str, Any]]:
+    return [{"type": kind, "DOI": doi, "label": kind.capitalize(), "updated": _date(when)}
+            for kind, doi in items]
+
+
+def csl_for(work: Work) -> dict[str, Any]:
+    """The CSL-JSON object the work's agency sends."""
+    csl: dict[str, Any] = {"type": work.csl_type, "title": work.title, "DOI": work.doi,
+                           "issued": _date(work.issued)}
+    if work.agency == "crossref":
+        csl.update({
+            "source": "Crossref", "URL": f"https://doi.org/{work.doi}",
+            "published-print": _date(work.issued),
+            "created": {"date-parts": [[work.issued[0], 1, 1]], "timestamp": 1_600_000_000_000},
+            "reference-count": 3,
+            "reference": [{"key": f"ref{i}", "unstructured": f"Cited work number {i}."}
+                          for i in range(1, 4)],
+        })
+        if work.container_title:
+            csl["container-title"] = work.container_title
+        if work.issn:  # one ISSN comes as a plain string, several as a list
+            csl["ISSN"] = work.issn[0] if len(work.issn) == 1 else list(work.issn)
+        if work.license_url:
+            csl["license"] = [
+                {"URL": "https://example.org/text-mining-terms", "content-version": "tdm",
+                 "start": _date(work.issued)},
+                {"URL": work.license_url, "content-version": "vor", "start": _date(work.issued)},
+            ]
+        if work.updated_by:
+            csl["updated-by"] = _updates(work.updated_by, work.issued)
+        if work.update_to:
+            csl["update-to"] = _updates(work.update_to, work.issued)
+    elif work.agency == "datacite":
+        csl.update({"id": f"https://doi.org/{work.doi}", "URL": f"https://doi.org/{work.doi}",
+                    "copyright": "Creative Commons Attribution 4.0 International",
+                    "abstract": f"Observations behind {work.title.lower()}.", "version": "1.0"})
+        if work.container_title:  # a repository, as a one-item list
+            csl["container-title"] = [work.container_title]
+    else:
+        if work.container_title:
+            csl["container-title"] = work.container_title
+        if work.isbn:
+            csl["ISBN"] = list(work.isbn)
+        csl["editor"] = [{"family": "Achterberg", "given": "Greta"}]
+    for name, value in (("publisher", work.publisher), ("issue", work.issue),
+                        ("page", work.page), ("language", work.language)):
+        if value is not None:
+            csl[name] = value
+    if work.volume is not None:  # mEDRA-style numbers as numbers
+        csl["volume"] = int(work.volume) if work.agency == "medra" and work.volume.isdigit() \
+            else work.volume
+    if work.authors is not None:
+        csl["author"] = _people(work.authors)
+    return csl
+
+
+def expected_metadata(work: Work) -> dict[str, Any] | None:
+    """The typed columns a correct reader makes of the work's CSL-JSON (None: the agency has
+    no content negotiation, so the key ends ``no_metadata``)."""
+    if work.agency == "nocn":
+        return None
+    issued = f"{work.issued[0]:04d}" + "".join(f"-{p:02d}" for p in work.issued[1:])
+    first = None
+    if work.authors:
+        author = work.authors[0]
+        first = author if isinstance(author, str) else f"{author[0]}, {author[1]}"
+
+    def joined(items: tuple[tuple[str, str], ...]) -> str | None:
+        return "; ".join(f"{kind}:{doi}" for kind, doi in items) or None
+
+    return {
+        "title": work.title, "csl_type": work.csl_type, "issued": issued,
+        "year": work.issued[0], "container_title": work.container_title,
+        "publisher": work.publisher, "issn": ", ".join(dict.fromkeys(work.issn)) or None,
+        "isbn": ", ".join(dict.fromkeys(work.isbn)) or None, "volume": work.volume,
+        "issue": work.issue, "page": work.page,
+        "author_count": None if work.authors is None else len(work.authors),
+        "first_author": first, "language": work.language,
+        "license_url": work.license_url if work.agency == "crossref" else None,
+        "updated_by": joined(work.updated_by), "update_to": joined(work.update_to),
+    }
+
+
+def hostile_body(work: Work) -> tuple[int, bytes, str]:
+    """``(status, body, content type)`` of a work whose fault is in its body."""
+    csl = csl_for(work)
+    fault = work.fault
+    if fault == "html_200":
+        return 200, b"<!DOCTYPE html><html><body><h1>Landing page</h1></body></html>", "text/html"
+    if fault == "truncated":
+        text = json.dumps(csl).encode("utf-8")
+        return 200, text[: len(text) // 2], MEDIA_TYPES["crossref"]
+    if fault == "latin1":
+        csl["title"] = "Caf\u00e9 \u00e0 la r\u00e9gion: \u00e9t\u00e9s chauds"
+        return 200, json.dumps(csl, ensure_ascii=False).encode("cp1252"), MEDIA_TYPES["crossref"]
+    if fault == "wrong_types":
+        csl.update(title=42, author="Smith, J.", issued=["2019"], ISSN={"print": "1234-5679"})
+        return 200, json.dumps(csl).encode("utf-8"), MEDIA_TYPES["crossref"]
+    if fault == "deep":
+        nested = "[" * 1000 + "]" * 1000
+        return 200, f'{{"title": {nested}}}'.encode(), MEDIA_TYPES["crossref"]
+    if fault == "not_json_object":
+        return 200, json.dumps([csl]).encode("utf-8"), MEDIA_TYPES["crossref"]
+    if fault == "status_500":
+        return 500, b'{"message": "internal error"}', "application/json"
+    return 200, json.dumps(csl).encode("utf-8"), MEDIA_TYPES["crossref"]
+
+
+@dataclass
+class AgencyCounts:
+    """What the agency servers saw (reset with the simulator's counts)."""
+
+    by_agency: dict[str, int] = field(default_factory=dict)
+    by_key: dict[str, int] = field(default_factory=dict)
+    user_agents: dict[str, int] = field(default_factory=dict)
