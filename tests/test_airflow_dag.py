@@ -74,13 +74,43 @@ def _base_env(home: Path) -> dict[str, str]:
 
 
 def _dag_env(home: Path, catalogue: dict[str, object], proxy_url: str,
-             rate: float = 200.0) -> dict[str, str]:
+             rate: float = 200.0, metadata_hosts: tuple[str, ...] = ()) -> dict[str, str]:
     env = _base_env(home)
     env["AIRFLOW_CONN_DOI_CATALOGUE"] = json.dumps(catalogue)
+    extra: dict[str, object] = {"rate": rate, "concurrency": 4, "agency_rate": rate}
+    if metadata_hosts:
+        extra["metadata_hosts"] = ",".join(metadata_hosts)
     env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
-        {"conn_type": "doi_proxy", "host": proxy_url, "extra": {"rate": rate, "concurrency": 4}}
-    )
+        {"conn_type": "doi_proxy", "host": proxy_url, "extra": extra})
     return env
+
+
+#: The typed columns of doi_metadata, as read back for the comparison.
+METADATA_FIELDS = ("title", "csl_type", "issued", "year", "container_title", "publisher",
+                   "issn", "isbn", "volume", "issue", "page", "author_count", "first_author",
+                   "language", "license_url", "updated_by", "update_to")
+
+
+def _assert_metadata(rows: list[tuple], simulator: ProxySimulator) -> None:
+    """Acceptance 1 of the enrichment issue: every valid key the simulator knows has a row
+    whose typed columns equal the simulator's record, column by column."""
+    by_key = {row[0]: row for row in rows}
+    assert set(by_key) == SAMPLE_KEYS
+    checked = 0
+    for key, row in by_key.items():
+        doi, status, values = row[1], row[2], row[3:]
+        expected = simulator.expected_metadata(doi)
+        if expected is None:
+            assert status == "no_metadata", key
+            continue
+        assert status == "ok", (key, row)
+        assert dict(zip(METADATA_FIELDS, values, strict=True)) == expected, key
+        checked += 1
+    assert checked >= len(SAMPLE_KEYS) - 2  # one agency of the four has no negotiation
+
+
+METADATA_SQL = ("SELECT doi_key, doi, metadata_status, " + ", ".join(METADATA_FIELDS)
+                + " FROM {}")
 
 
 def _dags_test(env: dict[str, str], home: Path, **conf: object) -> subprocess.CompletedProcess[str]:
@@ -139,12 +169,16 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     with duckdb.connect(str(path)) as conn:  # a table the injection value names
         conn.execute("CREATE TABLE works (id INTEGER)")
         conn.execute("INSERT INTO works VALUES (1), (2), (3)")
-    env = _dag_env(airflow_home, {"conn_type": "duckdb", "host": str(path)}, simulator.url)
+    env = _dag_env(airflow_home, {"conn_type": "duckdb", "host": str(path)}, simulator.url,
+                   metadata_hosts=simulator.metadata_hosts)
     first = _dags_test(env, airflow_home, **SAMPLE_RUN)
     assert _succeeded(first), _explain(first)
+    assert _task_states(airflow_home, first)["enrich"] == "success"
     assert _task_states(airflow_home, first)["dbt_build"] == "success"
     assert simulator.request_count == len(SAMPLE_KEYS)
     assert set(simulator.requests_by_key.values()) == {1}
+    assert simulator.cn_requests == len(SAMPLE_KEYS)  # enrich: one negotiation per key
+    assert set(simulator.cn_by_key.values()) == {1}
 
     simulator.reset_counts()
     second = _dags_test(env, airflow_home)  # the defaults: enrich the table as it is
@@ -152,6 +186,7 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert _task_states(airflow_home, second)["load_sample_catalogue"] == "skipped"
     assert _task_states(airflow_home, second)["dbt_build"] == "skipped"
     assert simulator.request_count == 0  # every key is fresh in doi_resolution
+    assert simulator.cn_requests == 0  # ... and in doi_metadata
 
     # Asking for the sample again on a table that now holds rows: refused, nothing deleted.
     third = _dags_test(env, airflow_home, load_sample=True)
@@ -165,6 +200,10 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
                           dict(conn.execute("SELECT doi_key, status FROM doi_resolution")
                                .fetchall()))
         assert conn.execute("SELECT COUNT(*) FROM works").fetchone() == (3,)
+        _assert_metadata(conn.execute(METADATA_SQL.format("doi_metadata")).fetchall(),
+                         simulator)
+        assert conn.execute("SELECT typeof(csl_json) FROM doi_metadata LIMIT 1").fetchone() == (
+            "JSON",)
         holdings = conn.execute(
             "SELECT cited_as, record_id, copies, resolution_status "
             "FROM reading_list_holdings ORDER BY course, week"
@@ -209,12 +248,14 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE TABLE "{postgres_schema}".works (id integer)')
         conn.execute(f'INSERT INTO "{postgres_schema}".works VALUES (1), (2)')
-    env = _dag_env(airflow_home, connection, simulator.url)
+    env = _dag_env(airflow_home, connection, simulator.url,
+                   metadata_hosts=simulator.metadata_hosts)
     result = _dags_test(env, airflow_home, catalogue_table=f"{postgres_schema}.catalogue",
                         **SAMPLE_RUN)
     assert _succeeded(result), _explain(result)
     assert _task_states(airflow_home, result)["dbt_build"] == "success"
     assert simulator.request_count == len(SAMPLE_KEYS)
+    assert simulator.cn_requests == len(SAMPLE_KEYS)
     with psycopg.connect(postgres_dsn) as conn:
         _assert_catalogue(
             conn.execute(CATALOGUE_SQL.format(f'"{postgres_schema}".catalogue')).fetchall(),
@@ -222,6 +263,15 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
                  .fetchall()),
         )
         assert conn.execute(f'SELECT COUNT(*) FROM "{postgres_schema}".works').fetchone() == (2,)
+        _assert_metadata(conn.execute(METADATA_SQL.format(
+            f'"{postgres_schema}".doi_metadata')).fetchall(), simulator)
+        # csl_json is jsonb: the warehouse can query into the record.
+        assert conn.execute(
+            f'SELECT pg_typeof(csl_json)::text, count(*) FROM "{postgres_schema}".doi_metadata '
+            "WHERE csl_json->>'title' = title GROUP BY 1").fetchone()[0] == "jsonb"
+        retracted = conn.execute(
+            f'SELECT count(*) FROM "{postgres_schema}".reading_list_metadata').fetchone()
+        assert retracted == (9,)
         joined = conn.execute(
             f'SELECT COUNT(*) FROM "{postgres_schema}".reading_list_holdings '
             "WHERE record_id IS NOT NULL"

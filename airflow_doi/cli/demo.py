@@ -56,8 +56,9 @@ REGISTRY = Path("examples/data/simulated_registry.txt")
 #: Every table and view a demo run creates in ``catalogue.duckdb`` (the DAG's and dbt's); a
 #: file holding anything else is not the demo's to replace.
 DEMO_TABLES = frozenset({
-    "catalogue", "doi_resolution", "reading_list", "stg_catalogue", "stg_reading_list",
-    "reading_list_holdings",
+    "catalogue", "doi_resolution", "doi_resolution_claims", "doi_metadata",
+    "doi_metadata_claims", "reading_list", "stg_catalogue", "stg_reading_list",
+    "reading_list_holdings", "reading_list_metadata",
 })
 
 
@@ -84,12 +85,28 @@ def _airflow(args: list[str], env: dict[str, str], log: Path) -> None:
 
 
 def registry_records(path: Path) -> dict[str, Any]:
-    """Simulator records for the DOIs listed in ``path`` (one a line, ``#`` comments)."""
+    """Simulator records for the DOIs listed in ``path`` (one a line, ``#`` comments); the
+    simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
+    retracted journal article, so the demo's report lists one."""
+    from dataclasses import asdict, replace
+
+    from airflow_doi.resolver.agencies import work_for
     from airflow_doi.resolver.simulator import make_records
+    from airflow_doi.syntax import ascii_upper
 
     lines = path.read_text(encoding="utf-8").splitlines()
-    return make_records(line.strip() for line in lines if line.strip() and
-                        not line.lstrip().startswith("#"))
+    records = make_records(line.strip() for line in lines if line.strip() and
+                           not line.lstrip().startswith("#"))
+    for doi, record in records.items():
+        if ascii_upper(doi) == ascii_upper(DEMO_RETRACTED):
+            work = replace(work_for(doi), agency="crossref", csl_type="article-journal",
+                           updated_by=(("retraction", f"{doi}.notice"),))
+            record["work"] = asdict(work)
+    return records
+
+
+#: The registry DOI the offline demo's agencies call retracted (a DOI Foundation test DOI).
+DEMO_RETRACTED = "10.1000/xyz"
 
 
 def _relations(database: Path) -> set[str]:
@@ -174,7 +191,8 @@ def airflow_pipeline(context: DemoContext) -> None:
             simulator = stack.enter_context(ProxySimulator(registry_records(registry)))
             env[PROXY_CONN_ENV] = json.dumps({
                 "conn_type": "doi_proxy", "host": simulator.url,
-                "extra": {"rate": 50, "concurrency": 4},
+                "extra": {"rate": 50, "concurrency": 4, "agency_rate": 50,
+                          "metadata_hosts": ",".join(simulator.metadata_hosts)},
             })
             print(f"airflow: resolving against the bundled simulator at {simulator.url}, which "
                   f"knows the DOIs listed in {REGISTRY} (set {PROXY_CONN_ENV} to use a real "
@@ -201,6 +219,13 @@ WITH joined AS (
 SELECT record_id, doi_raw, doi_key, doi_valid, doi_reason, resolution FROM joined
 QUALIFY row_number() OVER (PARTITION BY outcome ORDER BY record_id) <= 2
 ORDER BY record_id
+"""
+#: A few enriched keys: one per CSL type, then every retracted or corrected work.
+_METADATA_ROWS = """
+SELECT doi_key, csl_type, year, container_title, title, updated_by FROM doi_metadata
+WHERE metadata_status = 'ok'
+QUALIFY row_number() OVER (PARTITION BY csl_type ORDER BY doi_key) <= 1 OR updated_by IS NOT NULL
+ORDER BY updated_by NULLS FIRST, csl_type, doi_key
 """
 _RESOLUTION_ROWS = """
 SELECT doi_key, status, http_status, url FROM doi_resolution
@@ -265,6 +290,10 @@ def show_results(database: Path) -> None:
         ).fetchall()
         catalogue = _query(conn, _CATALOGUE_ROWS)
         resolution = _query(conn, _RESOLUTION_ROWS)
+        enriched = conn.execute(
+            "SELECT metadata_status, COUNT(*) FROM doi_metadata GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        metadata = _query(conn, _METADATA_ROWS)
     print(f"airflow: {DAG_ID} succeeded; enriched tables in {database}:")
     for name, rows in tables:
         print(f"airflow:   {name} ({rows} rows)")
@@ -274,6 +303,10 @@ def show_results(database: Path) -> None:
     print(catalogue)
     print("airflow: a few rows of doi_resolution:")
     print(resolution)
+    print("airflow: doi_metadata (registry metadata through content negotiation): "
+          + ", ".join(f"{s}={n}" for s, n in enriched))
+    print("airflow: a few enriched keys (one per type, then retracted or corrected works):")
+    print(metadata)
     command, first_query = open_command(database)
     print(f"airflow: open the file (then try {first_query}):")
     print(f"  {command}")

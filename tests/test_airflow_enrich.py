@@ -1,0 +1,140 @@
+# ruff: noqa: F811  (``engine`` is the fixture of test_airflow_claims, used as an argument)
+"""DoiEnrichOperator and its engine on real databases: typed rows equal the simulator's
+records, only due keys are asked, runs at once ask each key once, a dead proxy fails fast,
+a user's own ``doi_metadata`` is left alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from airflow_doi.provider.sql import quote_identifier
+from airflow_doi.resolver.agencies import HOSTILE_WORKS
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import record_figure
+from tests.test_airflow_claims import Engine, _env, engine  # noqa: F401  (the fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow_enrich")]
+
+FIELDS = ("title", "csl_type", "issued", "year", "container_title", "publisher", "issn", "isbn",
+          "volume", "issue", "page", "author_count", "first_author", "language", "license_url",
+          "updated_by", "update_to")
+
+ENRICHER = """
+import json, sys
+from airflow_doi.provider.operators.enrich import DoiEnrichOperator
+summary = DoiEnrichOperator(task_id="enrich", conn_id="cat", table=sys.argv[1],
+                            batch_size=int(sys.argv[2])).execute({})
+print(json.dumps(summary))
+"""
+
+
+def _enrich(engine: Engine, sim: ProxySimulator, batch_size: int = 25,
+            **extra: Any) -> subprocess.Popen[str]:
+    env = _env(engine, sim.url, agency_rate=1000,
+               metadata_hosts=",".join(sim.metadata_hosts), **extra)
+    return subprocess.Popen([sys.executable, "-c", ENRICHER, engine.table, str(batch_size)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _metadata_table(engine: Engine) -> str:
+    return engine.results.replace("doi_resolution", "doi_metadata")
+
+
+def test_enrich_writes_typed_rows_and_asks_only_due_keys(engine: Engine) -> None:
+    keys = [f"10.5555/E{i:03d}" for i in range(80)] + [HOSTILE_WORKS["html_200"].doi.upper()]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True) as sim:
+        process = _enrich(engine, sim)
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert sim.cn_requests == len(keys) and set(sim.cn_by_key.values()) == {1}
+        table = quote_identifier(_metadata_table(engine))
+        rows = engine.run(f"SELECT doi_key, doi, metadata_status, {', '.join(FIELDS)}, "
+                          f"source_host, error, attempts FROM {table}")
+        assert len(rows) == len(keys)
+        for row in rows:
+            expected = sim.expected_metadata(row[1])
+            if row[0] == keys[-1]:
+                assert row[2] == "error" and "HTML" in row[-2]
+            elif expected is None:
+                assert row[2] == "no_metadata"
+            else:
+                assert row[2] == "ok" and dict(zip(FIELDS, row[3:20], strict=True)) == expected
+                assert row[-1] == 2
+        assert summary["by_status"]["error"] == 1
+        # Again: only the error is due (errors never get an expiry).
+        sim.reset_counts()
+        again = _enrich(engine, sim)
+        out, err = again.communicate(timeout=300)
+        assert again.returncode == 0, err[-3000:]
+        assert json.loads(out.strip().splitlines()[-1])["due_keys"] == 1
+        assert sim.cn_requests == 1
+    claims = quote_identifier(_metadata_table(engine) + "_claims")
+    assert engine.run(f"SELECT COUNT(*) FROM {claims}") == [(0,)]
+    if engine.kind == "postgres":
+        assert engine.run(f"SELECT pg_typeof(csl_json)::text FROM {table} "
+                          "WHERE metadata_status = 'ok' LIMIT 1") == [("jsonb",)]
+        assert engine.run(f"SELECT COUNT(*) FROM {table} WHERE csl_json->>'title' = title") == [
+            (sum(1 for r in rows if r[2] == "ok"),)]
+    if engine.kind == "mariadb":
+        assert engine.run(f"SELECT COUNT(*) FROM {table} WHERE "
+                          "JSON_UNQUOTE(JSON_EXTRACT(csl_json, '$.title')) = title") == [
+            (sum(1 for r in rows if r[2] == "ok"),)]
+
+
+@pytest.mark.parametrize("engine", ["postgres", "duckdb"], indirect=True)
+def test_enrichers_running_at_once_ask_each_key_once(engine: Engine) -> None:
+    keys = [f"10.5555/T{i:04d}" for i in range(300)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True, latency=0.005) as sim:
+        processes = [_enrich(engine, sim, rate=60) for _ in range(3)]
+        outputs = [p.communicate(timeout=300) for p in processes]
+        for process, (_, err) in zip(processes, outputs, strict=True):
+            assert process.returncode == 0, err[-3000:]
+        summaries = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+        assert sim.cn_requests == len(keys) and set(sim.cn_by_key.values()) == {1}
+        assert sum(sim.agency_requests.values()) == len(keys)
+    record_figure({"figure": "three_enrichers_one_table", "engine": engine.kind,
+                   "keys": len(keys), "negotiations": sim.cn_requests,
+                   "stored_by_each": [s["stored_keys"] for s in summaries]})
+    assert sum(s["stored_keys"] for s in summaries) == len(keys)
+    assert all(s["stored_keys"] > 0 for s in summaries)
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_dead_proxy_fails_enrich_at_once_and_stores_nothing_unanswered(
+        engine: Engine) -> None:
+    engine.load([f"10.5555/Z{i}" for i in range(20)])
+    with ProxySimulator(auto_records=True) as sim:
+        sim_url = sim.url
+    # The proxy is gone (its port closed): connection refused on every request.
+    env = _env(engine, sim_url, breaker_give_up=2, max_attempts=3, backoff_base=0.05)
+    process = subprocess.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert process.returncode != 0
+    assert "ProxyUnavailableError" in process.stderr
+    assert "DOI content negotiation failed" in process.stderr
+    table = quote_identifier(_metadata_table(engine))
+    assert engine.run(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # nothing unanswered kept
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"], indirect=True)
+def test_a_users_own_doi_metadata_is_left_untouched(engine: Engine) -> None:
+    engine.load(["10.5555/U1"])
+    table = quote_identifier(_metadata_table(engine))
+    engine.run(f"CREATE TABLE {table} (doi_key {engine.dialect.text_type}, note "
+               f"{engine.dialect.text_type})")
+    engine.run(f"INSERT INTO {table} VALUES ('10.5555/U1', 'mine')")
+    with ProxySimulator(auto_records=True) as sim:
+        process = _enrich(engine, sim)
+        _, err = process.communicate(timeout=300)
+        assert process.returncode != 0
+        assert "is not one DoiEnrichOperator wrote" in err and "metadata_table=" in err
+        assert sim.cn_requests == 0
+    assert engine.run(f"SELECT doi_key, note FROM {table}") == [("10.5555/U1", "mine")]
