@@ -646,9 +646,19 @@ def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
         assert shown in catalogue, shown
     for shown in (NEVER_REGISTERED, "not_found", "404", "resolved", "https://records.example/"):
         assert shown in resolution, shown
+    metadata = out[out.index("doi_metadata (registry metadata"):out.index("open the file")]
+    assert f"ok={len(SAMPLE_KEYS) - 2}" in metadata  # one not_found, one agency without CSL
+    assert "retraction:10.1000/xyz.notice" in metadata
+    for kind in ("article-journal", "dataset", "chapter"):
+        assert kind in metadata, kind
+    from airflow_doi.cli.demo import DEMO_TABLES, _relations
+
+    assert _relations(database) <= DEMO_TABLES  # so the next demo run may replace the file
     with duckdb.connect(str(database), read_only=True) as conn:
         assert conn.execute("SELECT COUNT(*) FROM doi_resolution WHERE status = 'resolved'"
                             ).fetchone() == (len(SAMPLE_KEYS) - 1,)
+        assert conn.execute("SELECT doi_key FROM doi_metadata WHERE updated_by LIKE "
+                            "'retraction:%'").fetchall() == [("10.1000/XYZ",)]
         assert conn.execute("SELECT status FROM doi_resolution WHERE doi_key = ?",
                             [NEVER_REGISTERED]).fetchone() == ("not_found",)
 
@@ -656,7 +666,9 @@ def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     assert f"quality report of the catalogue: {report}" in out
     assert report.as_uri() in out
-    assert "catalogue: DOI quality" in report.read_text(encoding="utf-8")
+    page = report.read_text(encoding="utf-8")
+    assert "catalogue: DOI quality" in page
+    assert "Retracted or corrected works" in page and "10.1000/xyz.notice" in page
 
     # The command it prints opens the file, here, as printed.
     command = out.split("open the file", 1)[1].splitlines()[1].strip()

@@ -80,7 +80,8 @@ def test_wrong_types_leave_their_columns_empty_and_are_named() -> None:
 def test_server_text_is_cleaned_and_bounded() -> None:
     assert clean_text("a\u202eb\x00c\r\nd\u200b") == "abc d"
     assert len(clean_text("x" * 5000, 1000) or "") == 1000
-    fields, _ = typed_fields({"title": "=HYPERLINK(\"x\")\x1b[31m", "license": "javascript:alert(1)"})
+    fields, _ = typed_fields({"title": "=HYPERLINK(\"x\")\x1b[31m",
+                              "license": "javascript:alert(1)"})
     assert fields["title"] == '=HYPERLINK("x")[31m'
     assert fields["license_url"] is None  # only an absolute http(s) URL is handed on
 

@@ -78,10 +78,10 @@ def test_every_python_block_is_covered() -> None:
     """A new ``python`` block must get a test here (doctest blocks run in test_readme.py)."""
     plain = [head for head, text in blocks("python") if not text.lstrip().startswith(">>>")]
     assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
-                                    "Airflow provider"])
+                                    ENRICHMENT, "Airflow provider"])
     bash = [head for head, _ in blocks("bash")]
     assert bash[1:] == ["pandas", "Command line", "Files as people export them",
-                        "Quality report"]  # last: tests/test_report.py
+                        "Quality report", ENRICHMENT]  # Quality report: tests/test_report.py
 
 
 def test_pandas_block() -> None:
@@ -121,6 +121,53 @@ def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     statuses = [r.status for r in namespace["results"]]  # type: ignore[attr-defined]
     assert statuses == ["resolved", "resolved", "invalid"]
     assert (tmp_path / "doi-cache.sqlite").exists()
+
+
+ENRICHMENT = "Enrichment: registry metadata through content negotiation"
+
+
+def test_enrichment_python_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As written, with the proxy and its agencies simulated on loopback (the only change:
+    ``base_url`` and the simulated agencies' hosts as ``metadata_hosts``)."""
+    text = block_under("python", ENRICHMENT)
+    assert f'base_url="{PROXY}"' in text
+    monkeypatch.chdir(tmp_path)
+    with ProxySimulator(auto_records=True) as sim:
+        namespace: dict[str, object] = {}
+        code = text.replace(f'base_url="{PROXY}"',
+                            f'base_url="{sim.url}", metadata_hosts={sim.metadata_hosts!r}')
+        exec(compile(code, "README:enrich", "exec"), namespace)
+        assert sim.cn_requests == 1  # "one DOI was asked"
+        assert all("you@example.org" in agent for agent in sim.agency_user_agents)
+    records = namespace["records"]
+    assert [r.metadata_status for r in records] == ["ok", "ok", "invalid"]  # type: ignore[attr-defined]
+    assert (tmp_path / "doi-metadata.sqlite").exists()
+
+
+def test_enrichment_command_block(tmp_path: Path) -> None:
+    """The enrich line, on the file the Command line block's normalize line writes."""
+    shutil.copy(SAMPLE, tmp_path / "catalogue.csv")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    normalize = commands(block_under("bash", "Command line"))[0]
+    (enrich,) = commands(block_under("bash", ENRICHMENT))
+    assert shlex.split(enrich)[:2] == ["airflow-doi", "enrich"]
+    for line in (normalize,):
+        done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+    with ProxySimulator(auto_records=True) as sim:
+        local = [f"--base-url={sim.url}", "--rate=100", "--agency-rate=100",
+                 *[f"--metadata-host={h}" for h in sim.metadata_hosts]]
+        done = subprocess.run(f"{enrich} {shlex.join(local)}", shell=True, cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        assert sim.cn_requests > 0
+    with (tmp_path / "enriched.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with SAMPLE.open(encoding="utf-8", newline="") as handle:
+        assert len(rows) == sum(1 for _ in csv.DictReader(handle))
+    assert {r["metadata_status"] for r in rows} >= {"ok", "invalid"}
+    assert (tmp_path / "enriched.sqlite").exists()
 
 
 def test_command_line_block(tmp_path: Path) -> None:
@@ -232,16 +279,21 @@ def test_airflow_block_runs_as_a_dag(tmp_path: Path) -> None:
     assert migrate.returncode == 0, migrate.stderr[-3000:]
     with ProxySimulator(auto_records=True) as sim:
         env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
-            {"conn_type": "doi_proxy", "host": sim.url, "extra": {"rate": 100}})
+            {"conn_type": "doi_proxy", "host": sim.url,
+             "extra": {"rate": 100, "metadata_hosts": ",".join(sim.metadata_hosts)}})
         run = subprocess.run([airflow, "dags", "test", match.group(1)], env=env, cwd=home,
                              capture_output=True, text=True, timeout=600, check=False)
         output = run.stdout + run.stderr
         assert run.returncode == 0 and "state=success" in output, output[-5000:]
         assert sim.request_count == 2  # 10.1000/ABC and 10.1000/XYZ
+        assert sim.cn_requests == 2  # ... and their metadata, by content negotiation
     with sqlite3.connect(database) as conn:
         rows = conn.execute("select record_id, doi_key, doi_valid from works "
                             "order by record_id").fetchall()
         resolved = conn.execute("select count(*) from doi_resolution").fetchone()
+        enriched = conn.execute("select count(*) from doi_metadata where title is not null "
+                                "or metadata_status = 'no_metadata'").fetchone()
+    assert enriched == (2,)
     assert [r[0] for r in rows] == [1, 2, 3, 4]  # the user's rows, all of them
     assert [r[1] for r in rows] == ["10.1000/ABC", "10.1000/ABC", "10.1000/XYZ", None]
     assert resolved == (2,)
