@@ -1,4 +1,4 @@
-"""OpenLineage facets of the three operators, with the OpenLineage provider installed.
+"""OpenLineage facets of the operators, with the OpenLineage provider installed.
 
 The datasets must carry the names the first-party SQL providers give the same tables (the
 PostgreSQL hook's own ``get_openlineage_database_info``), and the column lineage must lead
@@ -73,6 +73,27 @@ def test_validate_reads_and_resolve_writes_its_results_table(database: Database)
         _expected_names(database, results), _expected_names(database, repairs)]
     keys = lineage.outputs[0].facets["columnLineage"].fields["doi_key"].inputFields
     assert [f.field for f in keys] == ["doi_key"]
+
+
+def test_enrich_reads_the_catalogue_and_writes_doi_metadata(database: Database) -> None:
+    from openlineage.client.serde import Serde
+
+    from airflow_doi.provider.operators.enrich import DoiEnrichOperator
+
+    enrich = DoiEnrichOperator(task_id="e", conn_id=database.conn_id, table=database.table,
+                               metadata_table="{{ params.t }}")
+    enrich.metadata_table = None  # as rendered with no value: the default beside the table
+    lineage = enrich.get_openlineage_facets_on_complete(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [
+        _expected_names(database, database.table)]
+    [target] = lineage.outputs
+    assert (target.namespace, target.name) == _expected_names(
+        database, sibling_table(database.table, "doi_metadata"))
+    fields = target.facets["columnLineage"].fields
+    assert [f.field for f in fields["doi_key"].inputFields] == ["doi_key"]
+    assert [f.field for f in fields["doi"].inputFields] == ["doi"]
+    assert '"columnLineage"' in Serde.to_json(target)
+    assert "metadata_table" in DoiEnrichOperator.template_fields
 
 
 def test_table_assets_take_the_first_party_uri(database: Database) -> None:

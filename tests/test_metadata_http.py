@@ -253,3 +253,25 @@ def test_enrich_command_against_a_dead_server(tmp_path: Path) -> None:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 and {r["metadata_status"] for r in rows} == {"error"}
     assert "connection refused" in rows[0]["error"]
+
+
+def test_enrich_command_draws_a_progress_bar_on_a_terminal_only(sim: ProxySimulator,
+                                                                 tmp_path: Path) -> None:
+    import shlex
+    import shutil
+
+    assert shutil.which("script"), "util-linux script(1) is needed to give the command a tty"
+    source = tmp_path / "in.csv"
+    source.write_text("doi\n" + "".join(f"10.5555/tty.{i}\n" for i in range(30)),
+                      encoding="utf-8")
+    command = [sys.executable, "-m", "airflow_doi", "enrich", str(source), "-o",
+               str(tmp_path / "out.csv"), "--base-url", sim.url, "--rate", "100",
+               "--agency-rate", "100",
+               *[a for h in sim.metadata_hosts for a in ("--metadata-host", h)]]
+    tty = subprocess.run(["script", "-qec", shlex.join(command), "/dev/null"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert tty.returncode == 0, tty.stdout[-2000:]
+    assert "30/30" in tty.stdout and "doi/s" in tty.stdout  # tqdm's bar, on the terminal
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert piped.returncode == 0 and "30/30" not in piped.stderr
+    assert piped.stderr.count("\n") <= 3  # the summary line (and notes), no bar redraws

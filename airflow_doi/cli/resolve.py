@@ -318,6 +318,7 @@ def _progress(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
         yield None
         return
     import logging
+    import os
     import sys
 
     from tqdm import tqdm
@@ -325,7 +326,15 @@ def _progress(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
 
     from airflow_doi.cli import LOGGER
 
-    bar = tqdm(total=0, unit="doi", file=sys.stderr, dynamic_ncols=True)
+    # A pseudo-terminal that reports no size (script(1), some CI consoles and IDE panes) has
+    # 0 rows, and tqdm draws nothing there: give it 80 by 24.
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    sizing: dict[str, Any] = ({"dynamic_ncols": True} if size.columns and size.lines
+                              else {"ncols": 80, "nrows": 24})
+    bar = tqdm(total=0, unit="doi", file=sys.stderr, **sizing)
 
     def update(event: Any) -> None:
         if bar.total != event.total:
