@@ -275,3 +275,29 @@ def test_enrich_command_draws_a_progress_bar_on_a_terminal_only(sim: ProxySimula
     piped = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert piped.returncode == 0 and "30/30" not in piped.stderr
     assert piped.stderr.count("\n") <= 3  # the summary line (and notes), no bar redraws
+
+
+def test_a_shared_redis_limit_keeps_one_window_per_host(redis_url: str) -> None:
+    """With ``redis_url`` every worker shares one moving window per host: the proxy's and
+    each agency's, under their own rates (the agencies' at ``agency_rate``)."""
+    import redis
+
+    namespace = f"test-{os.getpid()}-{time.time_ns()}"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with ProxySimulator(auto_records=True) as sim:
+            dois = [w.doi for w in SHOWCASE_WORKS[:3]]  # Crossref, DataCite, mEDRA works
+            results = fetch(dois, base_url=sim.url, metadata_hosts=sim.metadata_hosts,
+                            redis_url=redis_url, redis_namespace=namespace, rate=50,
+                            agency_rate=7)
+            assert [r.metadata_status for r in results] == ["ok", "ok", "ok"]
+            keys = sorted(k.decode() for k in client.keys("LIMITS:airflow-doi/*"))
+            agencies = [sim.agency_url(a).removeprefix("http://")
+                        for a in ("crossref", "datacite", "medra")]
+        assert f"LIMITS:airflow-doi/{namespace}/50/1/second" in keys  # the proxy's own
+        for host in agencies:
+            assert f"LIMITS:airflow-doi/airflow-doi:{host}/7/1/second" in keys
+    finally:
+        for key in client.keys(f"LIMITS:airflow-doi/{namespace}*"):
+            client.delete(key)
+        client.close()
