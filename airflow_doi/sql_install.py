@@ -216,7 +216,7 @@ def mariadb_refusal(error: BaseException, database: str) -> str:
 def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
     from urllib.parse import unquote, urlparse
 
-    import pymysql  # type: ignore[import-untyped]
+    import pymysql  # type: ignore[import-untyped,unused-ignore]
 
     parsed = urlparse(url)
     database = schema or unquote(parsed.path.lstrip("/"))

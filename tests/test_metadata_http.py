@@ -177,12 +177,27 @@ def test_a_cache_resumes_and_errors_are_asked_again(sim: ProxySimulator, tmp_pat
 
 
 def test_a_dead_agency_ends_its_keys_as_error_within_the_give_up(sim: ProxySimulator) -> None:
+    """An agency host that keeps failing: its keys end as error rows (asked again next run),
+    the other agencies' keys are answered, and the run is not failed as if the proxy were
+    down (only the proxy's breaker giving up stops a run)."""
     start = time.monotonic()
+    stats = MetadataStats()
     results = _fetch(sim, [HOSTILE_WORKS["status_500"].doi, "10.5555/fine.1"],
                      breaker_give_up=2.0, max_attempts=20, breaker_threshold=2,
-                     breaker_cooldown=0.2)
+                     breaker_cooldown=0.2, stats=stats)
     assert [r.metadata_status for r in results] == ["error", "ok"]
     assert time.monotonic() - start < 30
+    assert stats.gave_up is None
+
+
+def test_malformed_json_is_not_retried_and_a_relative_redirect_keeps_no_credentials(
+        sim: ProxySimulator) -> None:
+    sim.reset_counts()
+    (result,) = _fetch(sim, [HOSTILE_WORKS["truncated"].doi])
+    assert result.metadata_status == "error" and result.attempts == 2  # one request each hop
+    with_credentials = sim.url.replace("http://", "http://team:s3cret@")
+    (result,) = _fetch(sim, [SHOWCASE_WORKS[0].doi], base_url=with_credentials)
+    assert result.metadata_status == "ok" and not sim.agency_authorizations
 
 
 def test_per_host_rates_are_kept() -> None:

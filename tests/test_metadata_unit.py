@@ -157,9 +157,27 @@ def test_one_hop_answers() -> None:
     with pytest.raises(RetryableError) as throttled:
         interpret_hop(429, b"", {"Retry-After": "7"}, NOW, "h")
     assert throttled.value.retry_after == 7
-    with pytest.raises(RetryableError):
-        interpret_hop(200, b'{"a": ', {}, NOW, "h")  # cut short: worth another try
+    with pytest.raises(ProxyError, match="not complete JSON"):
+        interpret_hop(200, b'{"a": ', {}, NOW, "h")  # a complete answer: asking again is moot
     with pytest.raises(ProxyError, match="HTML"):
         interpret_hop(200, b"<html>", {}, NOW, "h")
     with pytest.raises(ProxyError, match="Location"):
         interpret_hop(301, b"", {}, NOW, "h")
+
+
+def test_records_no_rule_foresaw_never_take_the_batch_down() -> None:
+    """Review findings: a superscript digit or a 5,000-digit "year", and numbers JSON allows
+    but PostgreSQL's json and MariaDB's JSON refuse (1e400 is Infinity)."""
+    assert typed_fields({"issued": {"date-parts": [["\u00b2"]]}})[0]["issued"] is None
+    assert typed_fields({"issued": {"date-parts": [["9" * 5000]]}})[0]["year"] is None
+    document = read_document(b'{"score": 1e400, "low": -1e400, "n": NaN, "title": "x"}')
+    assert document == {"score": None, "low": None, "n": None, "title": "x"}
+    assert kept_json({"x": float("inf")}, 65536) is None  # never "Infinity" in csl_json
+
+
+def test_an_empty_allowlist_is_refused() -> None:
+    with pytest.raises(ValueError, match="metadata_hosts is empty"):
+        MetadataConfig(metadata_hosts=())
+    with pytest.raises(ValueError, match="metadata_hosts is empty"):
+        MetadataConfig(metadata_hosts=" , ")
+    assert repr(MetadataConfig()).startswith("MetadataConfig(")

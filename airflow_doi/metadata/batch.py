@@ -42,8 +42,14 @@ def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
               now: datetime) -> MetadataResult:
     """The :class:`MetadataResult` of a finished :class:`~airflow_doi.metadata.client.Outcome`."""
     if outcome.status == "ok":
-        fields, ignored = typed_fields(outcome.document)
-        kept = kept_json(outcome.document, config.max_csl_bytes)
+        try:
+            fields, ignored = typed_fields(outcome.document)
+            kept = kept_json(outcome.document, config.max_csl_bytes)
+        except Exception as error:  # a record no rule foresaw: its key, not the batch
+            return MetadataResult(
+                None, doi, key, "error", None, outcome.source,
+                f"the CSL-JSON record could not be read ({type(error).__name__})",
+                outcome.attempts, outcome.http_status, now)
         notes = [describe_ignored(ignored)]
         if kept is None:
             notes.append(f"CSL-JSON over {config.max_csl_bytes} bytes not kept in csl_json")

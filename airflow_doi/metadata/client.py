@@ -100,9 +100,7 @@ def interpret_hop(http_status: int, body: bytes, headers: Mapping[str, str],
         return Hop("no_metadata", http_status, reason=f"{host} sent an empty answer")
     try:
         document = read_document(body)
-    except CslError as error:
-        if "cut short" in error.reason:  # perhaps a dropped line: worth another try
-            raise RetryableError(f"{error.reason} from {host}", http_status=200) from None
+    except CslError as error:  # a complete answer (a cut line is retried as such): final
         raise ProxyError(f"{error.reason} ({host})", http_status=200) from None
     return Hop("document", http_status, document=document)
 
@@ -158,13 +156,16 @@ class MetadataClient:
         for gate in self.gates.values():
             await gate.limiter.aclose()
         self.stats.breaker_opens = sum(g.breaker.opens for g in self.gates.values())
-        reasons = [g.breaker.gave_up_reason for g in self.gates.values() if g.breaker.gave_up]
-        self.stats.gave_up = reasons[0] if reasons else None
+        # Only the proxy giving up stops a run: keys of an agency host that is down end as
+        # errors (asked again next run) while the other agencies' keys go on.
+        proxy = self.gates.get(origin_of(self.config.base_url) or "")
+        self.stats.gave_up = proxy.breaker.gave_up_reason if proxy is not None else None
 
     def next_url(self, current: str, location: str, visited: set[str]) -> str:
         """Where a redirect leads, or :class:`_Stop` when it must not be followed."""
         here = _host(current)
         from_proxy = origin_of(current) == origin_of(self.config.base_url)
+        current = redact_url(current)  # a relative Location must not inherit our credentials
         if not isinstance(location, str) or not is_safe_url(urljoin(current, location)):
             raise _Stop("error", f"{here} redirected to an unusable address "
                         f"({server_text(location)}); not followed")

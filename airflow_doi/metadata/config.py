@@ -87,6 +87,10 @@ class MetadataConfig(ResolverConfig):
                 h.strip() for h in self.metadata_hosts.split(",") if h.strip()))
         if not isinstance(self.metadata_hosts, tuple):
             object.__setattr__(self, "metadata_hosts", tuple(self.metadata_hosts))
+        if not self.metadata_hosts:
+            raise ValueError(
+                "metadata_hosts is empty: every DOI would end as no_metadata; leave it out for "
+                "the agencies' own hosts, or name at least one host")
         for entry in self.metadata_hosts:
             if not isinstance(entry, str):
                 raise ValueError(f"metadata_hosts: {entry!r} is not a host name")

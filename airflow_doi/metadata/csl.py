@@ -14,6 +14,7 @@ the row's note, never a crash: the rest of the record is still used.
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -78,7 +79,8 @@ def read_document(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CslError("the metadata is not UTF-8 text, as JSON must be") from None
     try:
-        document = json.loads(text, parse_constant=lambda _: None)  # no NaN/Infinity
+        # NaN, Infinity and 1e400 are not JSON values PostgreSQL or MariaDB accept: None.
+        document = json.loads(text, parse_constant=lambda _: None, parse_float=_finite)
     except RecursionError:
         raise CslError("the metadata JSON is nested too deep to read") from None
     except ValueError:
@@ -89,6 +91,11 @@ def read_document(body: bytes) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise CslError(f"the metadata is a JSON {type(document).__name__}, not a CSL object")
     return document
+
+
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 def _first_text(value: object, limit: int) -> str | None:
@@ -106,8 +113,9 @@ def _date_parts(issued: object) -> tuple[str | None, int | None]:
     if isinstance(first, list) and first:
         numbers: list[int] = []
         for index, part in enumerate(first[:3]):
-            if isinstance(part, str) and part.strip().isdigit():
-                part = int(part.strip())
+            text = part.strip() if isinstance(part, str) else ""
+            if text.isascii() and text.isdecimal() and len(text) <= 4:  # not "²", not 10**5000
+                part = int(text)
             if isinstance(part, bool) or not isinstance(part, int):
                 break
             low, high = ((1, 9999), (1, 12), (1, 31))[index]
@@ -230,7 +238,8 @@ def kept_json(document: Mapping[str, Any], max_bytes: int) -> str | None:
     None when it is still over ``max_bytes`` of UTF-8."""
     kept = {name: value for name, value in document.items() if name != "reference"}
     try:
-        text = json.dumps(_storable(kept), ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(_storable(kept), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False)
     except (RecursionError, ValueError):
         return None
     return text if len(text.encode("utf-8")) <= max_bytes else None

@@ -79,7 +79,7 @@ class CircuitBreaker:
             failing_for = now - self._failing_since
             if failing_for >= self.give_up:
                 self._give_up(
-                    f"circuit breaker open: proxy kept failing for {failing_for:.1f}s; "
+                    f"circuit breaker open: {self.target} kept failing for {failing_for:.1f}s; "
                     f"last error: {self.last_reason}"
                 )
         if self._gave_up is not None:

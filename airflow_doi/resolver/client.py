@@ -275,6 +275,9 @@ class ProxyClient:
             timeout=aiohttp.ClientTimeout(total=config.timeout),
             connector=aiohttp.TCPConnector(limit=config.concurrency + 1),
             trust_env=False,
+            # No cookie is kept: none is needed, and one session may talk to several hosts
+            # (the proxy and the agencies of content negotiation).
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         # aiohttp silently re-sends an idempotent request once when a kept-alive connection
         # drops. That request would bypass the rate limiter and the retry budget, so every

@@ -139,7 +139,7 @@ class ResolverConfig:
         shown["base_url"] = self.safe_base_url
         if self.redis_url is not None:
             shown["redis_url"] = redact_url(self.redis_url)
-        return f"ResolverConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @property
     def safe_base_url(self) -> str:

@@ -79,7 +79,13 @@ def _coerce_extra(name: str, value: Any) -> Any:
     if name in _STRINGS:
         return str(value)
     if name in _LISTS and isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
+        value = tuple(part.strip() for part in value.split(",") if part.strip())
+    if name == "indexes" and isinstance(value, (list, tuple)):
+        try:
+            return tuple(int(part) for part in value)
+        except (TypeError, ValueError):
+            raise ValueError(f"doi_proxy connection: extra 'indexes' must be integers, not "
+                             f"{value!r}") from None
     return value
 
 

@@ -59,8 +59,11 @@ T = TypeVar("T")
 class KeyStep(Protocol):
     """What a step asks about each key and how the answer becomes a row of its table."""
 
-    #: The verb of log lines and progress ("resolve", "enrich").
+    #: The verb of progress lines ("resolve", "enrich"), its -ing and past forms for the log
+    #: ("Resolving", "resolved").
     verb: str
+    gerund: str
+    past: str
     #: What failing is called in the error that ends the task ("the DOI proxy").
     service: str
     #: The results table's columns, ``doi_key`` first.
@@ -296,7 +299,7 @@ def process_due_keys(
     claims = KeyClaims(claims_table_of(results_table), results_table, dialect,
                        owner or task_owner(), lease or step.lease(batch_size))
     run = _Run(step, claims, table, results_table, batch_size, log)
-    log.info("%s %s through %s", step.verb.capitalize(), table, step.describe())
+    log.info("%s %s through %s", step.gerund, table, step.describe())
     with Store(db_hook, dialect) as store:
         # extra columns too: checked now, not after hours of requests.
         columns = {"key_column": key_column, "doi_column": doi_column,
@@ -327,7 +330,7 @@ def process_due_keys(
                 run.batch(store, page)
         run.wait_for_elsewhere(store)
     if run.summary.due_keys == 0:
-        _say_nothing_due(store, due, table, results_table, after, upto, log)
+        _say_nothing_due(store, due, table, results_table, after, upto, log, step.past)
     run.finished()
     return run.summary
 
@@ -476,8 +479,9 @@ class _Run:
         if not self.elsewhere:
             return
         self.log.info(
-            "%d due keys are being asked by another task; waiting for them (a claim "
-            "holds for at most %s)", len(self.elsewhere), format_duration(self.claims.lease))
+            "%d due keys are being %s by another task; waiting for them (a claim "
+            "holds for at most %s)", len(self.elsewhere), self.step.past,
+            format_duration(self.claims.lease))
         self.summary.waited_for = len(self.elsewhere)
         while self.elsewhere:
             time.sleep(self.poll)
@@ -501,7 +505,7 @@ class _Run:
 
 
 def _say_nothing_due(store: Store, due: DueKeys, table: str, results_table: str,
-                     after: str | None, upto: str | None, log: TaskLog) -> None:
+                     after: str | None, upto: str | None, log: TaskLog, past: str) -> None:
     """Why nothing was due: every valid key already has a fresh row (perhaps stored for
     another table: the results table is a cache by key, shared by the tables beside it)."""
     dialect = store.dialect
@@ -515,8 +519,8 @@ def _say_nothing_due(store: Store, due: DueKeys, table: str, results_table: str,
     scope = "" if after is None and upto is None else " in this key range"
     log.info(
         "Nothing due in %s%s: %s; %s is a cache by key, shared by every table whose keys it "
-        "holds, so keys resolved for another table are not asked again until they expire",
+        "holds, so keys %s for another table are not asked again until they expire",
         table, scope,
         f"all {valid} valid keys already have a fresh row in {results_table}" if valid
-        else "it has no valid keys (run the normalize step first)", results_table,
+        else "it has no valid keys (run the normalize step first)", results_table, past,
     )

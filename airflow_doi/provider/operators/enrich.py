@@ -108,6 +108,8 @@ class _EnrichStep:
     """Content negotiation through the proxy, as a :class:`KeyStep`."""
 
     verb = "enrich"
+    gerund = "Enriching"
+    past = "enriched"
     service = "DOI content negotiation"
     columns = METADATA_TABLE_COLUMNS
 

@@ -156,6 +156,8 @@ class _ResolveStep:
     """Resolution through the proxy REST API, as a :class:`KeyStep`."""
 
     verb = "resolve"
+    gerund = "Resolving"
+    past = "resolved"
     service = "the DOI proxy"
     columns = RESOLUTION_COLUMNS
 
