@@ -316,3 +316,21 @@ def test_a_shared_redis_limit_keeps_one_window_per_host(redis_url: str) -> None:
         for key in client.keys(f"LIMITS:airflow-doi/{namespace}*"):
             client.delete(key)
         client.close()
+
+
+def test_a_wrong_allowlist_is_said_and_not_trusted_once_corrected(sim: ProxySimulator,
+                                                                  tmp_path: Path) -> None:
+    """Stranger's trial: without --metadata-host every DOI went to a landing page, silently,
+    and the cache then kept those answers for an hour after the flag was corrected."""
+    source = tmp_path / "in.csv"
+    source.write_text("doi\n10.5555/allow.1\n10.5555/allow.2\n", encoding="utf-8")
+    common = ["enrich", source, "-o", tmp_path / "out.csv", "--base-url", sim.url,
+              "--cache", tmp_path / "cache.sqlite", "--rate", 100, "--agency-rate", 100]
+    forgot = _cli(*common)
+    assert forgot.returncode == 0 and "landing page, none to a metadata host" in forgot.stderr
+    fixed = _cli(*common, "--metadata-host", ",".join(sim.metadata_hosts))  # as printed
+    assert fixed.returncode == 0, fixed.stderr
+    assert "landing page" not in fixed.stderr
+    with (tmp_path / "out.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["metadata_status"] for r in rows] == ["ok", "ok"]  # asked again, not cached

@@ -72,8 +72,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--metadata-host", action="append", default=None, dest="metadata_hosts",
         metavar="HOST",
-        help="a host redirects may lead to (repeatable): a name (https only) or an origin "
-        "such as http://127.0.0.1:8081 (default: the agencies' own: api.crossref.org, "
+        help="a host redirects may lead to (repeatable, or several comma-separated): a name "
+        "(https only) or an origin such as http://127.0.0.1:8081 (default: the agencies' own: "
+        "api.crossref.org, "
         "data.crossref.org, api.datacite.org, data.datacite.org, data.crosscite.org, "
         "data.medra.org)",
     )
@@ -104,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
     require_network_extra()
     try:
         extra: dict[str, Any] = {"agency_rate": args.agency_rate}
-        if args.metadata_hosts:
-            extra["metadata_hosts"] = tuple(args.metadata_hosts)
+        if args.metadata_hosts:  # repeated, or comma-separated as the simulator prints them
+            extra["metadata_hosts"] = tuple(
+                part.strip() for item in args.metadata_hosts for part in item.split(",")
+                if part.strip())
         config = proxy_config(args, config_class=MetadataConfig, **extra)
         out_format = detect_format(args.output, args.format)
         check_output(args.input, args.output)
@@ -135,6 +138,13 @@ def run(args: argparse.Namespace) -> int:
     except TableInputError as error:
         return input_error("enrich", error)
     say("enrich", f"{args.output}: {stats.summary()}")
+    from airflow_doi.metadata.client import LANDING
+
+    asked = [row for row in rows if row["metadata_status"] != "invalid"]
+    if asked and all(str(row["error"] or "").startswith(LANDING) for row in asked):
+        say("enrich", "warning: the proxy sent every DOI to a landing page, none to a metadata "
+            "host: if --metadata-host does not name the agencies' hosts (the simulator "
+            "prints them), correct it and run again")
     repaired = sum(row["error"] == "bad_encoding" for row in rows)
     report_reading("enrich", reader, {args.column: repaired} if repaired else {},
                    csv_out=out_format == "csv")

@@ -141,7 +141,8 @@ async def afetch(
         if reason is None and key is not None and doi is not None and key not in todo:
             todo[key] = doi
     stats.rows, stats.keys = len(rows), len(todo)
-    store = MetadataCache(cache) if cache is not None else None
+    store = (MetadataCache(cache, ",".join(sorted(config.allowed_origins)))
+             if cache is not None else None)
     try:
         known: dict[str, MetadataResult] = {}
         if store is not None:

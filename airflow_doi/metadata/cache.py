@@ -31,7 +31,8 @@ create table if not exists metadata (
     http_status integer,
     csl_json text,
     fetched_at text not null,
-    expires_at text not null
+    expires_at text not null,
+    allowlist text not null
 )
 """
 #: The claims namespace of metadata requests (the resolver's is its filter query).
@@ -56,9 +57,12 @@ class CachedMetadata:
 class MetadataCache(ResolverCache):
     """Open (creating if needed) a cache file for metadata; a context manager."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], allowlist: str = "") -> None:
         super().__init__(path, CLAIMS)
         self._retrying(_SCHEMA)
+        #: The allowed origins of this run: a ``no_metadata`` answer given under another
+        #: allowlist (a landing page off it) is asked again, not trusted.
+        self.allowlist = allowlist
 
     def fresh(self, keys: Any, now: datetime) -> dict[str, CachedMetadata]:  # type: ignore[override]
         """Records for ``keys`` that have not expired at ``now``."""
@@ -68,13 +72,13 @@ class MetadataCache(ResolverCache):
             chunk = wanted[start : start + _CHUNK]
             rows = self._conn.execute(
                 "select key, doi, status, fields, source_host, note, attempts, http_status,"
-                " csl_json, fetched_at, expires_at from metadata"
+                " csl_json, fetched_at, expires_at, allowlist from metadata"
                 f" where key in ({','.join('?' * len(chunk))})",
                 chunk,
             ).fetchall()
             for row in rows:
                 expires_at = datetime.fromisoformat(row[10])
-                if expires_at <= now:
+                if expires_at <= now or (row[2] == "no_metadata" and row[11] != self.allowlist):
                     continue
                 found[row[0]] = CachedMetadata(
                     row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
@@ -88,12 +92,12 @@ class MetadataCache(ResolverCache):
             raise ValueError("error results are never cached")
         self._conn.execute(
             "insert or replace into metadata (key, doi, status, fields, source_host, note,"
-            " attempts, http_status, csl_json, fetched_at, expires_at)"
-            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " attempts, http_status, csl_json, fetched_at, expires_at, allowlist)"
+            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (answer.key, answer.doi, answer.status,
              json.dumps(answer.fields, ensure_ascii=False), answer.source_host, answer.note,
              answer.attempts, answer.http_status, answer.csl_json, _iso(answer.fetched_at),
-             _iso(answer.expires_at)),
+             _iso(answer.expires_at), self.allowlist),
         )
 
     def __len__(self) -> int:

@@ -44,7 +44,11 @@ from airflow_doi.resolver.result import ResolverStats
 from airflow_doi.resolver.retry import RetryPolicy
 from airflow_doi.resolver.urls import is_safe_url
 
-__all__ = ["Hop", "MetadataClient", "Outcome", "interpret_hop"]
+__all__ = ["LANDING", "Hop", "MetadataClient", "Outcome", "interpret_hop"]
+
+#: How the reason of a key the proxy sent to a landing page begins (the CLI and the operator
+#: warn when every key ends so: an allowlist that misses the agencies' hosts).
+LANDING: Final = "the proxy sent the landing page"
 
 #: Answers that say "no CSL-JSON for this DOI here": Not Acceptable, Unsupported Media Type,
 #: No Content.
@@ -181,9 +185,9 @@ class MetadataClient:
                 raise _Stop("error", f"{here} redirected to {redact_url(origin)}: a "
                             "downgrade from https to http is never followed")
             if from_proxy:
-                raise _Stop("no_metadata", f"the proxy sent the landing page at {there}, "
-                            "not a metadata host: the agency offers no CSL-JSON for this DOI "
-                            "(or add its host to metadata_hosts)")
+                raise _Stop("no_metadata", f"{LANDING} at {there}, not a metadata host: the "
+                            "agency offers no CSL-JSON for this DOI (or its host is missing "
+                            "from the allowlist: metadata_hosts, --metadata-host)")
             raise _Stop("error", f"{here} redirected to {there}, which is not on the "
                         "metadata_hosts allowlist; not followed")
         if target in visited:

@@ -113,8 +113,9 @@ class _EnrichStep:
     service = "DOI content negotiation"
     columns = METADATA_TABLE_COLUMNS
 
-    def __init__(self, proxy_hook: DoiProxyHook) -> None:
+    def __init__(self, proxy_hook: DoiProxyHook, log: TaskLog) -> None:
         self.proxy_hook = proxy_hook
+        self.log = log
         self.config: MetadataConfig = proxy_hook.get_metadata_config()
 
     def describe(self) -> str:
@@ -144,7 +145,17 @@ class _EnrichStep:
 
     def ask(self, dois: list[str], progress: Callable[[ProgressEvent], None],
             stats: ResolverStats) -> list[MetadataResult]:
-        return self.proxy_hook.fetch_metadata(dois, progress=progress, stats=stats)
+        from airflow_doi.metadata.client import LANDING
+
+        results = self.proxy_hook.fetch_metadata(dois, progress=progress, stats=stats)
+        if len(results) >= 4 and all((r.error or "").startswith(LANDING) for r in results):
+            warn = getattr(self.log, "warning", self.log.info)
+            warn(
+                "The proxy sent all %d DOIs of this batch to landing pages, none to a metadata "
+                "host: if the connection's metadata_hosts extra does not name the agencies' "
+                "hosts, correct it; these keys are not asked again for negative_ttl seconds",
+                len(results))
+        return results
 
     def row(self, key: str, doi: str, result: MetadataResult,
             dialect: Dialect) -> tuple[Any, ...]:
@@ -184,7 +195,7 @@ def enrich_due_keys(
     (default ``doi_metadata`` beside it); the engine of :class:`DoiEnrichOperator`, usable
     from plain Python too."""
     return process_due_keys(
-        db_hook, _EnrichStep(proxy_hook), table=table,
+        db_hook, _EnrichStep(proxy_hook, log), table=table,
         results_table=metadata_table or sibling_table(table, METADATA_TABLE),
         key_column=key_column, doi_column=doi_column, valid_column=valid_column,
         batch_size=batch_size, after=after, upto=upto, owner=owner, lease=lease, log=log,
