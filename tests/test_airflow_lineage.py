@@ -176,7 +176,7 @@ def test_example_dag_on_postgres_emits_task_events_only_under_the_sql_operators_
         events = _run_example_dag_with_openlineage(tmp_path, connection, simulator.url)
 
     dag_id = "doi_enrich_catalogue"
-    tasks = ["load_sample_catalogue", "normalize", "validate", "resolve", "dbt_build",
+    tasks = ["load_sample_catalogue", "normalize", "validate", "resolve", "enrich", "dbt_build",
              "quality_report"]
     jobs = [event["job"]["name"] for event in events]
     queries = [event["job"].get("facets", {}).get("sql", {}).get("query") for event in events]
@@ -212,6 +212,9 @@ def test_example_dag_on_postgres_emits_task_events_only_under_the_sql_operators_
     assert names(complete["normalize"], "outputs") == [catalogue]
     assert names(complete["validate"], "inputs") == [catalogue]
     assert names(complete["resolve"], "inputs") == [catalogue]
+    assert names(complete["enrich"], "inputs") == [catalogue]
+    assert names(complete["enrich"], "outputs") == [
+        (host, f"{database}.{postgres_schema}.doi_metadata")]
     assert names(complete["resolve"], "outputs") == [results]
     assert catalogue in names(complete["load_sample_catalogue"], "outputs")  # its asset
 
