@@ -9,10 +9,8 @@ agency's), each finished key written to the cache at once; the answers fan back 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,7 +18,7 @@ from airflow_doi.metadata.cache import CachedMetadata, MetadataCache
 from airflow_doi.metadata.config import MetadataConfig
 from airflow_doi.metadata.csl import describe_ignored, kept_json, typed_fields
 from airflow_doi.metadata.result import MetadataResult, MetadataStats
-from airflow_doi.resolver.batch import KeyedBatch, Progress, _check, _run_sync
+from airflow_doi.resolver.batch import KeyedBatch, Progress, _run_sync, answer_rows
 from airflow_doi.resolver.client import expires_after
 from airflow_doi.resolver.result import ResolverStats
 
@@ -133,44 +131,15 @@ async def afetch(
     """
     config = _config(config, overrides)
     stats = stats if stats is not None else MetadataStats()
-    started = time.monotonic()
-    rows = list(values)
-    checked = [_check(v) for v in rows]
-    todo: dict[str, str] = {}
-    for doi, key, reason in checked:
-        if reason is None and key is not None and doi is not None and key not in todo:
-            todo[key] = doi
-    stats.rows, stats.keys = len(rows), len(todo)
     store = (MetadataCache(cache, ",".join(sorted(config.allowed_origins)))
              if cache is not None else None)
-    try:
-        known: dict[str, MetadataResult] = {}
-        if store is not None:
-            for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():
-                known[key] = _from_cache(key, answer)
-        stats.cache_hits = len(known)
-        batch = _Fetch(config, store, progress, stats)
-        batch.total, batch.done = len(todo), len(known)
-        batch.report()
-        missing = {k: d for k, d in todo.items() if k not in known}
-        if missing:
-            known.update(await batch.run(missing))
-    finally:
-        if store is not None:
-            store.close()
-    results: list[MetadataResult] = []
-    for value, (doi, key, reason) in zip(rows, checked, strict=True):
-        if reason is not None or key is None:
-            results.append(MetadataResult(value, doi, key, "invalid", error=reason))
-        else:
-            results.append(replace(known[key], input=value, doi=doi))
-    stats.elapsed = time.monotonic() - started
-    stats.by_status = {}
-    for result in results:
-        stats.by_status[result.metadata_status] = stats.by_status.get(result.metadata_status,
-                                                                      0) + 1
+    results: list[MetadataResult] = await answer_rows(
+        list(values), _Fetch(config, store, progress, stats),
+        invalid=lambda value, doi, key, reason: MetadataResult(
+            value, doi, key, "invalid", error=reason),
+        status_of=lambda result: result.metadata_status,
+    )
     return results
-
 
 def fetch(
     values: Iterable[object],

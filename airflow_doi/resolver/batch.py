@@ -34,7 +34,7 @@ from airflow_doi.syntax import validate
 if TYPE_CHECKING:
     from airflow_doi.resolver.cache import CachedAnswer
 
-__all__ = ["KeyedBatch", "aresolve", "awhich_ra", "resolve", "which_ra"]
+__all__ = ["KeyedBatch", "answer_rows", "aresolve", "awhich_ra", "resolve", "which_ra"]
 
 Progress = Callable[[ProgressEvent], None]
 #: Seconds between two looks at a key another process has claimed in the shared cache.
@@ -354,52 +354,64 @@ async def aresolve(
     """
     config = _config(config, overrides)
     stats = stats if stats is not None else ResolverStats()
+    store = None
+    if cache is not None:
+        from airflow_doi.resolver.cache import ResolverCache
+
+        store = ResolverCache(cache, config.query)
+    return await answer_rows(
+        list(values), _Batch(config, store, progress, stats),
+        invalid=lambda value, doi, key, reason: ResolutionResult(
+            input=value, doi=doi, key=key, status="invalid", error=reason),
+        status_of=lambda result: result.status,
+    )
+
+
+async def answer_rows(
+    rows: list[object],
+    batch: KeyedBatch,
+    *,
+    invalid: Callable[[object, str | None, str | None, str | None], Any],
+    status_of: Callable[[Any], str],
+) -> list[Any]:
+    """The rows of one batch call, in order: each value checked, each distinct valid key
+    taken from ``batch.cache`` while fresh or asked through ``batch`` (the cache is closed at
+    the end), invalid values answered by ``invalid(value, doi, key, reason)``; the counters
+    of ``batch.stats`` filled in, by ``status_of`` each row."""
+    stats = batch.stats
     started = time.monotonic()
-    rows = list(values)
     checked = [_check(v) for v in rows]
     todo: dict[str, str] = {}
     for doi, key, reason in checked:
         if reason is None and key is not None and doi is not None and key not in todo:
             todo[key] = doi
     stats.rows, stats.keys = len(rows), len(todo)
-
-    store = None
-    if cache is not None:
-        from airflow_doi.resolver.cache import ResolverCache
-
-        store = ResolverCache(cache, config.query)
+    store = batch.cache
     try:
-        known: dict[str, ResolutionResult] = {}
-        hits: set[str] = set()
+        known: dict[str, Any] = {}
         if store is not None:
             for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():
-                known[key] = _from_cache(None, answer.doi, key, answer, cached=True)
-                hits.add(key)
-        stats.cache_hits = len(hits)
-        batch = _Batch(config, store, progress, stats)
-        batch.total, batch.done = len(todo), len(hits)
+                known[key] = batch.cached_result(key, answer)
+        stats.cache_hits = len(known)
+        batch.total, batch.done = len(todo), len(known)
         batch.report()
-        missing = {k: d for k, d in todo.items() if k not in hits}
+        missing = {k: d for k, d in todo.items() if k not in known}
         if missing:
             known.update(await batch.run(missing))
     finally:
         if store is not None:
             store.close()
-
-    results: list[ResolutionResult] = []
-    for value, (doi, key, reason) in zip(rows, checked, strict=True):
-        if reason is not None or key is None:
-            results.append(
-                ResolutionResult(input=value, doi=doi, key=key, status="invalid", error=reason)
-            )
-        else:
-            results.append(replace(known[key], input=value, doi=doi))
+    results = [
+        invalid(value, doi, key, reason) if reason is not None or key is None
+        else replace(known[key], input=value, doi=doi)
+        for value, (doi, key, reason) in zip(rows, checked, strict=True)
+    ]
     stats.elapsed = time.monotonic() - started
     stats.by_status = {}
     for result in results:
-        stats.by_status[result.status] = stats.by_status.get(result.status, 0) + 1
+        status = status_of(result)
+        stats.by_status[status] = stats.by_status.get(status, 0) + 1
     return results
-
 
 def _run_sync(coro_factory: Callable[[], Any]) -> Any:
     """``asyncio.run`` — or, inside a running loop (Jupyter, some workers), in a thread."""
