@@ -212,7 +212,8 @@ class Deployment:
             with (self.log_dir / f"{component}.log").open("wb") as log:
                 self.processes[component] = subprocess.Popen(
                     command, env=env, cwd=self.home, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True)
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         self._wait_healthy(deadline)
         self.timings["healthy"] = time.monotonic() - clock
@@ -428,11 +429,20 @@ class Deployment:
                            f"{ti}\n{self.describe(dag_id, run_id)}")
 
     def describe(self, dag_id: str, run_id: str) -> str:
-        """A line per task instance: for assertion messages."""
-        return "\n".join(
-            f"  {ti.task_id}[{ti.map_index}] {ti.state} try {ti.try_number} pid {ti.pid}"
-            for ti in sorted(self.task_instances(dag_id, run_id),
-                             key=lambda t: (t.start_date or "", t.task_id, t.map_index)))
+        """A line per task instance, and the end of each failed try's log: for assertion
+        messages (a failure on CI says why, not only which task)."""
+        lines = []
+        for ti in sorted(self.task_instances(dag_id, run_id),
+                         key=lambda t: (t.start_date or "", t.task_id, t.map_index)):
+            lines.append(f"  {ti.task_id}[{ti.map_index}] {ti.state} try {ti.try_number} "
+                         f"pid {ti.pid}")
+            if ti.state in ("failed", "up_for_retry") and ti.try_number:
+                try:
+                    log = self.logs(dag_id, run_id, ti.task_id, ti.map_index, ti.try_number)
+                except Exception as error:
+                    log = f"(its log could not be read: {error})"
+                lines += [f"      | {line[:400]}" for line in log.splitlines()[-25:]]
+        return "\n".join(lines)
 
     def logs(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
              try_number: int = 1) -> str:
@@ -493,6 +503,17 @@ class Deployment:
         pid = self.task_pid(dag_id, run_id, task_id, map_index)
         os.kill(pid, sig)
         return pid
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (a killed pytest leaves no
+    api-server, scheduler or dag-processor behind; Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: clean-up stays with stop()
+        pass
 
 
 def _cmdline(pid: int) -> str:

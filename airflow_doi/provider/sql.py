@@ -17,8 +17,10 @@ stays bounded by the page size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -118,6 +120,11 @@ class Dialect:
     key_type: str | None = None
     #: Type of a column holding a JSON document (``csl_json``); None: text.
     json_type: str | None = None
+    #: Statement (``{table}``: the quoted name) that an ``UPDATE`` of every row takes first, in
+    #: its transaction, so that two such updates of one table run one after the other: on
+    #: PostgreSQL two of them can otherwise lock rows in opposite orders (a synchronized scan
+    #: starts where the other one is) and deadlock. It lets readers through. None: not needed.
+    whole_table_update_lock: str | None = None
 
     @property
     def key_text(self) -> str:
@@ -207,7 +214,8 @@ _DIALECTS: dict[str, Dialect] = {
         binary_collation=" COLLATE BINARY", case_sensitive_identifiers=False,
     ),
     "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
-                        binary_collation=' COLLATE "C"', json_type="JSONB"),
+                        binary_collation=' COLLATE "C"', json_type="JSONB",
+                        whole_table_update_lock="LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"),
     "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False,
                       json_type="JSON"),
     "snowflake": Dialect("snowflake", on_conflict=False, merge=True, timestamp_type="TIMESTAMP_TZ",
@@ -312,35 +320,57 @@ def missing_columns(
 
 
 def add_missing_columns(
-    cursor: Any, table: str, columns: dict[str, str], *, case_sensitive: bool = True,
-    if_not_exists: bool = False,
+    conn: Any, cursor: Any, table: str, columns: dict[str, str], *,
+    case_sensitive: bool = True, if_not_exists: bool = False,
 ) -> list[str]:
-    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet; returns those added.
+    """``ALTER TABLE ... ADD COLUMN`` for each column not there yet, committed; returns those
+    added.
 
     Names are compared as :func:`missing_columns` compares them: on PostgreSQL an existing
     ``"DOI"`` does not stand for ``"doi"``, which must be added; on SQLite it does. Two tasks
-    may add the same column at once (two runs on one new table): with ``if_not_exists`` (an
-    engine whose failed statement spoils the transaction: PostgreSQL, DuckDB) the statement
-    says ``IF NOT EXISTS``; elsewhere the loser's "duplicate column" error is let pass.
+    may add the same column at once (two runs on one new table):
+
+    * the transaction that read the column list (and any read of ``table`` before it) is
+      ended before the first ``ALTER``: on PostgreSQL a session holding its read lock while it
+      waits for the exclusive lock deadlocks with a second session doing the same, and the
+      engine kills one of the two tasks;
+    * with ``if_not_exists`` (PostgreSQL, DuckDB) the statement says ``IF NOT EXISTS``; a
+      failed ``ALTER`` is rolled back and let pass when the column is there now (the other
+      session's), tried again a little later when it is not, raised at the third failure;
+    * the ``ALTER`` is committed at once, so the exclusive lock is not held through the work
+      that follows.
     """
+    conn.commit()
+    missing = missing_columns(cursor, table, list(columns), case_sensitive=case_sensitive)
+    conn.commit()
     added = []
-    for name in missing_columns(cursor, table, list(columns), case_sensitive=case_sensitive):
-        column = quote_identifier(name)
-        guard = "IF NOT EXISTS " if if_not_exists else ""
-        try:
-            cursor.execute(
-                f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {guard}{column} {columns[name]}")
-        except Exception as error:
-            if if_not_exists or not _duplicate_column(error):
-                raise
-            continue
-        added.append(name)
+    for name in missing:
+        statement = (f"ALTER TABLE {quote_identifier(table)} ADD COLUMN "
+                     f"{'IF NOT EXISTS ' if if_not_exists else ''}{quote_identifier(name)} "
+                     f"{columns[name]}")
+        for attempt in range(_ALTER_TRIES):
+            try:
+                cursor.execute(statement)
+                conn.commit()
+            except Exception:
+                with contextlib.suppress(Exception):  # DuckDB: no transaction left to end
+                    conn.rollback()
+                # Another session added it meanwhile ("duplicate column", or DuckDB's "write-
+                # write conflict" between two connections of one process): nothing to do.
+                if name not in missing_columns(cursor, table, [name],
+                                               case_sensitive=case_sensitive):
+                    conn.commit()
+                    break
+                if attempt + 1 == _ALTER_TRIES:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+            else:
+                added.append(name)
+                break
     return added
 
 
-def _duplicate_column(error: BaseException) -> bool:
-    text = str(error).lower()
-    return "duplicate column" in text or "already exists" in text
+_ALTER_TRIES = 3
 
 
 def keyset_pages(

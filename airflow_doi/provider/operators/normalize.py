@@ -156,10 +156,12 @@ class DoiNormalizeOperator(DoiSqlOperator):
                          (source.namespace, source.name))
         return operator_lineage([source], [target])
 
-    def _add_columns(self, cursor: Any, dialect: Dialect, columns: tuple[str, ...]) -> None:
+    def _add_columns(
+        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, ...]
+    ) -> None:
         text, boolean = dialect.text_type, dialect.boolean_type
         added = add_missing_columns(
-            cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
+            conn, cursor, self.table, dict(zip(columns, (text, text, boolean, text), strict=True)),
             case_sensitive=dialect.case_sensitive_identifiers,
             if_not_exists=dialect.name in ("postgres", "duckdb"),
         )
@@ -173,7 +175,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         """One ``UPDATE`` of every row, the rules inlined (see :mod:`.pushdown`)."""
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
         binary = f"{source}{dialect.binary_collation}"
-        self._add_columns(cursor, dialect, columns)
+        self._add_columns(conn, cursor, dialect, columns)
         exprs = column_sql(conn, dialect, self.doi_column, functions_schema)
         assignments = ", ".join(
             f"{dialect.quote(target)} = {exprs[name]}"
@@ -181,6 +183,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         )
         # Written in the engine's own dialect (the generated bodies are): no translation.
         # WHERE 1 = 1: BigQuery refuses an UPDATE without a WHERE clause.
+        self._lock_for_update(cursor, dialect)
         native_cursor(cursor).execute(
             f"UPDATE {dialect.quote(self.table)} SET {assignments} WHERE 1 = 1")
         conn.commit()
@@ -203,7 +206,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         binary = f"{source}{dialect.binary_collation}"
         doi, key, valid, reason = (quote_identifier(c) for c in columns)
         text, boolean = dialect.text_type, dialect.boolean_type
-        self._add_columns(cursor, dialect, columns)
+        self._add_columns(conn, cursor, dialect, columns)
         stage = _stage_name()
         cursor.execute(
             f"CREATE TEMPORARY TABLE {stage} (raw {text}{dialect.stage_key}, doi {text}, "
@@ -230,6 +233,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
             conn.commit()
             progress.advance(len(page))
         # One pass over the table for every page at once, as the push-down's UPDATE does.
+        self._lock_for_update(cursor, dialect)
         cursor.execute(
             self._apply_statement(dialect, table, binary, (doi, key, valid, reason), stage))
         cursor.execute(
@@ -248,6 +252,13 @@ class DoiNormalizeOperator(DoiSqlOperator):
             "valid_values": valid_values,
             "null_rows": int(null_rows),
         }
+
+    def _lock_for_update(self, cursor: Any, dialect: Dialect) -> None:
+        """Take the engine's lock for an ``UPDATE`` of every row, if it has one (a second
+        normalize of the table, another run's, waits here until this one commits)."""
+        if dialect.whole_table_update_lock:
+            native_cursor(cursor).execute(
+                dialect.whole_table_update_lock.format(table=dialect.quote(self.table)))
 
     @staticmethod
     def _apply_statement(
