@@ -8,7 +8,9 @@ brackets. So a candidate runs to the next whitespace, or to markup (a ``"``, a `
 only while that bracket has no partner inside the candidate. Inside another site's URL
 (``https://host/doi/10...``) the ``?`` and ``#`` start that site's query and fragment, so the
 DOI stops there too; a doi.org URL is left to :func:`airflow_doi.syntax.normalize`, which
-knows the proxy's own forms (it percent-decodes, and drops ``?noredirect``).
+knows the proxy's own forms (it percent-decodes, and drops ``?noredirect``). A DOI (or its
+``doi:`` label or URL) right after an opening bracket ends at the bracket that closes that one:
+``<(DOI:10.1000/xyz.AB1)/S/URI,`` finds ``10.1000/xyz.AB1``.
 
 A wrapper label that is not followed by a DOI hides nothing: a DOI URL, ``urn:doi:`` or
 ``info:doi/`` counts only when ``10.`` comes right after it, so in ``https://doi.org/(10.1000/x)``
@@ -85,6 +87,36 @@ def _markup_end(text: str, start: int, end: int) -> int:
     return end
 
 
+#: A ``doi:`` label just before a DOI (looked for when deciding whether a bracket opens it).
+_DOI_LABEL_BEFORE_RE: Final = re.compile(r"(?ai:doi\s*:\s*)\Z")
+_OPENERS: Final[dict[str, str]] = {opener: closer for closer, opener in CLOSERS.items()}
+
+
+def _bracket_end(text: str, label: int, start: int, end: int) -> int:
+    """Where the candidate ``text[start:end]`` ends when its DOI, ``doi:`` label or URL (which
+    begins at ``label``) comes right after an opening bracket: at the bracket that closes that
+    one (``(doi:10.1000/abc)/S/URI`` -> ``10.1000/abc``). Brackets of the same kind opened
+    inside the DOI are matched first, so a SICI DOI in brackets keeps its own."""
+    head = text[max(0, label - 24):label]
+    labelled = _DOI_LABEL_BEFORE_RE.search(head)
+    if labelled is not None:
+        label -= len(head) - labelled.start()
+    if label == 0 or text[label - 1] not in _OPENERS:
+        return end
+    opener = text[label - 1]
+    closer = _OPENERS[opener]
+    depth = 0
+    for index in range(start, end):
+        char = text[index]
+        if char == opener:
+            depth += 1
+        elif char == closer:
+            if depth == 0:
+                return index
+            depth -= 1
+    return end
+
+
 def _trim(candidate: str) -> str:
     while candidate:
         last = candidate[-1]
@@ -106,6 +138,7 @@ def find_dois(text: str | None) -> list[str]:
     while (match := _CANDIDATE_RE.search(text, position)) is not None:
         start = match.start() if match.group("site") is None else match.end("site")
         end = _markup_end(text, start, match.end())
+        end = _bracket_end(text, match.start(), start, end)
         try:
             found.append(normalize(_trim(text[start:end])))
         except InvalidDoiError:
