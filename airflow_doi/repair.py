@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
 
 __all__ = [
     "MAX_CANDIDATES",
+    "MAX_CUTS",
     "REPAIR_COLUMNS",
     "RULES",
     "Repair",
@@ -217,7 +218,11 @@ def _appended_text(text: str) -> Iterator[str]:
         return
     match = _WHITESPACE_RE.search(text, slash + 1)
     if match is not None and match.start() > slash + 1:
-        yield text[: match.start()]
+        cut = text[: match.start()]
+        bare = cut.rstrip(_TRAILING_ASCII)  # "10.1000/1, 2018": the comma went with the note
+        if bare != cut and len(bare) > slash + 1:
+            yield bare
+        yield cut
 
 
 def _inner_space(text: str) -> Iterator[str]:
@@ -384,8 +389,180 @@ def _lookalike_characters(text: str) -> Iterator[str]:
 
 #: Characters with no business in a DOI that copy-paste and PDF extraction leave behind.
 _INVISIBLE: Final = (
-    "[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\ufeff]|(?<!-)[\t\n\r]"  # a line break after a hyphen is line_break_hyphen's
 )
+
+
+# -- text glued on, markup inside, split numbers, hyphen runs, junk before "10." (#22) ---------
+
+#: Hosts whose name ends up glued to a DOI (a reference manager's "URL" field run on).
+_GLUED_HOSTS: Final[str] = (
+    r"sagepub|wiley|onlinelibrary\.wiley|springer|link\.springer|tandfonline|elsevier"
+    r"|sciencedirect|oup|academic\.oup|nature|cambridge|jstor|ieee|pubs\.acs|bmj|plos"
+    r"|frontiersin|mdpi|ncbi\.nlm\.nih|nejm|thelancet|cell|jamanetwork|annualreviews"
+)
+#: A tail that is never part of a DOI, glued to its last character, anchored at the end. The
+#: leftmost start wins, so the whole tail goes ("#sa2", "(epub ahead of print)", ...).
+_GLUED_TAIL_RE: Final = re.compile(
+    r"(?:"
+    r"[.,;]?\s*[(\[]?\s*pmid\s*:?\s*[0-9]{5,9}\s*[)\]]?"  # .pmid:12345678, pmid:23456789
+    r"|\s*>\s*accessed\b.*"  # >accessed 12 May 2019
+    rf"|(?<=[0-9])[a-z]{{2,12}}\.(?:{_GLUED_HOSTS})\.(?:com|org|net)(?:/\S*)?"  # abc.sagepub.com
+    rf"|[./]?(?:journals|www|pubs|academic|link|onlinelibrary)\.(?:{_GLUED_HOSTS})"
+    r"\.(?:com|org|net)(?:/\S*)?"  # journals.sagepub.com/home/xyz
+    r"|/-/dcsupplemental.*"  # /-/DCSupplemental
+    r"|\s*[(\[]\s*e-?pub\s*ahead\s*of\s*print\s*[)\]]?.*"  # (epub ahead of print)
+    r"|[.,]?\s*article\s*published\s*online\s*before\s*print.*"
+    r"|\s*[(\[](?:19|20)[0-9]{2}[)\]]?"  # (2019), (2019, [2019]
+    r"|\s*\[doi\].*"  # [doi] and what follows it
+    r"|\.{3,}.*"  # a dotted leader: .......129,5334(2007)
+    r"|(?<!-)#[A-Za-z0-9_-]{0,20}"  # a URL fragment: #, #_blank, #doilink, #sa2 (not 2-#)
+    r"|\s*\|+.*"  # a table's column bar
+    r")\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+#: Cheap test before :data:`_GLUED_TAIL_RE` or :data:`_TAIL_WORD_RE`: a mark or word one of
+#: their tails needs (most values have none, and the full patterns try every position).
+_TAIL_MARKS: Final[tuple[str, ...]] = (
+    "(", "[", "#", "|", ">", "...", "/-/", "pmid", ".com", ".org", ".net", "accessed",
+    "available", "retrieved", "viewed", "cited", "epub", "published", "online", "supplement",
+    "abstract", "fulltext", "issn", "isbn",
+)
+
+
+def _tail_hint(text: str, start: int) -> bool:
+    tail = text[start:].lower()
+    return any(mark in tail for mark in _TAIL_MARKS)
+
+
+def _glued_tail(text: str) -> Iterator[str]:
+    slash = text.find("/", _doi_start(text))
+    if slash < 0 or not _tail_hint(text, slash + 2):
+        return
+    match = _GLUED_TAIL_RE.search(text, slash + 2)
+    if match is not None:
+        yield text[: match.start()]
+
+
+#: Where a tail that is not part of a DOI may start: an opening bracket, a fragment, a bar,
+#: a backslash, a run of dots, a publisher's ``/-/`` path, a ``>``, and a known tail word
+#: glued to the last character (``...5334accessed``, ``...x.epub``).
+_CUT_RE: Final = re.compile(r"[(\[<{#|\\>]|\.{2,}|/-/")
+_TAIL_WORD_RE: Final = re.compile(
+    r"(?<=[0-9)\]])(?:accessed|available|retrieved|viewed|cited|epub|pmid|pmcid|published"
+    r"|online|supplement|abstract|fulltext|issn|isbn)(?![a-z])",
+    re.IGNORECASE,
+)
+#: What a bracket closed at the very end holds when it is a tail: a year or a word.
+_BRACKETED_TAIL_RE: Final = re.compile(r"(?:19|20)[0-9]{2}|.*[A-Za-z]{3}.*", re.DOTALL)
+#: Cuts offered per value at most (longest first): each may cost a request.
+MAX_CUTS: Final[int] = 4
+
+
+def _tail_may_start(text: str, cut: int, slash: int) -> bool:
+    """A bracket starts a tail only when it breaks the DOI's own pairs: an opener that is
+    never closed, or closed at the very end (``(2019)``); a ``>`` that closes nothing. A SICI
+    DOI's ``(10)70384-0`` and ``<693::AID-ASI4>3.0.CO;2-0`` stay whole."""
+    char = text[cut]
+    if char in _OPENERS:
+        closer = _OPENERS[char]
+        close = text.find(closer, cut + 1)
+        return close < 0 or (close == len(text) - 1
+                             and _BRACKETED_TAIL_RE.fullmatch(text[cut + 1:close]) is not None)
+    if char == ">":
+        return text.count("<", slash, cut) == 0
+    return True
+
+
+def _truncation(text: str) -> Iterator[str]:
+    # Verified truncation: the value cut at each place where a tail may start, longest first.
+    # Only a cut the proxy confirms counts (the rule is verify_only), so a wrong cut is free.
+    slash = text.find("/", _doi_start(text))
+    if slash < 0:
+        return
+    starts = [m.start() for m in _CUT_RE.finditer(text, slash + 2)]
+    if _tail_hint(text, slash + 2):
+        starts += [m.start() for m in _TAIL_WORD_RE.finditer(text, slash + 2)]
+    cuts = sorted({cut for cut in starts if _tail_may_start(text, cut, slash)}, reverse=True)
+    for cut in cuts[:MAX_CUTS]:
+        yield text[:cut]
+
+
+_EMPTY_TAG_RE: Final = re.compile(
+    r"<\s*/?\s*(?:br|wbr|hr|p|i|b|em|strong|sup|sub|span|div)\s*/?\s*>"
+    r"|<\s*[A-Za-z_][\w:.-]*\s*/\s*>",
+    re.IGNORECASE,
+)
+_INSERTED_ELEMENT_RE: Final = re.compile(r"<([A-Za-z_][\w:.-]*)[^<>]*>([^<>]{0,40})</\1\s*>")
+
+
+def _markup_inside(text: str) -> Iterator[str]:
+    # <br/> and other empty tags anywhere; an inserted element (``<xml_add>e</xml_add>``) is
+    # dropped whole first (the insertion is the damage), kept as its text second.
+    if "<" not in text:
+        return
+    bare = _EMPTY_TAG_RE.sub("", text)
+    dropped = _INSERTED_ELEMENT_RE.sub("", bare)
+    unwrapped = _INSERTED_ELEMENT_RE.sub(lambda m: m.group(2), bare)
+    for candidate in dict.fromkeys((dropped, unwrapped)):
+        if candidate != text:
+            yield candidate
+
+
+#: A run of hyphen-like characters (a hyphen, a soft hyphen, Unicode hyphens and dashes).
+_HYPHEN_RUN_RE: Final = re.compile("[-\u00ad\u2010\u2011\u2012\u2013\u2212]{2,}")
+
+
+def _hyphen_run(text: str) -> Iterator[str]:
+    # Only a run with a soft or Unicode hyphen in it: a plain "--" is written so on purpose.
+    repaired = _HYPHEN_RUN_RE.sub(lambda m: "-" if m.group().strip("-") else m.group(), text)
+    if repaired != text:
+        yield repaired
+
+
+#: One whitespace after a digit, before the value's last token that holds a digit too
+#: (``abcd.1 2.3.4``, ``v9n10 p149``): a number split, not a note appended. A lone year after
+#: a space is a note, not the rest of a number.
+_SPLIT_NUMBER_RE: Final = re.compile(
+    r"(?<=[0-9])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
+
+
+def _split_number(text: str) -> Iterator[str]:
+    slash = text.find("/", _doi_start(text))
+    if slash < 0:
+        return
+    match = _SPLIT_NUMBER_RE.search(text, slash + 2)
+    if match is not None:
+        yield text[: match.start()] + text[match.end():]
+
+
+#: Junk glued before ``10.``: a letter or three (``e10.``, ``doi10.``), a digit (``110.``), or
+#: a wrong first digit (``20.1234/``). Only before a 4-5 digit registrant and its slash.
+_JUNK_BEFORE_RE: Final = re.compile(r"(?:[A-Za-z]{1,3}|[0-9])(?=10\.[1-9][0-9]{3,4}(?:\.[0-9]+)*/)")
+_WRONG_DIRECTORY_RE: Final = re.compile(r"[2-9]0\.(?=[1-9][0-9]{3,4}(?:\.[0-9]+)*/)")
+
+
+_MISTYPED_DOT_RE: Final = re.compile(r"10[^./\s](?=[1-9][0-9]{3}(?:\.[0-9]+)*/)")
+
+
+def _mistyped_dot(text: str) -> Iterator[str]:
+    # ``1031016/j.x``: a key next to the dot struck instead of it (``10.1016``). The digits
+    # also read as a 5-digit registrant (``10.31016``, which lost_directory offers), so this
+    # reading is only ever shown once the proxy confirms it.
+    if not _INTACT_PREFIX_RE.match(text) and _MISTYPED_DOT_RE.match(text):
+        yield "10." + text[3:]
+
+
+def _junk_before_directory(text: str) -> Iterator[str]:
+    if _INTACT_PREFIX_RE.match(text):
+        return
+    if _JUNK_BEFORE_RE.match(text):
+        yield _JUNK_BEFORE_RE.sub("", text, count=1)
+    elif _WRONG_DIRECTORY_RE.match(text):
+        yield "10." + text[3:]
 
 
 #: The rules, cheapest (most often the cause) first. Costs add up along a chain; the order of
@@ -397,6 +574,8 @@ RULES: Final[tuple[Rule, ...]] = (
          "a closing bracket without its partner: 10.1061/9780784480502.018]"),
     Rule("appended_url", 1.0, _appended_url,
          "a URL glued on: 10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/..."),
+    Rule("hyphen_run", 1.0, _hyphen_run,
+         "hyphens, soft hyphens and Unicode hyphens in a row for one: 10.1000/1234-\u00ad5678"),
     Rule("unicode_dash", 1.0, _unicode_dash,
          "an en dash, em dash or minus for a hyphen: 10.1037/0021–9010.93.3.602"),
     Rule("html_entity", 1.0, _html_entity,
@@ -412,6 +591,20 @@ RULES: Final[tuple[Rule, ...]] = (
          "the leading 10. lost or mangled: 1038/nature14129"),
     Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|\s+(?=[./])", ""),
          "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004"),
+    Rule("glued_tail", 1.0, _glued_tail,
+         "a note, host, path, fragment or year glued on: 10.1000/1.pmid:12345678, "
+         "10.1000/1(epub ahead of print), 10.1000/1#sa2, 10.1000/1.......129,5334(2007)"),
+    Rule("markup_inside", 1.0, _markup_inside,
+         "empty tags or an inserted element inside: 10.1000/ab<br/>c, "
+         "10.1000/1234-<xml_add>e</xml_add>5678"),
+    Rule("latex_escape", 1.0, _sub(r"\\([_&%#$])", r"\1"),
+         "a LaTeX-escaped character: 10.1000/a\\_b"),
+    Rule("split_number", 1.0, _split_number,
+         "a space splitting a number: 10.1000/abcd.1 2.3.4, 10.1000/xyz.v9n10 p149"),
+    Rule("junk_before_directory", 1.0, _junk_before_directory,
+         "a letter or digit glued before 10., or 20. for 10.: e10.1000/1, 110.1000/1"),
+    Rule("mistyped_dot", 1.5, _mistyped_dot,
+         "another key struck for the dot after 10: 1031016/j.x (10.1016/j.x)", verify_only=True),
     Rule("leading_text", 1.5, _leading_text,
          "a label or another site's URL before the DOI: DOI 10.1000/1"),
     Rule("lost_slash", 1.5, _lost_slash, "a dot for the slash: 10.1371.journal.pntd.0005917"),
@@ -440,6 +633,10 @@ RULES: Final[tuple[Rule, ...]] = (
          "a doubled dot, underscore or slash: 10.1000/j..x"),
     Rule("space_anywhere", 3.0, _inner_space,
          "up to three spaces anywhere inside: 10.1000/ab cd"),
+    Rule("truncation", 2.5, _truncation,
+         "the value cut where a tail may start ((, [, <, #, |, \\, .., /-/, a word glued to "
+         "the last digit), longest first, each only if it exists: 10.1000/1234(suppl)x",
+         verify_only=True),
     Rule("ocr_digit", 4.0, _ocr_digit,
          "a letter O/l/I read for 0/1, in the prefix or between digits: 10.1O16/...",
          verify_only=True),
@@ -479,7 +676,7 @@ class _State:
 _RESIDUAL_RULES: Final[tuple[Rule, ...]] = tuple(
     rule for rule in RULES if rule.cost <= 2.0 and not rule.verify_only
 )
-_RESIDUAL_PENALTY: Final[float] = 2.0
+_RESIDUAL_PENALTY: Final[float] = 2.5
 
 
 def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repair]:
@@ -533,12 +730,22 @@ def _keep(found: dict[str, Repair], state: _State, own_key: str | None) -> None:
     key = check.key
     if not check.valid or check.doi is None or key is None or key == own_key or key in found:
         return
+    names = tuple(rule.name for rule in state.rules)
     found[key] = Repair(
         doi=check.doi,
-        rules=tuple(rule.name for rule in state.rules),
+        rules=names,
         cost=state.cost,
-        verify_only=any(rule.verify_only for rule in state.rules),
+        verify_only=any(rule.verify_only for rule in state.rules) or _borrowed_prefix(names),
     )
+
+
+def _borrowed_prefix(names: tuple[str, ...]) -> bool:
+    """True when the candidate's prefix was made from digits found inside other text: a
+    ``10.`` put before the number of a handle (``hdl.handle.net/11111/2222222``), a year
+    (``JOUR/2023/012345-T``) or an ISSN (``example.com/1234-5678/x``). Such a guess is only
+    ever shown once the proxy confirms it."""
+    return ("leading_text" in names and "lost_directory" in names
+            and names.index("leading_text") < names.index("lost_directory"))
 
 
 def _still_damaged(doi: str, own_key: str | None) -> bool:

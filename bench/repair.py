@@ -4,8 +4,10 @@ Cases: the real damaged cells in ``tests/data/repair/real_cases.jsonl`` and dama
 real Crossref DOIs the way Cioffi et al. 2022 (Scientometrics 127:3593) and Xu et al. 2019
 (Scientometrics) describe it: trailing punctuation, en/em dashes, glued URLs and text, HTML
 entities broken into ``lt;``, lost ``<>``, a lost ``10.``, doubled prefixes and ``doi:doi:``,
-O/0 and l/1 OCR swaps, spaces and line-break hyphens inside, unbalanced brackets... Plus
-controls: intact DOIs, DOIs that exist *with* what looks like damage (``10.x/abc.``), and
+O/0 and l/1 OCR swaps, spaces and line-break hyphens inside, unbalanced brackets, and #22's
+families (text glued on without a space, markup inside, a space splitting a number, hyphen runs,
+junk before ``10.``). Plus cells holding another identifier (a handle, a journal path, an ISSN
+path: no unverified suggestion may be shown for them) and controls: intact DOIs, DOIs that exist *with* what looks like damage (``10.x/abc.``), and
 damaged DOIs whose original does not exist. The proxy simulator (real HTTP on loopback) knows
 which DOIs exist.
 
@@ -18,7 +20,9 @@ Methods compared, each scored against the intended DOI:
   ``..``, drop spaces and markup), unchecked and checked on the proxy.
 
 precision = correct repairs / repairs made; recall = correct repairs / damaged values whose
-intended DOI exists; "own exists repaired" counts values whose own DOI exists and were
+intended DOI exists; "top right" = suggestions equal to the intended DOI / damaged values given
+one; "not-a-DOI shown" = suggestions for cells holding another identifier; requests per row =
+proxy requests / input rows; "own exists repaired" counts values whose own DOI exists and were
 changed anyway (must be 0). A last run adds decoys (a random wrong candidate of one damaged
 value in five also exists, as near-misses do in a real registry) to show what the ranking
 costs. Also times ``suggest_repairs`` (values/s) and a 1 MB cell.
@@ -170,6 +174,53 @@ def _combined(doi: str, rng: random.Random) -> str | None:
     return None if damaged is None else _trailing(damaged, rng)
 
 
+# -- issue 22's families: text glued on, markup inside, split numbers, hyphen runs, junk ------
+
+def _glued_tail(doi: str, rng: random.Random) -> str:
+    year = rng.randrange(1990, 2024)
+    return doi + rng.choice([
+        f".pmid:{rng.randrange(10**7, 10**8)}", f"pmid:{rng.randrange(10**7, 10**8)}",
+        f">accessed {rng.randrange(1, 29)}", "xyz.sagepub.com", "journals.sagepub.com/home/abc",
+        "/-/DCSupplemental", "(epub ahead of print)", " [Epub ahead of print]",
+        "articlepublishedonlinebeforeprint", f"({year})", f"({year}", "[doi]pii",
+        f".......{rng.randrange(1, 300)},{rng.randrange(1, 9999)}({year})", "#", "#_blank",
+        "#doilink", f"#sa{rng.randrange(1, 9)}", "|",
+    ])
+
+
+def _markup_inside(doi: str, rng: random.Random) -> str | None:
+    slash = doi.find("/")
+    i = rng.randrange(slash + 1, len(doi))
+    if "_" in doi and rng.random() < 0.3:
+        return doi.replace("_", "\\_")
+    tag = rng.choice(["<br/>", "<br>", "<br />", "<xml_add>e</xml_add>", "<i></i>"])
+    return doi[:i] + tag + doi[i:]
+
+
+def _split_number(doi: str, rng: random.Random) -> str | None:
+    slash = doi.find("/")
+    spots = [i for i in range(slash + 2, len(doi))
+             if doi[i - 1].isdigit() and doi[i].isalnum() and any(c.isdigit() for c in doi[i:])
+             and not re.fullmatch(r"(?:19|20)[0-9]{2}", doi[i:])]
+    if not spots:
+        return None
+    i = rng.choice(spots)
+    return doi[:i] + " " + doi[i:]
+
+
+def _hyphen_run(doi: str, rng: random.Random) -> str | None:
+    spots = [i for i, c in enumerate(doi) if c == "-" and i > doi.find("/")]
+    if not spots:
+        return None
+    i = rng.choice(spots)
+    run = rng.choice(["-\u00ad\u2010", "-\u2010", "\u2010-", "\u00ad-", "-\u00ad\u2011"])
+    return doi[:i] + run + doi[i + 1:]
+
+
+def _junk_before(doi: str, rng: random.Random) -> str:
+    return rng.choice(["e", "d", "1", "doi"]) + doi if rng.random() < 0.75 else "2" + doi[1:]
+
+
 DAMAGES: dict[str, Damage] = {
     "trailing_punctuation": _trailing,
     "unicode_dash": _dash,
@@ -189,7 +240,27 @@ DAMAGES: dict[str, Damage] = {
     "invisible_character": _invisible,
     "placeholder": _placeholder,
     "combined": _combined,
+    "glued_tail": _glued_tail,
+    "markup_inside": _markup_inside,
+    "split_number": _split_number,
+    "hyphen_run": _hyphen_run,
+    "junk_before_10": _junk_before,
 }
+
+
+def not_dois(rng: random.Random, count: int) -> list[str]:
+    """Cells that hold another identifier, never a DOI: no suggestion may be shown for them
+    unless the proxy confirms it (a handle's, a year's or an ISSN's digits are no prefix)."""
+    out = []
+    for _ in range(count):
+        out.append(rng.choice([
+            f"hdl.handle.net/{rng.randrange(10000, 99999)}/{rng.randrange(10**6, 10**7)}",
+            f"https://hdl.handle.net/{rng.randrange(1000, 9999)}/{rng.randrange(10**4, 10**6)}",
+            f"JOUR/{rng.randrange(1990, 2024)}/{rng.randrange(10**5, 10**6):06d}-T",
+            f"example.com/{rng.randrange(1000, 9999)}-{rng.randrange(1000, 9999)}/"
+            f"art{rng.randrange(100)}",
+        ]))
+    return out
 
 
 def sici_dois(rng: random.Random, count: int) -> list[str]:
@@ -234,6 +305,8 @@ def build_cases(per_damage: int, seed: int) -> tuple[list[dict], list[str]]:
     # Controls: intact DOIs, and DOIs that exist with damage-like endings: leave them alone.
     for doi in crossref[len(crossref) * 4 // 5:][: per_damage * 3]:
         cases.append({"damaged": doi, "doi": None, "damage": "control", "exists": True})
+    for cell in not_dois(rng, per_damage):
+        cases.append({"damaged": cell, "doi": None, "damage": "not_a_doi", "exists": False})
     for doi in rng.sample(crossref, per_damage):
         odd = doi + rng.choice([".", ")", " A"]).replace(")", "(1)")
         exists.append(odd)
@@ -280,8 +353,19 @@ def score(label: str, cases: list[dict], picks: list[str | None]) -> dict:
             own_changed += 1
         elif case["exists"] and ascii_upper(pick) == ascii_upper(case["doi"]):
             correct += 1
+    offered = right = silly = 0
+    for case, pick in zip(cases, picks, strict=True):
+        if pick is None:
+            continue
+        if case["damage"] == "not_a_doi":
+            silly += 1
+        elif case["doi"] is not None:
+            offered += 1
+            right += ascii_upper(pick) == ascii_upper(case["doi"])
     return {
         "method": label,
+        "top_right_where_offered": right / offered if offered else 0.0,
+        "not_a_doi_suggested": silly,
         "repairs": made,
         "correct": correct,
         "precision": correct / made if made else 0.0,
@@ -311,6 +395,7 @@ def evaluate(cases: list[dict], exists: list[str]) -> list[dict]:
               [b if b is not None and ascii_upper(b) in found else None for b in baseline]),
     ]
     rows[0]["requests"] = requests
+    rows[0]["requests_per_row"] = requests / len(values)
     return rows
 
 
@@ -368,11 +453,13 @@ def main() -> None:
           f"{sum(1 for c in cases if not c['exists'])} damaged ghosts, "
           f"{sum(1 for c in cases if c['doi'] is None)} controls; {len(exists)} records")
     print(f"{'method':<26}{'repairs':>8}{'correct':>9}{'precision':>11}{'recall':>8}"
-          f"{'own exists repaired':>21}")
+          f"{'own exists repaired':>21}{'top right':>11}{'not-a-DOI shown':>17}")
     for row in evaluate(cases, exists):
         print(f"{row['method']:<26}{row['repairs']:>8}{row['correct']:>9}"
               f"{row['precision']:>11.3f}{row['recall']:>8.3f}{row['own_exists_repaired']:>21}"
-              + (f"   ({row['requests']} proxy requests)" if "requests" in row else ""))
+              f"{row['top_right_where_offered']:>11.3f}{row['not_a_doi_suggested']:>17}"
+              + (f"   ({row['requests']} proxy requests, {row['requests_per_row']:.2f} per row)"
+                 if "requests" in row else ""))
     # Real registries hold near-misses: let a random wrong candidate of one damaged value in
     # five exist too, and see what the ranking makes of it.
     rng = random.Random(args.seed)

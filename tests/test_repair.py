@@ -21,7 +21,7 @@ import pytest
 
 from airflow_doi.cli import repair as command
 from airflow_doi.cli.repair import ADDED_COLUMNS
-from airflow_doi.repair import MAX_CANDIDATES, REPAIR_COLUMNS, RULES, suggest_repairs
+from airflow_doi.repair import MAX_CANDIDATES, MAX_CUTS, REPAIR_COLUMNS, RULES, suggest_repairs
 from airflow_doi.resolver import ResolverConfig
 from airflow_doi.resolver.repair import RepairStats, repair, repair_columns
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
@@ -81,13 +81,14 @@ def test_the_values_own_doi_is_never_a_candidate():
 
 
 def test_intact_dois_mostly_get_nothing_and_never_a_cheap_guess():
-    # Real Crossref DOIs: the few that get candidates look damaged (``//``, ``-o05``); the
+    # Real Crossref DOIs: the few that get candidates look damaged (``//``, ``-o05``, a tail
+    # word after a number: verify_only cuts); the
     # value's own existence check in repair() keeps them unchanged.
     flagged = {d: suggest_repairs(d) for d in CROSSREF}
     flagged = {d: c for d, c in flagged.items() if c}
     assert len(flagged) <= len(CROSSREF) // 200
-    for candidates in flagged.values():
-        assert {r for c in candidates for r in c.rules} <= {"ocr_digit", "doubled_punctuation"}
+    for candidates in flagged.values():  # nothing shown unless verified, but a "//"
+        assert all(c.verify_only or c.rules == ("doubled_punctuation",) for c in candidates)
 
 
 def test_not_dois_and_missing_values_get_nothing():
@@ -132,7 +133,7 @@ def _simulator(dois):
 
 
 def test_real_cases_are_recovered_and_verified():
-    misses = {"1031016/j.jinf.2017.12.006"}  # no rule reads "103" as "10." (kept honest)
+    misses: set[str] = set()  # none left: "1031016/" is read as "10.1016/" once verified
     with _simulator({c["doi"] for c in REAL_CASES}) as sim:
         results = repair([c["damaged"] for c in REAL_CASES], config=FAST, base_url=sim.url)
     for case, result in zip(REAL_CASES, results, strict=True):
@@ -161,12 +162,58 @@ def test_synthetic_cases_precision_recall_and_own_dois_left_alone():
         elif case["exists"] and ascii_upper(result.suggestion) == ascii_upper(case["doi"]):
             correct += 1
     assert own_repaired == 0
-    assert made and correct / made >= 0.95
-    assert correct / wanted >= 0.9
+    # #22's bar on its held-out sets: precision 0.97, recall the published cleaner's 0.961,
+    # at most 2.5 requests per input row.
+    assert made and correct / made >= 0.97
+    assert correct / wanted >= 0.97
+    assert stats.resolver.requests <= 2.5 * len(values)
     # One request per distinct key over the whole run (own DOIs and candidates).
     assert by_key and max(by_key.values()) == 1
     assert stats.resolver.requests == sum(by_key.values())
     assert stats.verified == made
+
+
+def test_offline_top_suggestions_are_right_where_offered_and_never_for_other_identifiers():
+    offline = repair([case["damaged"] for case in SYNTHETIC], verify=False)
+    offered = right = 0
+    for case, result in zip(SYNTHETIC, offline, strict=True):
+        if case["damage"] == "not_a_doi":
+            assert result.suggestion is None, case  # a handle's, year's or ISSN's digits
+        elif case["doi"] is not None and result.suggestion is not None:
+            offered += 1
+            right += ascii_upper(result.suggestion) == ascii_upper(case["doi"])
+        assert result.verified is None  # nothing offline is shown as verified
+    assert sum(c["damage"] == "not_a_doi" for c in SYNTHETIC) >= 20
+    assert right / offered >= 0.9
+
+
+@pytest.mark.parametrize("cell", ["hdl.handle.net/11111/2222222", "JOUR/2023/012345-T",
+                                  "example.com/1234-5678/abc"])
+def test_a_prefix_made_of_another_identifiers_digits_is_shown_only_verified(cell):
+    [offline] = repair([cell], verify=False)
+    assert (offline.suggestion, offline.verified) == (None, None)
+    assert offline.candidates and all(c.verify_only for c in offline.candidates)
+    first = offline.candidates[0].doi
+    with _simulator([first]) as sim:
+        [checked] = repair([cell], config=FAST, base_url=sim.url)
+    assert (checked.suggestion, checked.verified) == (first, True)
+
+
+def test_verified_truncation_keeps_the_longest_cut_that_exists_in_bounded_requests():
+    cell = "10.4321/abc\\def(ghi"
+    with _simulator(["10.4321/abc\\def", "10.4321/abc"]) as sim:
+        [result] = repair([cell], config=FAST, base_url=sim.url)
+    assert (result.suggestion, result.verified) == ("10.4321/abc\\def", True)
+    assert "truncation" in result.rule
+    # A cell full of places to cut costs at most its own check and MAX_CANDIDATES requests.
+    noisy = "10.4321/a" + "".join(f"#{i}|{i}" for i in range(30))
+    [truncation] = [rule for rule in RULES if rule.name == "truncation"]
+    assert len(list(truncation.transform(noisy))) == MAX_CUTS
+    with _simulator([]) as sim:
+        stats = RepairStats()
+        [nothing] = repair([noisy], config=FAST, base_url=sim.url, stats=stats)
+    assert nothing.verified is not True
+    assert stats.resolver.requests <= 1 + MAX_CANDIDATES
 
 
 def test_a_value_whose_own_doi_exists_is_never_repaired():
