@@ -226,3 +226,22 @@ def test_help_runs_for_every_subcommand() -> None:
                 main([*argv, "--help"])
         assert stop.value.code == 0, name
         assert "`" not in captured.getvalue()
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (None, "No such file or directory"),
+    (b"id;doi\r\n1;caf\xe9\r\n", "codec can't decode"),
+    (b"[1, 2]", "holds a JSON list, not an object"),
+])
+def test_simulator_records_that_cannot_be_used_exit_2_naming_the_file(
+        tmp_path: Path, content: bytes | None, words: str) -> None:
+    path = tmp_path / "records.json"
+    if content is not None:
+        path.write_bytes(content)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["simulator", "--records", str(path)])
+    assert code == 2
+    message = err.getvalue()
+    assert f"--records {path}" in message and words in message
+    assert "Traceback" not in message

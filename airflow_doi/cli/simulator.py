@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--records", type=Path, help="JSON object of handle -> record/values")
+    parser.add_argument("--records", type=Path, metavar="FILE",
+                        help="a JSON file: an object of handle -> record/values")
     parser.add_argument(
         "--auto-records",
         action="store_true",
@@ -69,7 +70,24 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     from airflow_doi.resolver.simulator import Faults, ProxySimulator
+
+    records: dict[str, Any] | None = None
+    if args.records is not None:
+        try:
+            records = json.loads(args.records.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            print(f"airflow-doi simulator: --records {args.records}: cannot be read as JSON "
+                  f"({reason}): give a JSON file holding an object of DOI -> record, or use "
+                  "--auto-records", file=sys.stderr)
+            return 2
+        if not isinstance(records, dict):
+            print(f"airflow-doi simulator: --records {args.records}: holds a JSON "
+                  f"{type(records).__name__}, not an object of DOI -> record", file=sys.stderr)
+            return 2
 
     faults = Faults(
         error_every=args.error_every,
@@ -84,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     simulator = ProxySimulator(
-        args.records,
+        records,
         host=args.host,
         port=args.port,
         latency=args.latency,
