@@ -7,9 +7,9 @@ entities broken into ``lt;``, lost ``<>``, a lost ``10.``, doubled prefixes and 
 O/0 and l/1 OCR swaps, spaces and line-break hyphens inside, unbalanced brackets, and #22's
 families (text glued on without a space, markup inside, a space splitting a number, hyphen runs,
 junk before ``10.``). Plus cells holding another identifier (a handle, a journal path, an ISSN
-path: no unverified suggestion may be shown for them) and controls: intact DOIs, DOIs that exist *with* what looks like damage (``10.x/abc.``), and
-damaged DOIs whose original does not exist. The proxy simulator (real HTTP on loopback) knows
-which DOIs exist.
+path: no unverified suggestion may be shown for them) and controls: intact DOIs, DOIs that
+exist *with* what looks like damage (``10.x/abc.``), and damaged DOIs whose original does not
+exist. The proxy simulator (real HTTP on loopback) knows which DOIs exist.
 
 Methods compared, each scored against the intended DOI:
 
