@@ -87,8 +87,9 @@ def _markup_end(text: str, start: int, end: int) -> int:
     return end
 
 
-#: A ``doi:`` label just before a DOI (looked for when deciding whether a bracket opens it).
-_DOI_LABEL_BEFORE_RE: Final = re.compile(r"(?ai:doi\s*:\s*)\Z")
+#: A ``doi:`` label (or ``DOI``, ``doi:doi:``) just before a DOI (looked for when deciding
+#: whether a bracket opens it).
+_DOI_LABEL_BEFORE_RE: Final = re.compile(r"(?ai:(?:doi\s*[:.]?\s*)+)\Z")
 _OPENERS: Final[dict[str, str]] = {opener: closer for closer, opener in CLOSERS.items()}
 
 

@@ -195,7 +195,8 @@ def _appended_url(text: str) -> Iterator[str]:
         yield text[match.start():]
 
 
-_SECOND_DOI_RE: Final = re.compile(r"[\s,;|]*(?<![0-9A-Za-z])10\.[1-9][0-9]{3,}(?:\.[0-9]+)*/")
+_SECOND_DOI_RE: Final = re.compile(
+    r"(?<![\s,;|])[\s,;|]*(?<![0-9A-Za-z])10\.[1-9][0-9]{3,}(?:\.[0-9]+)*/")
 
 
 def _appended_doi(text: str) -> Iterator[str]:
@@ -405,20 +406,22 @@ _GLUED_HOSTS: Final[str] = (
 #: A tail that is never part of a DOI, glued to its last character, anchored at the end. The
 #: leftmost start wins, so the whole tail goes ("#sa2", "(epub ahead of print)", ...).
 _GLUED_TAIL_RE: Final = re.compile(
+    # No branch starts with whitespace (what the cut leaves before the tail is trimmed), and
+    # none has two unbounded runs in a row: a cell full of spaces costs linear time.
     r"(?:"
-    r"[.,;]?\s*[(\[]?\s*pmid\s*:?\s*[0-9]{5,9}\s*[)\]]?"  # .pmid:12345678, pmid:23456789
-    r"|\s*>\s*accessed\b.*"  # >accessed 12 May 2019
+    r"[.,;]?[(\[]?pmid ?:? ?[0-9]{5,9}[)\]]?"  # .pmid:12345678, pmid:23456789
+    r"|>\s?accessed\b.*"  # >accessed 12 May 2019
     rf"|(?<=[0-9])[a-z]{{2,12}}\.(?:{_GLUED_HOSTS})\.(?:com|org|net)(?:/\S*)?"  # abc.sagepub.com
     rf"|[./]?(?:journals|www|pubs|academic|link|onlinelibrary)\.(?:{_GLUED_HOSTS})"
     r"\.(?:com|org|net)(?:/\S*)?"  # journals.sagepub.com/home/xyz
     r"|/-/dcsupplemental.*"  # /-/DCSupplemental
-    r"|\s*[(\[]\s*e-?pub\s*ahead\s*of\s*print\s*[)\]]?.*"  # (epub ahead of print)
-    r"|[.,]?\s*article\s*published\s*online\s*before\s*print.*"
-    r"|\s*[(\[](?:19|20)[0-9]{2}[)\]]?"  # (2019), (2019, [2019]
-    r"|\s*\[doi\].*"  # [doi] and what follows it
+    r"|[(\[] ?e-?pub ?ahead ?of ?print ?[)\]]?.*"  # (epub ahead of print)
+    r"|[.,]?article ?published ?online ?before ?print.*"
+    r"|[(\[](?:19|20)[0-9]{2}[)\]]?"  # (2019), (2019, [2019]
+    r"|\[doi\].*"  # [doi] and what follows it
     r"|\.{3,}.*"  # a dotted leader: .......129,5334(2007)
     r"|(?<!-)#[A-Za-z0-9_-]{0,20}"  # a URL fragment: #, #_blank, #doilink, #sa2 (not 2-#)
-    r"|\s*\|+.*"  # a table's column bar
+    r"|\|+.*"  # a table's column bar
     r")\Z",
     re.IGNORECASE | re.DOTALL,
 )
@@ -530,13 +533,26 @@ _SPLIT_NUMBER_RE: Final = re.compile(
     r"(?<=[0-9])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
 
 
+_ARTICLE_NUMBER_RE: Final = re.compile(r"[A-Za-z]{1,2}([0-9]{3,})")
+
+
 def _split_number(text: str) -> Iterator[str]:
     slash = text.find("/", _doi_start(text))
     if slash < 0:
         return
     match = _SPLIT_NUMBER_RE.search(text, slash + 2)
-    if match is not None:
-        yield text[: match.start()] + text[match.end():]
+    if match is None:
+        return
+    head, token = text[: match.start()], text[match.end():]
+    # A citation's note after the DOI, not the rest of a number: volume(issue), pages
+    # (``47(5)``, ``500:123``, ``p.12``, ``2019;393``), or the article number repeated
+    # (``pone.0123456 e0123456``).
+    if any(mark in token for mark in "():;,") or token.lower().startswith(("p.", "pp")):
+        return
+    number = _ARTICLE_NUMBER_RE.fullmatch(token)
+    if number is not None and head.endswith(number.group(1)):
+        return
+    yield head + token
 
 
 #: Junk glued before ``10.``: a letter or three (``e10.``, ``doi10.``), a digit (``110.``), or
@@ -589,7 +605,7 @@ RULES: Final[tuple[Rule, ...]] = (
          "a URL-encoded DOI given bare: 10.1093%2Fjac%2Fdky096"),
     Rule("lost_directory", 1.0, _lost_directory,
          "the leading 10. lost or mangled: 1038/nature14129"),
-    Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|\s+(?=[./])", ""),
+    Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|(?<!\s)\s+(?=[./])", ""),
          "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004"),
     Rule("glued_tail", 1.0, _glued_tail,
          "a note, host, path, fragment or year glued on: 10.1000/1.pmid:12345678, "
@@ -622,7 +638,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "", re.IGNORECASE),
         "a publisher page's path, extension or query after the DOI: 10.1000/1/full"),
     Rule("appended_label", 1.5, _sub(
-        r"\s*\[doi\]$|[.,;]?(?:\s+\(?|\()(?:pmid|pmcid|pubmed|epub|isbn|issn)\b.*$", "",
+        r"(?<!\s)\s*\[doi\]$|[.,;]?(?:(?<!\s)\s+\(?|\()(?:pmid|pmcid|pubmed|epub|isbn|issn)\b.*$",
+        "",
         re.IGNORECASE | re.DOTALL),
         "a label after the DOI: 10.1000/1 [doi], 10.1000/1. Epub 2019"),
     Rule("appended_text", 2.0, _appended_text,
@@ -635,7 +652,7 @@ RULES: Final[tuple[Rule, ...]] = (
          "up to three spaces anywhere inside: 10.1000/ab cd"),
     Rule("truncation", 2.5, _truncation,
          "the value cut where a tail may start ((, [, <, #, |, \\, .., /-/, a word glued to "
-         "the last digit), longest first, each only if it exists: 10.1000/1234(suppl)x",
+         "the last digit), longest first, each only if it exists: 10.1000/1234(suppl",
          verify_only=True),
     Rule("ocr_digit", 4.0, _ocr_digit,
          "a letter O/l/I read for 0/1, in the prefix or between digits: 10.1O16/...",
@@ -710,7 +727,7 @@ def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repai
             continue  # a cheaper chain reached this text already
         expanded += 1
         if state.rules:
-            _keep(found, state, own_key)
+            _keep(found, state, own_key, window)
         if len(state.rules) >= MAX_STEPS:
             continue
         for rule in RULES:
@@ -725,7 +742,7 @@ def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repai
     return _rank(list(found.values()), own_key)
 
 
-def _keep(found: dict[str, Repair], state: _State, own_key: str | None) -> None:
+def _keep(found: dict[str, Repair], state: _State, own_key: str | None, value: str) -> None:
     check = validate(state.text)
     key = check.key
     if not check.valid or check.doi is None or key is None or key == own_key or key in found:
@@ -735,17 +752,31 @@ def _keep(found: dict[str, Repair], state: _State, own_key: str | None) -> None:
         doi=check.doi,
         rules=names,
         cost=state.cost,
-        verify_only=any(rule.verify_only for rule in state.rules) or _borrowed_prefix(names),
+        verify_only=(any(rule.verify_only for rule in state.rules)
+                     or _borrowed_prefix(names, value)),
     )
 
 
-def _borrowed_prefix(names: tuple[str, ...]) -> bool:
+#: What may stand before a DOI that lost its ``10.``, for the digits to still be its prefix:
+#: a DOI label or URL, a bracket or quote (``doi: 1038/x``, ``https://doi.org/1038/x``).
+_DOI_WRAPPER_ONLY_RE: Final = re.compile(
+    r"[\s\[(<{\"']*(?:(?:https?://)?(?:dx\.|www\.)?doi\.org/|doi\s*[:.]?|urn:doi:|info:doi/)?"
+    r"[\s\[(<{\"']*",
+    re.IGNORECASE,
+)
+
+
+def _borrowed_prefix(names: tuple[str, ...], value: str) -> bool:
     """True when the candidate's prefix was made from digits found inside other text: a
     ``10.`` put before the number of a handle (``hdl.handle.net/11111/2222222``), a year
     (``JOUR/2023/012345-T``) or an ISSN (``example.com/1234-5678/x``). Such a guess is only
-    ever shown once the proxy confirms it."""
-    return ("leading_text" in names and "lost_directory" in names
-            and names.index("leading_text") < names.index("lost_directory"))
+    ever shown once the proxy confirms it. A DOI label, URL or bracket before the digits
+    (``doi: 1038/nature14129``) lends them nothing: they are the DOI's own."""
+    if not ("leading_text" in names and "lost_directory" in names
+            and names.index("leading_text") < names.index("lost_directory")):
+        return False
+    digits = _LEADING_RE.search(value, 1)
+    return digits is None or _DOI_WRAPPER_ONLY_RE.fullmatch(value[: digits.start()]) is None
 
 
 def _still_damaged(doi: str, own_key: str | None) -> bool:

@@ -128,3 +128,59 @@ def test_three_normalize_tasks_at_once_all_succeed_with_one_answer(
         expected.append((raw, result.doi, result.key, result.valid, result.reason, 500))
     got = [(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
     assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
+class _Recording:
+    """A connection and cursor (a fake, beside the real engines above) that write down every
+    statement, commit and rollback, and fail the first ALTER with ``failure``."""
+
+    def __init__(self, failure: str) -> None:
+        self.log: list[str] = []
+        self.failure: str | None = failure
+        self.columns = ["doi"]
+        self.description: list[tuple[str]] = []
+
+    def cursor(self) -> _Recording:
+        return self
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        verb = sql.split()[0]
+        self.log.append(verb)
+        if verb == "ALTER":
+            if self.failure is not None:
+                failure, self.failure = self.failure, None
+                raise RuntimeError(failure)
+            self.columns.append(sql.split('"')[-2])
+        self.description = [(name,) for name in self.columns]
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def commit(self) -> None:
+        self.log.append("COMMIT")
+
+    def rollback(self) -> None:
+        self.log.append("ROLLBACK")
+
+
+def test_a_retried_alter_never_runs_inside_the_rechecks_read() -> None:
+    fake = _Recording("canceling statement due to lock timeout")
+    assert add_missing_columns(fake, fake, "t", {"doi_a": "TEXT"}, if_not_exists=True) == [
+        "doi_a"]
+    # Every ALTER follows a COMMIT: no read lock is held while it waits for the exclusive one.
+    alters = [i for i, verb in enumerate(fake.log) if verb == "ALTER"]
+    assert len(alters) == 2
+    assert all(fake.log[i - 1] in ("COMMIT", "ROLLBACK") and "SELECT" not in fake.log[i - 1]
+               for i in alters)
+    assert fake.log[alters[1] - 1] == "COMMIT"
+    assert fake.log[-1] == "COMMIT"
+
+
+def test_an_alter_refused_for_good_is_raised_at_once() -> None:
+    fake = _Recording("permission denied for table t")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="permission denied"):
+        add_missing_columns(fake, fake, "t", {"doi_a": "TEXT"}, if_not_exists=True)
+    assert time.monotonic() - started < 0.1  # no waiting for what cannot pass
+    assert fake.log.count("ALTER") == 1
+    assert fake.log[-1] == "COMMIT"  # the re-check's read is ended before raising

@@ -116,6 +116,39 @@ def test_bounded_candidates_and_time():
     assert glued == []
 
 
+@pytest.mark.parametrize("cell", [
+    "10.1000/1" + " " * 2000 + "(x)",
+    "10.1000/1" + "\n" * 2000 + "(x)",
+    "doi:doi:10.1000/a\u2013b&amp;c" + " " * 2000 + "x(.",
+    "10.1000/a" + " \t" * 1000 + ".x",
+    "10.1000/a" + " ," * 1000 + "10.1000/b",
+    "10.1000/1" + " pmid" * 400 + "(",
+    "10.1000/" + "(" * 2000,
+    "10.1000/" + "#|" * 1000,
+])
+def test_a_cell_full_of_spaces_or_marks_costs_linear_time(cell):
+    # Every rule runs on up to 64 intermediate strings of up to 2,048 characters: a pattern
+    # that rescans a run of spaces from each of its positions made these take seconds.
+    started = time.perf_counter()
+    suggest_repairs(cell)
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize("cell", ["doi: 1038/nature14129", "DOI 1038/nature14129",
+                                  "https://doi.org/1038/nature14129", "[1038/nature14129]"])
+def test_a_doi_label_before_a_lost_directory_lends_its_digits_nothing(cell):
+    [first, *_] = suggest_repairs(cell)
+    assert (first.doi, first.verify_only) == ("10.1038/nature14129", False)
+
+
+@pytest.mark.parametrize("cell", [
+    "10.1371/journal.pone.0123456 e0123456", "10.1093/nar/gkz123 47(5)",
+    "10.1038/nature12373 500:123", "10.1000/182 p.12", "10.1016/S0140-6736(19)30000-0 2019;393",
+])
+def test_a_citation_note_after_a_space_is_cut_not_closed_up(cell):
+    assert suggest_repairs(cell)[0].doi == cell.split(" ")[0]
+
+
 def test_import_stays_standard_library():
     code = (
         "import sys, airflow_doi.repair as r; r.suggest_repairs('1038/x.');"

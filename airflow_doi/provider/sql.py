@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "Dialect",
@@ -336,7 +336,9 @@ def add_missing_columns(
       engine kills one of the two tasks;
     * with ``if_not_exists`` (PostgreSQL, DuckDB) the statement says ``IF NOT EXISTS``; a
       failed ``ALTER`` is rolled back and let pass when the column is there now (the other
-      session's), tried again a little later when it is not, raised at the third failure;
+      session's), tried again a little later when it is not and the engine's words say it may
+      pass (a lock, a conflict), raised at once otherwise (a missing privilege) or at the third
+      failure;
     * the ``ALTER`` is committed at once, so the exclusive lock is not held through the work
       that follows.
     """
@@ -352,22 +354,36 @@ def add_missing_columns(
             try:
                 cursor.execute(statement)
                 conn.commit()
-            except Exception:
+            except Exception as error:
                 with contextlib.suppress(Exception):  # DuckDB: no transaction left to end
                     conn.rollback()
                 # Another session added it meanwhile ("duplicate column", or DuckDB's "write-
                 # write conflict" between two connections of one process): nothing to do.
-                if name not in missing_columns(cursor, table, [name],
-                                               case_sensitive=case_sensitive):
-                    conn.commit()
+                # The re-check's read is ended before anything else, whichever way it goes.
+                there = name not in missing_columns(cursor, table, [name],
+                                                    case_sensitive=case_sensitive)
+                conn.commit()
+                if there:
                     break
-                if attempt + 1 == _ALTER_TRIES:
+                if attempt + 1 == _ALTER_TRIES or not _passing(error):
                     raise
                 time.sleep(0.2 * (attempt + 1))
             else:
                 added.append(name)
                 break
     return added
+
+
+#: Words of an engine error that may pass if the statement is tried again a little later.
+_PASSING: Final[tuple[str, ...]] = (
+    "deadlock", "conflict", "lock", "busy", "could not serialize", "already exists",
+    "duplicate column",
+)
+
+
+def _passing(error: BaseException) -> bool:
+    text = str(error).lower()
+    return any(word in text for word in _PASSING)
 
 
 _ALTER_TRIES = 3
