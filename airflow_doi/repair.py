@@ -140,6 +140,13 @@ def _doi_start(text: str) -> int:
     return match.start() if match else 0
 
 
+def _in_suffix(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The first match of ``pattern`` at least two characters after the DOI's first slash
+    (a suffix has one character at least), or None (also when there is no slash)."""
+    slash = text.find("/", _doi_start(text))
+    return None if slash < 0 else pattern.search(text, slash + 2)
+
+
 # -- the rules that need more than one regex -------------------------------------------------
 
 _TRAILING_ASCII: Final[str] = ".,;:!?'\"/\\*"
@@ -186,10 +193,7 @@ _GLUED_URL_RE: Final = re.compile(
 def _appended_url(text: str) -> Iterator[str]:
     # ``10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/...``: keep the DOI before the
     # URL, and also offer the URL itself (it often links the very same DOI, intact).
-    slash = text.find("/", _doi_start(text))
-    if slash < 0:
-        return
-    match = _GLUED_URL_RE.search(text, slash + 2)
+    match = _in_suffix(_GLUED_URL_RE, text)
     if match is not None:
         yield text[: match.start()]
         yield text[match.start():]
@@ -200,10 +204,7 @@ _SECOND_DOI_RE: Final = re.compile(
 
 
 def _appended_doi(text: str) -> Iterator[str]:
-    slash = text.find("/", _doi_start(text))
-    if slash < 0:
-        return
-    match = _SECOND_DOI_RE.search(text, slash + 2)
+    match = _in_suffix(_SECOND_DOI_RE, text)
     if match is not None:
         yield text[: match.start()]
 
@@ -436,16 +437,13 @@ _TAIL_MARKS: Final[tuple[str, ...]] = (
 )
 
 
-def _tail_hint(text: str, start: int) -> bool:
-    tail = text[start:].lower()
-    return any(mark in tail for mark in _TAIL_MARKS)
+def _tail_hint(text: str) -> bool:
+    lowered = text.lower()
+    return any(mark in lowered for mark in _TAIL_MARKS)
 
 
 def _glued_tail(text: str) -> Iterator[str]:
-    slash = text.find("/", _doi_start(text))
-    if slash < 0 or not _tail_hint(text, slash + 2):
-        return
-    match = _GLUED_TAIL_RE.search(text, slash + 2)
+    match = _in_suffix(_GLUED_TAIL_RE, text) if _tail_hint(text) else None
     if match is not None:
         yield text[: match.start()]
 
@@ -487,7 +485,7 @@ def _truncation(text: str) -> Iterator[str]:
     if slash < 0:
         return
     starts = [m.start() for m in _CUT_RE.finditer(text, slash + 2)]
-    if _tail_hint(text, slash + 2):
+    if _tail_hint(text):
         starts += [m.start() for m in _TAIL_WORD_RE.finditer(text, slash + 2)]
     cuts = sorted({cut for cut in starts if _tail_may_start(text, cut, slash)}, reverse=True)
     for cut in cuts[:MAX_CUTS]:
@@ -537,10 +535,7 @@ _ARTICLE_NUMBER_RE: Final = re.compile(r"[A-Za-z]{1,2}([0-9]{3,})")
 
 
 def _split_number(text: str) -> Iterator[str]:
-    slash = text.find("/", _doi_start(text))
-    if slash < 0:
-        return
-    match = _SPLIT_NUMBER_RE.search(text, slash + 2)
+    match = _in_suffix(_SPLIT_NUMBER_RE, text)
     if match is None:
         return
     head, token = text[: match.start()], text[match.end():]

@@ -312,6 +312,22 @@ class Deployment:
             conn.execute(f'CREATE DATABASE "{self.database}"')
         self._database_created = True
 
+    def create_assets(self, assets: Iterable[tuple[str, str]]) -> None:
+        """Make the asset rows ``(name, uri)`` exist, as an earlier run that emitted them would
+        have. Airflow 3.3 creates an asset emitted through an alias with a check, then an
+        INSERT (``TaskInstance.register_asset_changes_in_db``): two tasks emitting one new
+        asset in the same instant both insert, and the loser's task is set to failed, without
+        a retry, though its work succeeded. A test about something else creates them first."""
+        import psycopg
+
+        with psycopg.connect(_with_database(self.admin_dsn, self.database),
+                             autocommit=True) as conn:
+            for name, uri in assets:
+                conn.execute(
+                    'INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) '
+                    "VALUES (%s, %s, 'asset', '{}', now(), now()) ON CONFLICT DO NOTHING",
+                    (name, uri))
+
     def _drop_database(self) -> None:
         if not self._database_created:
             return
