@@ -136,6 +136,11 @@ def _load(
     return table
 
 
+def _retry_after(wait: float) -> dict[str, str]:
+    """The ``Retry-After`` header of a 429: whole seconds until a token is back, at least 1."""
+    return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
 def _json(status: int, document: object, headers: Mapping[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status,
@@ -398,7 +403,7 @@ class ProxySimulator:
             return _json(
                 429,
                 {"responseCode": 2, "message": "Too many requests"},
-                {"Retry-After": str(max(1, math.ceil(wait)))},
+                _retry_after(wait),
             )
         faults = self.faults
         if self.latency:
@@ -492,7 +497,7 @@ class ProxySimulator:
                 self.throttled += 1
         if wait is not None:
             return web.Response(status=429, text="Too many requests\n",
-                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
+                                headers=_retry_after(wait))
         if self.latency:
             await asyncio.sleep(self.latency)
         found = self._record(target) if target is not None else None
@@ -551,7 +556,7 @@ class ProxySimulator:
                 self.agency_throttled += 1
         if wait is not None:
             return web.Response(status=429, text="Too many requests\n",
-                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
+                                headers=_retry_after(wait))
         if agency == "nocn":
             return web.Response(status=406, text="Not Acceptable\n")
         found = self._record(doi) if doi is not None else None
