@@ -567,12 +567,21 @@ def _header(
                 for row in csv.reader(lines.taken, delimiter=dialect.delimiter):
                     if row or len(names) == 1:
                         return [_display(name) for name in names], header_lines, True
+            names = _without_body_separators(names, dialect)
             for row in csv.reader(lines, delimiter=dialect.delimiter):
                 if row or len(names) == 1:
                     return [_display(name) for name in names], header_lines, True
         except csv.Error:
             raise _csv_error(path, dialect) from None
         return [_display(name) for name in names], header_lines, False
+
+
+def _without_body_separators(names: list[str], dialect: CsvDialect) -> list[str]:
+    """A header on another separator than its rows keeps the rows' separators of its blank
+    trailing cells on its last name (``id,doi,note;;;;``): they are not part of it."""
+    if dialect.header_delimiter == dialect.delimiter or not names:
+        return names
+    return [*names[:-1], names[-1].rstrip(dialect.delimiter + " ")]
 
 
 def _display(name: str) -> str:
@@ -866,10 +875,8 @@ def _lenient_rows(
                 for line in taken:
                     yield from _line_row(line, dialect, width)
                 continue
-            if len(row) > width and not any(row[width:]):
-                yield row[:width], False
-                continue
-            yield row, len(row) != width
+            fitted = _fitted(row, width)
+            yield (row, True) if fitted is None else (fitted, False)
     except csv.Error:
         raise _csv_error(path, dialect) from None
 
@@ -883,7 +890,17 @@ def _clean(line: str, delimiter: str, width: int) -> list[str] | None:
         row = next(csv.reader([text], delimiter=delimiter, strict=True))
     except csv.Error:
         return None
-    return row if len(row) == width else None
+    return _fitted(row, width)
+
+
+def _fitted(row: list[str], width: int) -> list[str] | None:
+    """``row`` as ``width`` fields: as it is, or without extra fields that are all empty (a
+    spreadsheet's blank trailing columns); None when it has another number of fields."""
+    if len(row) == width:
+        return row
+    if len(row) > width and not any(row[width:]):
+        return row[:width]
+    return None
 
 
 def _line_row(line: str, dialect: CsvDialect, width: int) -> Iterator[tuple[list[str], bool]]:

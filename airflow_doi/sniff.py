@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import io
 import itertools
 import os
 from dataclasses import dataclass
@@ -303,18 +302,28 @@ def _line_ending(text: str) -> str:
     return os.linesep if os.linesep in _ENDINGS else "\n"
 
 
-def _records(text: str, delimiter: str) -> list[int]:
-    """Field counts of the first records of ``text`` split on ``delimiter`` (blank lines out)."""
+def _records(text: str, delimiter: str) -> list[tuple[int, int]]:
+    """(fields, fields up to the last non-empty one) of the first records of ``text`` split on
+    ``delimiter`` (blank lines out): ``1;x;;`` is (4, 2)."""
     if len(text) > _SNIFF_CHARS:  # whole lines only
         head = text[:_SNIFF_CHARS]
         cut = max(head.rfind("\n"), head.rfind("\r"))
         text = head[: cut + 1] if cut > 0 else head
-    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    lines = text.splitlines(keepends=True)
+    rows = csv.reader(lines, delimiter=delimiter)
     counts = []
     try:
+        start = 0
         for row in itertools.islice(rows, _SNIFF_RECORDS * 2):
-            if row:
-                counts.append(len(row))
+            if rows.line_num == len(lines) and rows.line_num - start > 1:
+                # A quote left open ran to the end of the sample: read its lines one by one,
+                # quotes as they stand (the reader keeps such a row apart, flagged).
+                for line in lines[start:]:
+                    counts += _record_counts(next(csv.reader(
+                        [line.rstrip("\r\n")], delimiter=delimiter, quoting=csv.QUOTE_NONE)))
+                break
+            start = rows.line_num
+            counts += _record_counts(row)
             if len(counts) > _SNIFF_RECORDS:
                 break
     except csv.Error:
@@ -322,23 +331,41 @@ def _records(text: str, delimiter: str) -> list[int]:
     return counts
 
 
+def _record_counts(row: list[str]) -> list[tuple[int, int]]:
+    """``[(fields, fields up to the last non-empty one)]`` of a row; ``[]`` for a blank line."""
+    if not row:
+        return []
+    filled = len(row)
+    while filled > 1 and not row[filled - 1].strip():
+        filled -= 1
+    return [(len(row), filled)]
+
+
 def _delimiters(text: str) -> tuple[str, str]:
-    """(header separator, rows' separator) by the module's rules."""
+    """(header separator, rows' separator) by the module's rules.
+
+    A row fits a header of ``width`` names when it has that many fields, or more whose extra
+    ones are empty (blank trailing columns of a spreadsheet export: ``1;x;y;;`` under
+    ``id;doi;note``, as the reader takes it). A header splits on a separator only when it
+    gives two names or more before its own blank trailing ones: ``id,doi,note;;;;`` (the
+    names typed into one cell) is a ``,``-separated header over ``;``-separated rows.
+    """
     counts = {mark: _records(text, mark) for mark in DELIMITERS}
-    header = {mark: found[0] if found else 1 for mark, found in counts.items()}
+    header = {mark: found[0] if found else (1, 1) for mark, found in counts.items()}
     body = {mark: found[1:] for mark, found in counts.items()}
 
-    def share(rows: list[int], width: int) -> float:
-        return sum(count == width for count in rows) / len(rows) if rows else 1.0
+    def share(rows: list[tuple[int, int]], width: int) -> float:
+        fits = sum(fields == width or filled <= width < fields for fields, filled in rows)
+        return fits / len(rows) if rows else 1.0
 
-    scored = [(share(body[mark], header[mark]), header[mark], -index, mark)
-              for index, mark in enumerate(DELIMITERS) if header[mark] >= 2]
+    scored = [(share(body[mark], header[mark][0]), header[mark][0], -index, mark)
+              for index, mark in enumerate(DELIMITERS) if header[mark][1] >= 2]
     best = max(scored, default=None)
     if best is not None and best[0] >= 0.9:
         return best[3], best[3]
-    mixed = [(share(body[rows], header[head]), -index, head, rows)
+    mixed = [(share(body[rows], header[head][0]), -index, head, rows)
              for index, (head, rows) in enumerate(itertools.permutations(DELIMITERS, 2))
-             if header[head] >= 2 and body[rows]]
+             if header[head][1] >= 2 and body[rows]]
     top = max(mixed, default=None)
     if top is not None and top[0] >= 0.9 and (best is None or top[0] > best[0]):
         return top[2], top[3]

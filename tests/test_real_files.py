@@ -73,6 +73,26 @@ def test_header_on_commas_above_rows_on_semicolons_keeps_every_row(tmp_path: Pat
     assert len(read_output_csv(tmp_path / "p.csv")) == 2
 
 
+@pytest.mark.parametrize("header", [b"id,doi,note", b"id,doi,note;;", b"id;doi;note"])
+def test_blank_trailing_columns_and_a_quote_left_open_in_an_excel_export(
+        tmp_path: Path, header: bytes) -> None:
+    """A cp1252 ';' export whose rows end in blank columns (``;;``), under a header on its own
+    separator, on ';', or typed into one cell (``id,doi,note;;``), with NA and one row whose
+    quote is left open: every row is read on ';' (the sniffer used to give up: 0 DOIs)."""
+    body = (b"1;10.1000/caf\xe9;x;;\r\n2;NA;;;\r\n3;\"10.1000/open;y;;\r\n"
+            b"4;10.1000/4;z;;\r\n5;10.1000/5;;;\r\n")
+    source = written(tmp_path, "excel.csv", header + b"\r\n" + body)
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert [r["doi_key"] for r in rows] == [  # the key folds ASCII a-z only
+        "10.1000/CAF\u00e9", "", "", "10.1000/4", "10.1000/5"]
+    assert [r["note"] for r in rows][3:] == ["z", ""]
+    assert "1 CSV row had the wrong number of fields or a quote left open" in run.stderr
+    assert "5 rows" in run.stderr
+
+
 def test_a_file_of_only_ragged_rows_keeps_them_all(tmp_path: Path) -> None:
     """Not one well-formed row: the fast reader skipped them all and nothing was read again."""
     source = written(tmp_path, "ragged.csv", b"id,doi,note\n1,10.1000/1\n2\n3,10.1000/3\n")
