@@ -1,33 +1,29 @@
 """Build the optional native core at install time (everything else is in pyproject.toml).
 
-Two C extensions share ``airflow_doi/native/doi_core.h``: ``airflow_doi._native`` (the
+Two C extensions share ``airflow_doi/native/doi_core.h``: ``airflow_doi.native._core`` (the
 CPython module over Arrow arrays behind ``Series.doi``, ``airflow-doi normalize`` and the
-Python-mode operators) and ``airflow_doi._doi_duckdb`` (the DuckDB extension, loaded by
-:mod:`airflow_doi.duckdb_native`; a plain shared library that Python never imports). Both are
+Python-mode operators) and ``airflow_doi.native._doi_duckdb`` (the DuckDB extension, loaded by
+airflow_doi.native.duckdb; a plain shared library that Python never imports). Both are
 ``optional``: without a C compiler ``pip install`` still succeeds and the package runs on its
 pure-Arrow path, saying so once in the log. ``AIRFLOW_DOI_BUILD_NATIVE=0`` skips the build.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
+import runpy
 from pathlib import Path
 
 from setuptools import Extension, setup
 
 NATIVE = Path("airflow_doi") / "native"
-#: The sources whose digest the module carries: airflow_doi.native refuses a stale build.
-ARROW_SOURCES = ("doi_arrow.c", "doi_core.h", "doi_tables.h")
-#: The same for the DuckDB extension (airflow_doi.duckdb_native.SOURCES).
-DUCKDB_SOURCES = ("doi_duckdb.c", "doi_core.h", "doi_tables.h")
+#: The one list of C sources and their digest (airflow_doi/native/sources.py, run by path).
+SOURCES = runpy.run_path(str(NATIVE / "sources.py"))
+ARROW_SOURCES, DUCKDB_SOURCES = SOURCES["ARROW"], SOURCES["DUCKDB"]
 
 
 def _digest(names: tuple[str, ...]) -> str:
-    sha = hashlib.sha256()
-    for name in names:
-        sha.update((NATIVE / name).read_bytes())
-    return sha.hexdigest()[:16]
+    return str(SOURCES["digest"](lambda name: (NATIVE / name).read_bytes(), names))
 
 
 def _extensions() -> list[Extension]:
@@ -36,7 +32,7 @@ def _extensions() -> list[Extension]:
     flags = ["-O3", "-std=c11", "-fvisibility=hidden"]
     return [
         Extension(
-            "airflow_doi._native",
+            "airflow_doi.native._core",
             sources=[str(NATIVE / "doi_arrow.c")],
             depends=[str(NATIVE / name) for name in ARROW_SOURCES],
             include_dirs=[str(NATIVE)],
@@ -45,7 +41,7 @@ def _extensions() -> list[Extension]:
             optional=True,
         ),
         Extension(
-            "airflow_doi._doi_duckdb",
+            "airflow_doi.native._doi_duckdb",
             sources=[str(NATIVE / "doi_duckdb.c")],
             depends=[str(NATIVE / name) for name in DUCKDB_SOURCES],
             include_dirs=[str(NATIVE), str(NATIVE / "include")],

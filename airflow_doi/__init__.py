@@ -8,8 +8,10 @@ cheap and never imports Airflow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from airflow_doi._lazy import lazy_getattr
+from airflow_doi._version import __version__
 from airflow_doi.extract import find_dois
 from airflow_doi.presentation import to_url, to_urn
 from airflow_doi.syntax import (
@@ -22,8 +24,6 @@ from airflow_doi.syntax import (
     parse,
     validate,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "REASONS",
@@ -53,10 +53,4 @@ _LAZY: dict[str, str] = dict.fromkeys(
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'airflow_doi' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

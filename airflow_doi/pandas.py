@@ -9,7 +9,7 @@
 
 Every method gives, row for row, what the scalar function of :mod:`airflow_doi.syntax` or
 :mod:`airflow_doi.presentation` gives for that cell (invalid -> null instead of an exception).
-The work happens in :mod:`airflow_doi._arrow` on pyarrow compute kernels; only rows outside
+The work happens in :mod:`airflow_doi.columns` on pyarrow compute kernels; only rows outside
 the common case visit the scalar code.
 
 Missing values (``None``, ``NaN``, ``pd.NA``) come out null with reason ``empty``. Cells that
@@ -34,7 +34,7 @@ except ModuleNotFoundError as error:  # the accessor is the [pandas] extra's
         "airflow_doi.pandas needs pandas: pip install 'airflow-doi[pandas]'", name=error.name
     ) from None
 
-from airflow_doi._arrow import Analysis, analyse, keys
+from airflow_doi.columns import Analysis, analyse, keys
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import Decode
 
@@ -126,16 +126,16 @@ class DoiAccessor:
         from :func:`airflow_doi.repair.suggest_repairs` (verified is null; rules that are only
         ever accepted once the proxy confirms them are left out). With ``verify=True`` the
         candidates go through the resolver (the ``[resolve]`` extra; ``resolver_options`` are
-        :func:`airflow_doi.resolver.repair.repair`'s: ``base_url=``, ``rate=``, ``cache=``...)
+        :func:`airflow_doi.repair.verify.repair`'s: ``base_url=``, ``rate=``, ``cache=``...)
         and a value whose own DOI exists is never repaired.
         """
         values = [None if _missing(v) else v for v in self._series.tolist()]
         if verify:
-            from airflow_doi.resolver.repair import repair, repair_columns
+            from airflow_doi.repair.verify import repair, repair_columns
 
             columns = repair_columns(repair(values, verify=True, **resolver_options))
         else:
-            from airflow_doi.repair import suggest_repairs
+            from airflow_doi.repair.rules import suggest_repairs
 
             best: dict[object, tuple[str | None, str | None]] = {}
             for value in values:

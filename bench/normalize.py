@@ -6,7 +6,7 @@ Both contenders get the same values in the same run: ours as a pandas Series of 
 string dtype; idutils per row, both as a bare Python loop over a list (the cheapest way to call
 it) and through ``Series.map`` (like ours, Series in, Series out). idutils raises on anything it
 does not recognise, so each call is wrapped in try/except. Timings are the best of ``--repeat``.
-Ours is timed twice in the same run: on the native core (``airflow_doi._native``, built at
+Ours is timed twice in the same run: on the native core (``airflow_doi.native._core``, built at
 install time) and on the pure-Arrow fallback an install without a C compiler gets. Afterwards
 a random sample of both engines' keys is checked against the scalar ``comparison_key``
 (``None`` where it raises): any disagreement is printed and fails the run. Acceptance (issue
@@ -27,7 +27,8 @@ import idutils
 import pandas as pd
 
 import airflow_doi.pandas  # noqa: F401  (registers Series.doi)
-from airflow_doi import InvalidDoiError, comparison_key, native_arrow
+from airflow_doi import InvalidDoiError, comparison_key
+from airflow_doi.native import arrow as native_arrow
 
 TARGET_SPEEDUP, TARGET_CPU_RATIO = 20.0, 10.0
 

@@ -13,7 +13,7 @@ exist. The proxy simulator (real HTTP on loopback) knows which DOIs exist.
 
 Methods compared, each scored against the intended DOI:
 
-* ``verified``: :func:`airflow_doi.resolver.repair.repair` (suggestions checked on the proxy);
+* ``verified``: :func:`airflow_doi.repair.verify.repair` (suggestions checked on the proxy);
 * ``suggestion only``: the same with ``verify=False`` (the cheapest candidate, unchecked);
 * ``regex cleaner``: a baseline reimplementing the published cleaners' main rules from their
   descriptions (cut everything before ``10.``, strip a list of suffix junk, collapse ``__``/
@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from airflow_doi.repair import suggest_repairs
-from airflow_doi.resolver.repair import repair
+from airflow_doi.repair.rules import suggest_repairs
+from airflow_doi.repair.verify import repair
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 from airflow_doi.syntax import ascii_upper, validate
 

@@ -5,7 +5,7 @@ and URN forms, padding, percent-escapes, non-ASCII suffixes and garbage, in prop
 real catalogue exports):
 
 ``duckdb native``
-    the C extension (:mod:`airflow_doi.duckdb_native`, built here with the C compiler), as the
+    the C extension (:mod:`airflow_doi.native.duckdb`, built here with the C compiler), as the
     dbt macros call it with ``dbt_doi_duckdb_native``;
 ``duckdb dbt inline``
     the dbt macro's DuckDB body (``dbt_doi/macros/_generated/duckdb.sql``), expanded in the
@@ -115,7 +115,7 @@ def bench_duckdb(rows: int, repeat: int, sql_root: Path, mode: str) -> float:
     import duckdb
 
     if mode == "native":
-        from airflow_doi import duckdb_native
+        from airflow_doi.native import duckdb as duckdb_native
 
         con = duckdb_native.connect()
         key, label = "system.main.doi_key(x)", "duckdb native"

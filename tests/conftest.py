@@ -146,7 +146,8 @@ def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a module's tests on both vectorized engines: the native core, and the pure-Arrow
     fallback a machine without a C compiler gets (switched in this process and, through the
     environment, in the subprocesses the tests start)."""
-    from airflow_doi import native_arrow, native_core
+    from airflow_doi import native as native_core
+    from airflow_doi.native import arrow as native_arrow
 
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "arrow":

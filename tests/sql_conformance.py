@@ -28,9 +28,9 @@ from typing import Any
 import duckdb
 import psycopg
 
+from airflow_doi.db.sqlite import register
 from airflow_doi.sqlgen import emulate
 from airflow_doi.sqlgen.conformance import Answer, expected
-from airflow_doi.sqlite_udf import register
 from airflow_doi.syntax import validate
 from tests.conftest import MARIADB_DSN, POSTGRES_DSN, ROOT
 from tests.test_sql_engines import SELECT_ALL, cases
@@ -224,7 +224,7 @@ def run_mariadb(values: Sequence[str | None], dsn: str = MARIADB_DSN) -> Answers
 
     import pymysql
 
-    from airflow_doi.sql_install import mariadb_statements
+    from airflow_doi.db.install import mariadb_statements
 
     url = urlparse(dsn)
     database = f"t_{uuid.uuid4().hex[:12]}"

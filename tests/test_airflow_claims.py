@@ -22,9 +22,9 @@ from urllib.parse import urlparse
 import duckdb
 import pytest
 
-from airflow_doi.provider.claims import _PLACE, KeyClaims
+from airflow_doi.db.statements import dialect_named, quote_identifier
+from airflow_doi.provider.hooks.claims import _PLACE, KeyClaims
 from airflow_doi.provider.operators.resolve import ensure_resolution_table
-from airflow_doi.provider.sql import dialect_named, quote_identifier
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import MARIADB_DSN, record_figure
 
@@ -303,7 +303,7 @@ def test_a_duckdb_connection_is_served_by_whichever_provider_owns_the_type(
     """``duckdb`` connections: ours when no provider registers the type (the DuckDB
     provider's type); ``doi_duckdb``: always ours."""
     from airflow_doi.provider.hooks.duckdb import DuckDbHook
-    from airflow_doi.provider.operators.base import dialect_of, sql_hook
+    from airflow_doi.provider.hooks.sql import dialect_of, sql_hook
 
     for conn_type in ("duckdb", "doi_duckdb"):
         monkeypatch.setenv("AIRFLOW_CONN_DUCK", json.dumps(
@@ -316,7 +316,7 @@ THEIRS = Path(__file__).resolve().parent.parent / ".venv-duckdb-provider"
 WITH_THEIRS = """
 import json, sys
 from airflow.providers_manager import ProvidersManager
-from airflow_doi.provider.operators.base import sql_hook
+from airflow_doi.provider.hooks.sql import sql_hook
 from airflow_doi.provider.operators.resolve import resolve_key_range
 hook = sql_hook("cat")
 print("OWNER", ProvidersManager().hooks["duckdb"].package_name, type(hook).__module__)
@@ -352,7 +352,7 @@ def test_progress_comes_once_per_interval_and_nothing_due_says_why(
     the same second); when another table of the schema already resolved every key, the log
     says nothing is due and why (``doi_resolution`` is a cache by key, shared)."""
     from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
-    from airflow_doi.provider.operators.base import sql_hook
+    from airflow_doi.provider.hooks.sql import sql_hook
     from airflow_doi.provider.operators.resolve import resolve_due_keys
 
     path = str(tmp_path / "cat.duckdb")
@@ -450,7 +450,7 @@ def test_a_doi_the_proxy_always_refuses_does_not_fail_every_later_run(
     """Review finding: a lone key with a final error (HTTP 400) made each later batch
     "every key failed", so every run failed on a healthy proxy. A final answer is stored as
     an error row and the run succeeds; only keys without an answer count as a dead proxy."""
-    from airflow_doi.provider.operators.base import sql_hook
+    from airflow_doi.provider.hooks.sql import sql_hook
     from airflow_doi.provider.operators.resolve import resolve_due_keys
 
     path = str(tmp_path / "one.sqlite")
@@ -472,7 +472,7 @@ def test_a_doi_the_proxy_always_refuses_does_not_fail_every_later_run(
 
 RANGE_WORKER = """
 import json, sys, time
-from airflow_doi.provider.claims import KeyClaims
+from airflow_doi.provider.hooks.claims import KeyClaims
 claim = KeyClaims.claim
 def late(self, cursor, keys, now, first=[True]):
     if first:  # both processes numbered their keys before either claims
@@ -517,7 +517,7 @@ def test_two_key_ranges_at_once_on_sqlite_resolve_every_key(tmp_path: Path) -> N
 def test_a_users_table_named_like_the_claims_table_is_refused_untouched(engine: Engine) -> None:
     """The claims table is this project's own: a table of the user's by that name (other
     columns, rows) fails the resolve step before any write, and keeps every row."""
-    from airflow_doi.provider.claims import claims_table_of
+    from airflow_doi.provider.hooks.claims import claims_table_of
 
     table = quote_identifier(claims_table_of(engine.results))
     engine.run(f"CREATE TABLE {table} (id INTEGER, note {engine.dialect.text_type})")

@@ -141,8 +141,8 @@ def test_python_mode_statements_parse_quote_and_run_in_the_dialect(
 
 @pytest.mark.parametrize("dialect", ["bigquery", "snowflake", "trino", "databricks"])
 def test_push_down_statements_parse_in_the_dialect_and_quote_as_it_needs(dialect: str) -> None:
-    from airflow_doi.provider.operators.pushdown import FUNCTIONS, column_sql, plan
-    from airflow_doi.provider.sql import dialect_named
+    from airflow_doi.db.statements import dialect_named
+    from airflow_doi.provider.pushdown import FUNCTIONS, column_sql, plan
 
     assert plan("auto", dialect).in_database
     target = dialect_named(dialect)
@@ -252,7 +252,7 @@ def test_mariadb_push_down_needs_a_named_database(mariadb: MariaDbHook,
 ])
 def test_placeholders_are_the_drivers_own_and_never_touch_literals(dialect: str,
                                                                    expected: str) -> None:
-    from airflow_doi.provider.sql import dialect_named
+    from airflow_doi.db.statements import dialect_named
 
     target = dialect_named(dialect, "%s" if dialect in ("bigquery", "mysql") else "?")
     ansi = 'SELECT "doi_key" FROM "s"."works" WHERE "doi_valid" = ? LIMIT ?'

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_doi.provider.sql import quote_identifier
+from airflow_doi.db.statements import quote_identifier
 from airflow_doi.resolver.agencies import HOSTILE_WORKS
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import record_figure

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from airflow_doi.provider.sql import sibling_table
+from airflow_doi.db.statements import sibling_table
 from tests import test_airflow_provider as provider
 
 Database = provider.Database
@@ -246,8 +246,8 @@ def test_naming_an_unqualified_postgres_table_reports_no_sql_job(
     from airflow.sdk import BaseHook
     from airflow.sdk.lineage import HookLineageCollector
 
-    from airflow_doi.provider.operators.base import sql_hook
-    from airflow_doi.provider.operators.lineage import dataset_names
+    from airflow_doi.provider.hooks.sql import sql_hook
+    from airflow_doi.provider.lineage import dataset_names
 
     collector = HookLineageCollector()
     monkeypatch.setattr(sql_lineage, "get_hook_lineage_collector", lambda: collector)
@@ -284,7 +284,7 @@ def test_file_engine_asset_uris_are_the_ones_airflow_keeps(database: Database) -
     elif database.kind == "duckdb":
         assert uri == f"duckdb:{Path(database.path).resolve()}/catalogue/main/catalogue"
         # This project's own connection type names the file the same way.
-        from airflow_doi.provider.operators.lineage import dataset_names
+        from airflow_doi.provider.lineage import dataset_names
 
         ours = type("Connection", (), {"conn_type": "doi_duckdb", "host": database.path})()
         assert dataset_names(object(), ours, "catalogue") == (

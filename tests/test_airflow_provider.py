@@ -25,7 +25,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 import duckdb
 
-from airflow_doi.provider.sql import quote_identifier, sibling_table
+from airflow_doi.db.statements import quote_identifier, sibling_table
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -549,7 +549,7 @@ class _RecordingCursor:
 
 
 def test_redshift_upserts_by_delete_then_multi_row_insert() -> None:
-    from airflow_doi.provider.sql import dialect_named, upsert_rows
+    from airflow_doi.db.statements import dialect_named, upsert_rows
 
     dialect = dialect_named("redshift", "%s")
     assert dialect.name == "redshift"
@@ -568,8 +568,8 @@ def test_redshift_upserts_by_delete_then_multi_row_insert() -> None:
 
 
 def test_keyset_pages_refuses_to_loop_or_to_drop_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_doi.provider import sql as airflow_sql
-    from airflow_doi.provider.sql import dialect_named, keyset_pages
+    from airflow_doi.db import statements as airflow_sql
+    from airflow_doi.db.statements import dialect_named, keyset_pages
 
     dialect = dialect_named("sqlite")
     stuck = _RecordingCursor([[("a",), ("b",)], [("a",), ("b",)], [("a",), ("b",)]])
@@ -662,7 +662,7 @@ def test_normalize_keeps_each_rows_case_under_nocase(tmp_path: Path,
 
 
 def test_existing_upper_case_column_is_matched_as_the_engine_does(database: Database) -> None:
-    from airflow_doi.provider.sql import column_names
+    from airflow_doi.db.statements import column_names
 
     table = quote_identifier(database.table)
     database.run(f'ALTER TABLE {table} ADD COLUMN "DOI" TEXT')

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_doi.provider.sql import quote_identifier
+from airflow_doi.db.statements import quote_identifier
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, mixtures
 from airflow_doi.syntax import validate
 from tests import test_airflow_provider as provider
@@ -108,7 +108,7 @@ def test_validate_counts_the_same_in_both_modes(database: Database) -> None:
 
 
 def test_mode_sql_where_it_cannot_run_is_an_error_naming_the_way_out() -> None:
-    from airflow_doi.provider.operators.pushdown import plan
+    from airflow_doi.provider.pushdown import plan
 
     with pytest.raises(ValueError, match="mode='sql' cannot run here: the oracle"):
         plan("sql", "oracle")
@@ -174,7 +174,7 @@ def test_generating_the_duckdb_bodies_logs_nothing_at_info(
     ``Applying array index offset (1)`` at INFO, burying the operator's own lines."""
     import logging
 
-    from airflow_doi.provider.operators.pushdown import _inline
+    from airflow_doi.provider.pushdown import _inline
 
     _inline.cache_clear()
     with caplog.at_level(logging.INFO):

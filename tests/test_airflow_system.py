@@ -145,8 +145,8 @@ def _table_assets(catalogue: Catalogue, *siblings: str) -> list[tuple[str, str]]
     import json
     import os
 
+    from airflow_doi.db.statements import sibling_table
     from airflow_doi.provider.assets import table_asset
-    from airflow_doi.provider.sql import sibling_table
 
     variable = f"AIRFLOW_CONN_{catalogue.conn_id.upper()}"
     os.environ[variable] = json.dumps(catalogue.connection)

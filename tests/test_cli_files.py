@@ -76,7 +76,7 @@ def repair(source: Path, target: Path, *args: str) -> subprocess.CompletedProces
 
 def input_names(source: Path, args: list[str]) -> list[str]:
     """The input's column names, as the reader sees them."""
-    from airflow_doi.io_tables import CsvOptions, detect_format, open_table
+    from airflow_doi.files.read import CsvOptions, detect_format, open_table
 
     options = CsvOptions(delimiter=args[1]) if args[:1] == ["--delimiter"] else None
     return open_table(source, detect_format(source), chunk_rows=10, options=options).names

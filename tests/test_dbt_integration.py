@@ -241,7 +241,7 @@ def test_udf_argument_types_per_adapter() -> None:
 def test_dbt_build_on_duckdb_with_the_native_extension(tmp_path: Path) -> None:
     """The same build with ``dbt_doi_duckdb_native``: every macro calls the C extension, which
     dbt-duckdb installs and loads from the profile, and every vector test still passes."""
-    from airflow_doi import duckdb_native
+    from airflow_doi.native import duckdb as duckdb_native
 
     extension = duckdb_native.build(tmp_path / "build")
     project = copy_project(tmp_path)

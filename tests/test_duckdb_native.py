@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from airflow_doi import duckdb_native
+from airflow_doi.native import duckdb as duckdb_native
 from airflow_doi.sqlgen.conformance import INJECTION, expected, mixtures
 from airflow_doi.syntax import (
     ILLEGAL_RANGES,
@@ -25,7 +25,7 @@ from tests.test_sql_engines import cases, compare
 
 pytestmark = pytest.mark.xdist_group("duckdb_native")
 
-SOURCE = Path(duckdb_native.__file__).parent / "native" / "doi_duckdb.c"
+SOURCE = Path(duckdb_native.__file__).parent / "doi_duckdb.c"
 FIVE = "doi_normalize(x), doi_key(x), doi_is_valid(x), doi_reason(x), doi_url(x)"
 
 

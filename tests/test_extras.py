@@ -104,8 +104,8 @@ def test_the_wheel_carries_the_native_core(wheel: Path, venvs: dict[str, Path],
     """pip compiled both native libraries (a C compiler is present here) into the wheel."""
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("airflow_doi/_native.") and n.endswith(".so") for n in names), names
-    assert any(n.startswith("airflow_doi/_doi_duckdb.") and n.endswith(".so") for n in names)
-    probe = "from airflow_doi import native_arrow; print(native_arrow.status())"
+    assert any(n.startswith("airflow_doi/native/_doi_duckdb.") and n.endswith(".so") for n in names)
+    probe = "from airflow_doi.native import arrow; print(arrow.status())"
     result = _run(venvs["base"], f'python -c "{probe}"', workdir, terminal=False)
     assert result.stdout.startswith("native:"), result.stdout + result.stderr
 
@@ -126,7 +126,7 @@ def test_an_install_without_a_compiler_works_on_the_fallback(
     native = _run(venvs["base"], command.format("native"), workdir, terminal=False)
     assert native.returncode == 0, native.stdout + native.stderr
     assert (workdir / "fallback.csv").read_bytes() == (workdir / "native.csv").read_bytes()
-    probe = "from airflow_doi import native_arrow; print(native_arrow.status())"
+    probe = "from airflow_doi.native import arrow; print(arrow.status())"
     status = _run(venv, f'python -c "{probe}"', workdir, terminal=False).stdout
     assert status.startswith("pure Arrow: the native core is not built"), status
     assert "C compiler" in status

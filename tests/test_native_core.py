@@ -1,4 +1,4 @@
-"""The native core (``airflow_doi._native`` over ``native/doi_core.h``) against the scalar API.
+"""The native core (``airflow_doi.native._core`` over ``native/doi_core.h``) against the scalar API.
 
 The C core is the project's second implementation of the standard, so it is held to the
 scalar functions value by value: every conformance vector in the three decode modes, random
@@ -21,7 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_doi import _arrow, native_arrow, native_core, native_tables
+from airflow_doi import columns as _arrow
+from airflow_doi import native as native_core
+from airflow_doi.native import arrow as native_arrow
+from airflow_doi.native import tables as native_tables
 from airflow_doi.presentation import DEFAULT_BASE_URL, encode_path
 from airflow_doi.sqlgen.conformance import mixtures
 from airflow_doi.syntax import ILLEGAL_RANGES, REASONS, ascii_upper, validate
@@ -75,7 +78,7 @@ def test_the_install_built_the_native_core_from_the_current_sources() -> None:
 
 def test_c_tables_are_generated_from_the_python_constants() -> None:
     assert native_tables.HEADER.read_text(encoding="utf-8") == native_tables.render(), (
-        "airflow_doi/native/doi_tables.h is stale: run python -m airflow_doi.native_tables"
+        "airflow_doi/native/doi_tables.h is stale: run python -m airflow_doi.native.tables"
     )
     assert native_tables.main(["--check"]) == 0
 
@@ -209,7 +212,7 @@ s = pd.Series(["doi:10.1000/abc", "x"] * 5)
 for _ in range(3):
     assert [None if pd.isna(k) else k for k in s.doi.key()][:2] == ["10.1000/ABC", None]
     s.doi.validate()
-from airflow_doi import native_arrow
+from airflow_doi.native import arrow as native_arrow
 print(native_arrow.status())
 """
 
@@ -275,7 +278,7 @@ def test_value_at_a_time_validate_equals_the_python_parser(decode: str) -> None:
 def test_sqlite_functions_answer_through_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 
-    from airflow_doi.sqlite_udf import register
+    from airflow_doi.db.sqlite import register
 
     values = [v["input"] for v in syntax_vectors() if v["decode"] == "auto"] + mixtures(500)
     answers = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_doi.provider.sql import add_missing_columns, column_names, quote_identifier
+from airflow_doi.db.statements import add_missing_columns, column_names, quote_identifier
 from airflow_doi.syntax import validate
 from tests.test_airflow_claims import Engine, _env, engine  # noqa: F401  (the fixture)
 

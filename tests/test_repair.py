@@ -21,9 +21,15 @@ import pytest
 
 from airflow_doi.cli import repair as command
 from airflow_doi.cli.repair import ADDED_COLUMNS
-from airflow_doi.repair import MAX_CANDIDATES, MAX_CUTS, REPAIR_COLUMNS, RULES, suggest_repairs
+from airflow_doi.repair.rules import (
+    MAX_CANDIDATES,
+    MAX_CUTS,
+    REPAIR_COLUMNS,
+    RULES,
+    suggest_repairs,
+)
+from airflow_doi.repair.verify import RepairStats, repair, repair_columns
 from airflow_doi.resolver import ResolverConfig
-from airflow_doi.resolver.repair import RepairStats, repair, repair_columns
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 from airflow_doi.syntax import ascii_upper, validate
 
@@ -151,7 +157,7 @@ def test_a_citation_note_after_a_space_is_cut_not_closed_up(cell):
 
 def test_import_stays_standard_library():
     code = (
-        "import sys, airflow_doi.repair as r; r.suggest_repairs('1038/x.');"
+        "import sys, airflow_doi.repair.rules as r; r.suggest_repairs('1038/x.');"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('aiohttp', 'pyarrow', 'pandas', 'numpy', 'tenacity', 'airflow')]; print(bad)"
     )
@@ -302,8 +308,8 @@ def test_proxy_failure_leaves_rows_undecided_never_repaired():
 def test_async_twin_and_lazy_export_agree():
     import asyncio
 
-    import airflow_doi.repair as module
-    from airflow_doi.resolver.repair import arepair
+    import airflow_doi.repair.rules as module
+    from airflow_doi.repair.verify import arepair
 
     assert module.repair is repair and module.arepair is arepair
     with _simulator(["10.1038/nature14129"]) as sim:

@@ -19,9 +19,9 @@ import sqlglot
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from airflow_doi.db.sqlite import register
 from airflow_doi.sqlgen import DIALECTS
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, INJECTION, Answer, expected, mixtures
-from airflow_doi.sqlite_udf import register
 from tests.conftest import MARIADB_DSN, ROOT, mariadb_connect, syntax_vectors
 from tests.test_properties import noisy_values
 

@@ -99,7 +99,7 @@ def _file_literals(dialect: Dialect, text: str) -> set[str]:
     if dialect.name == "mariadb":
         # Statements between DELIMITER lines (split as the mariadb client does); the stored
         # helpers' compound bodies are hand-written, the RETURN bodies are generated.
-        from airflow_doi.sql_install import mariadb_statements
+        from airflow_doi.db.install import mariadb_statements
 
         bodies = [s.split("\nRETURN\n", 1)[1] for s in mariadb_statements(text)
                   if "\nRETURN\n" in s]

@@ -1,7 +1,7 @@
 """What the two file commands (``normalize``, ``resolve``) share: their file options and the
 way they report a file they cannot use, so both read, fail and write alike.
 
-The reading itself is :mod:`airflow_doi.io_tables`; this module only turns flags into its
+The reading itself is :mod:`airflow_doi.files.read`; this module only turns flags into its
 arguments and its findings into stderr lines. Standard library only (``--help`` must work on
 any install).
 """
@@ -67,8 +67,8 @@ def add_na_option(parser: argparse.ArgumentParser) -> None:
 
 
 def csv_options(args: argparse.Namespace) -> Any:
-    """The :class:`~airflow_doi.io_tables.CsvOptions` the flags ask for."""
-    from airflow_doi.io_tables import CsvOptions
+    """The :class:`~airflow_doi.files.read.CsvOptions` the flags ask for."""
+    from airflow_doi.files.read import CsvOptions
 
     na_values = None
     if args.na_values is not None:
@@ -90,8 +90,8 @@ def report_reading(
     command: str, reader: Any, repaired: dict[str, int], *, csv_out: bool
 ) -> None:
     """How the file was read, and rows and cells that were kept but are not what the file
-    said (:func:`~airflow_doi.io_tables.reading_notes`): one line each."""
-    from airflow_doi.io_tables import reading_notes
+    said (:func:`~airflow_doi.files.read.reading_notes`): one line each."""
+    from airflow_doi.files.read import reading_notes
 
     for kind, text in reading_notes(reader, repaired, csv_out=csv_out):
         say(command, f"{kind}: {text}")

@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         require_network_extra,
         write_rows,
     )
-    from airflow_doi.io_tables import TableInputError, check_output, detect_format
+    from airflow_doi.files.read import TableInputError, detect_format
+    from airflow_doi.files.write import check_output
     from airflow_doi.metadata import METADATA_COLUMNS, MetadataConfig, MetadataStats, fetch
 
     terminal = sys.stderr.isatty() and not args.no_progress

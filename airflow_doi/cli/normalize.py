@@ -5,7 +5,7 @@ Every input row and column is kept, in order; five columns are appended (names c
 ``doi_valid`` (true/false), ``doi_reason`` (null when valid) and ``doi_url``. The file is
 streamed in chunks, so its size is bounded by the disk, not by memory.
 
-Files are read by :func:`airflow_doi.io_tables.read_table`, as ``resolve`` reads them.
+Files are read by :func:`airflow_doi.files.read.read_table`, as ``resolve`` reads them.
 Exit codes: 0 done (including rows that are not DOIs: they are reported, not fatal); 2 the input
 cannot be used as asked (no such file or column, empty file, two columns answering to
 ``--column``, a ``--prefix`` that clashes, bytes that are not the named ``--encoding``).
@@ -121,7 +121,7 @@ class Summary:
 
 def run(args: argparse.Namespace) -> int:
     from airflow_doi.cli._files import csv_options, input_error, report_reading, say
-    from airflow_doi.io_tables import TableInputError
+    from airflow_doi.files.read import TableInputError
 
     try:
         options = csv_options(args)
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if summary.added and summary.added[0] != (args.prefix or "") + ADDED_COLUMNS[0]:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")
-    from airflow_doi.io_tables import detect_format
+    from airflow_doi.files.read import detect_format
 
     csv_out = detect_format(args.output, args.format) == "csv"
     report_reading("normalize", reader, dict(summary.repaired), csv_out=csv_out)
@@ -173,7 +173,7 @@ def normalize_file(
     DOI column's missing-value markers (None: pandas' defaults). Returns the summary, the
     number of malformed CSV rows (kept, flagged ``malformed_row``) and a few of them.
     """
-    from airflow_doi.io_tables import CsvOptions
+    from airflow_doi.files.read import CsvOptions
 
     summary, reader = _normalize(
         source, target, column=column, decode=decode, chunk_rows=chunk_rows,
@@ -201,14 +201,14 @@ def _normalize(
     """The work of :func:`normalize_file`; also returns the reader that read the file."""
     import pyarrow as pa
 
-    from airflow_doi.io_tables import (
+    from airflow_doi.files.read import (
         TableInputError,
         added_names,
-        check_output,
         detect_format,
         read_table,
         require_column,
     )
+    from airflow_doi.files.write import check_output
     from airflow_doi.presentation import DEFAULT_BASE_URL
 
     if decode not in ("auto", "always", "never"):
@@ -262,7 +262,7 @@ def _stream(
     base: str, escape: bool,
 ) -> Summary:
     """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
-    from airflow_doi.io_tables import writing
+    from airflow_doi.files.write import writing
 
     summary = Summary()
     # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
@@ -293,8 +293,9 @@ def _stream_batches(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from airflow_doi._arrow import analyse
-    from airflow_doi.io_tables import MALFORMED_FLAG, escape_formulas, text_column
+    from airflow_doi.columns import analyse
+    from airflow_doi.files.read import MALFORMED_FLAG, text_column
+    from airflow_doi.files.write import escape_formulas
 
     text = pa.large_string()
     pending: Future[None] | None = None

@@ -3,9 +3,9 @@
 Kept thin, and a twin of the other two file commands: the file options and error reporting
 are :mod:`airflow_doi.cli._files`'s, the DOI column is read by ``resolve``'s
 :func:`~airflow_doi.cli.resolve.read_values` and the copy-out by
-:func:`airflow_doi.io_tables.read_table`, so a file normalize or resolve accepts (or refuses)
-is accepted (or refused, in the same words) here. The rules are :mod:`airflow_doi.repair`'s
-and the verification is :mod:`airflow_doi.resolver.repair`'s.
+:func:`airflow_doi.files.read.read_table`, so a file normalize or resolve accepts (or refuses)
+is accepted (or refused, in the same words) here. The rules are :mod:`airflow_doi.repair.rules`'s
+and the verification is :mod:`airflow_doi.repair.verify`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from airflow_doi.repair import REPAIR_COLUMNS
+from airflow_doi.repair.rules import REPAIR_COLUMNS
 
 __all__ = ["ADDED_COLUMNS", "register", "run"]
 
@@ -92,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
         proxy_config,
         require_network_extra,
     )
-    from airflow_doi.io_tables import TableInputError, check_output, detect_format
-    from airflow_doi.resolver.repair import RepairStats, repair
+    from airflow_doi.files.read import TableInputError, detect_format
+    from airflow_doi.files.write import check_output
+    from airflow_doi.repair.verify import RepairStats, repair
 
     if not args.no_verify:
         require_network_extra()
@@ -164,7 +165,7 @@ def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | Non
 
 
 def _added_columns(results: list[Any], reasons: list[str | None]) -> dict[str, list[object]]:
-    from airflow_doi.resolver.repair import repair_columns
+    from airflow_doi.repair.verify import repair_columns
 
     added = repair_columns(results)
     added[ERROR_COLUMN] = [
@@ -182,17 +183,16 @@ def _write(
 
     from airflow_doi.cli._files import csv_options
     from airflow_doi.cli.normalize import _is_binary
-    from airflow_doi.io_tables import (
+    from airflow_doi.files.read import (
         MALFORMED_FLAG,
         TableInputError,
         added_names,
         detect_format,
-        escape_formulas,
         match_column,
         read_table,
         text_column,
-        writing,
     )
+    from airflow_doi.files.write import escape_formulas, writing
 
     text = pa.large_string()
     kinds = dict.fromkeys(ADDED_COLUMNS, text) | {"doi_suggestion_verified": pa.bool_()}

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         from airflow_doi.cli import missing_extra_message
 
         return _fail(missing_extra_message(error.name))
-    from airflow_doi.io_tables import check_output
+    from airflow_doi.files.write import check_output
 
     try:
         check_output(None, args.output)  # a directory is refused before any reading

@@ -1,6 +1,6 @@
 """``airflow-doi resolve``: resolve a CSV or Parquet column through the proxy REST API.
 
-Reads files exactly as ``normalize`` does (:mod:`airflow_doi.io_tables`) and writes one row
+Reads files exactly as ``normalize`` does (:mod:`airflow_doi.files.read`) and writes one row
 per input row. Rows the resolver gave up on are ``status=error``; the exit status turns
 non-zero for them only above ``--max-error-share``, so a dead proxy cannot pass for success.
 """
@@ -183,7 +183,7 @@ def read_values(
     (see :func:`_rows`).
     """
     from airflow_doi.cli._files import csv_options
-    from airflow_doi.io_tables import MALFORMED_FLAG, detect_format, read_table, require_column
+    from airflow_doi.files.read import MALFORMED_FLAG, detect_format, read_table, require_column
 
     def one_pass(reader: Any) -> tuple[list[object], list[object], list[bool]]:
         found = require_column(reader, column, path)
@@ -238,7 +238,7 @@ def write_rows(
     text; on CSV with ``escape``, the ``guarded`` columns get formula escaping."""
     import pyarrow as pa
 
-    from airflow_doi.io_tables import escape_formulas, writing
+    from airflow_doi.files.write import escape_formulas, writing
 
     fields = [pa.field(name, pa.int64() if name in integers else pa.string()) for name in columns]
     schema = pa.schema(fields)
@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from airflow_doi.cli._files import input_error, report_reading, say
-    from airflow_doi.io_tables import TableInputError, check_output, detect_format
+    from airflow_doi.files.read import TableInputError, detect_format
+    from airflow_doi.files.write import check_output
     from airflow_doi.resolver import ResolverStats, resolve
 
     terminal = sys.stderr.isatty() and not args.no_progress

@@ -13,7 +13,7 @@ wheel (``airflow_doi/dbt_package`` is the repository's ``dbt_doi/``), for a ``pa
 ``local:`` entry.
 
 ``airflow-doi sql duckdb-extension [--output DIR]``: prepare the native DuckDB extension and
-print the path to ``LOAD`` (see :mod:`airflow_doi.duckdb_native`).
+print the path to ``LOAD`` (see :mod:`airflow_doi.native.duckdb`).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def run_duckdb_extension(args: argparse.Namespace) -> int:
     # A missing duckdb reaches the CLI's table of extras (airflow_doi.cli.EXTRAS).
     import duckdb  # noqa: F401  (the platform string comes from it)
 
-    from airflow_doi.duckdb_native import NativeBuildError, build
+    from airflow_doi.native.duckdb import NativeBuildError, build
 
     try:
         path = build(args.output, force=args.force)
@@ -198,14 +198,14 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def _generated(dialect: str) -> str:
-    from airflow_doi.sql_install import shipped_sql
+    from airflow_doi.db.install import shipped_sql
 
     return shipped_sql(dialect)
 
 
 def run_print(args: argparse.Namespace) -> int:
     from airflow_doi.cli._files import input_error
-    from airflow_doi.sql_install import in_schema
+    from airflow_doi.db.install import in_schema
 
     try:
         text = _generated(args.dialect)
@@ -219,7 +219,7 @@ def run_print(args: argparse.Namespace) -> int:
 
 def run_install(args: argparse.Namespace) -> int:
     from airflow_doi.cli._files import input_error, say
-    from airflow_doi.sql_install import InstallError, install
+    from airflow_doi.db.install import InstallError, install
 
     scheme = args.url.partition("://")[0].lower()
     if scheme not in INSTALL_SCHEMES or "://" not in args.url:

@@ -1,8 +1,8 @@
 /*
- * airflow_doi._native: the C core (doi_core.h) over Arrow string arrays, for CPython.
+ * airflow_doi.native._core: the C core (doi_core.h) over Arrow string arrays, for CPython.
  *
  * Why: Series.doi, airflow-doi normalize and the Python-mode operators hold their values as
- * Arrow arrays; the pure-Arrow path (airflow_doi._arrow) needs a regular expression per value
+ * Arrow arrays; the pure-Arrow path (airflow_doi.columns) needs a regular expression per value
  * and leaves Arrow for anything unusual. This module reads an Arrow string array through the
  * Arrow C Data Interface (the PyCapsules of __arrow_c_array__), parses every value once with
  * the GIL released, and returns the buffers of the answer (a large_string array and an int8
@@ -559,7 +559,7 @@ static PyObject *csv_write(PyObject *self, PyObject *args) {
  * may hide a quote left open: it holds a line break and a quote character, or a carriage
  * return not followed by a line feed (which Arrow's reader can make of a CRLF split across
  * its blocks); None when no cell does (the common case: the column's bytes are searched for
- * line breaks with memchr, and only the rows they fall in are looked at). airflow_doi.io_tables
+ * line breaks with memchr, and only the rows they fall in are looked at). airflow_doi.files.read
  * then has Python's csv module read the file, which decides from the raw lines.
  */
 static PyObject *line_rows(PyObject *self, PyObject *args) {
@@ -631,11 +631,11 @@ static PyMethodDef METHODS[] = {
 };
 
 static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "airflow_doi._native", "The native DOI core over Arrow arrays (doi_arrow.c).", -1,
+    PyModuleDef_HEAD_INIT, "airflow_doi.native._core", "The native DOI core over Arrow arrays (doi_arrow.c).", -1,
     METHODS, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
+PyMODINIT_FUNC PyInit__core(void) {
 	PyObject *module = PyModule_Create(&MODULE);
 	if (!module) {
 		return NULL;

@@ -6,7 +6,7 @@
  * regular expression per value; this parses a value once, with no allocation: the caller
  * hands in scratch space. It is a port of airflow_doi.syntax._analyse and
  * presentation.encode_path; its tables come from the Python constants (doi_tables.h, generated
- * by airflow_doi/native_tables.py), and the tests run every conformance vector, hypothesis
+ * by airflow_doi/native/tables.py), and the tests run every conformance vector, hypothesis
  * strings and random mixtures through both. Change the Python and this file together.
  *
  * Header-only (every function static): each binding is one translation unit, so the compiler

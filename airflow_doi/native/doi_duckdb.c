@@ -8,7 +8,7 @@
  * binding doi_arrow.c); this file is only DuckDB's side: vectors in, vectors out.
  *
  * Built by setuptools at install time where a C compiler is present (setup.py), or by
- * airflow_doi.duckdb_native (cc -O2 -shared) at first use; airflow_doi.duckdb_native appends
+ * airflow_doi.native.duckdb (cc -O2 -shared) at first use; airflow_doi.native.duckdb appends
  * the metadata footer DuckDB reads before loading an (unsigned) extension.
  */
 #define DUCKDB_EXTENSION_NAME doi
@@ -28,7 +28,7 @@ DUCKDB_EXTENSION_EXTERN
 #ifndef DOI_SOURCE_DIGEST
 #define DOI_SOURCE_DIGEST "unknown"
 #endif
-/* Read by airflow_doi.duckdb_native (installed_library): a library built from other sources
+/* Read by airflow_doi.native.duckdb (installed_library): a library built from other sources
  * than the installed ones is not loaded. */
 __attribute__((used)) static const char SOURCE_DIGEST[] = "airflow-doi-source-digest:" DOI_SOURCE_DIGEST;
 

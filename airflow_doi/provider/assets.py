@@ -36,8 +36,8 @@ def table_uri(conn_id: str, table: str) -> str:
     a task that wrote its table). Raises ``ValueError`` where a provider's URI rules reject it."""
     from airflow.sdk import BaseHook
 
-    from airflow_doi.provider.operators.base import sql_hook
-    from airflow_doi.provider.operators.lineage import dataset_names
+    from airflow_doi.provider.hooks.sql import sql_hook
+    from airflow_doi.provider.lineage import dataset_names
 
     try:
         hook = sql_hook(conn_id)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from airflow_doi.io_tables import TableInputError
+from airflow_doi.files.read import TableInputError
 from airflow_doi.syntax import Decode
 
 __all__ = ["ReportInputError", "build_report", "write_report"]
@@ -51,8 +51,8 @@ def build_report(
     column's missing-value markers; None: pandas' defaults). ``on_note(kind, text)`` hears how
     a file was read (``note`` or ``warning``); by default it is logged.
     """
-    from airflow_doi import __version__
-    from airflow_doi.io_tables import CsvOptions
+    from airflow_doi._version import __version__
+    from airflow_doi.files.read import CsvOptions
     from airflow_doi.report.figures import compute_figures
     from airflow_doi.report.html import render_html
     from airflow_doi.report.metadata import READ_COLUMNS, MetadataTableError, metadata_figures
@@ -128,7 +128,7 @@ def write_report(
     fails half-way never leaves a truncated page where the last good one was. Returns the
     path, absolute, so a task can log it.
     """
-    from airflow_doi.io_tables import replacing
+    from airflow_doi.files.write import replacing
 
     page, figures = build_report(source, column, **options)
     with replacing(output) as (where, target), open(where, "w", encoding="utf-8") as stream:

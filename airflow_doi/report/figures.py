@@ -1,7 +1,7 @@
 """The figures of a quality report, computed column-wise on Arrow arrays.
 
 Every figure comes from one pass of the project's vectorized engine
-(:func:`airflow_doi._arrow.analyse`) and a few Arrow group-bys, never from a Python loop per
+(:func:`airflow_doi.columns.analyse`) and a few Arrow group-bys, never from a Python loop per
 row, so a million-row column costs seconds. Python only touches what the report shows: the top
 groups, the examples, at most a few hundred values.
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_doi._arrow import _ci, analyse, to_large_string
+from airflow_doi.columns import _ci, analyse, to_large_string
 from airflow_doi.syntax import DOI_SCHEME, INFO_PREFIX, REASONS, TRIM_CHARS, URN_PREFIX, Decode
 
 __all__ = [

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_doi._arrow import to_large_string
+from airflow_doi.columns import to_large_string
 
 __all__ = [
     "METADATA_STATUSES",

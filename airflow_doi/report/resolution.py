@@ -16,8 +16,8 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_doi._arrow import to_large_string
-from airflow_doi.repair import REPAIR_COLUMNS
+from airflow_doi.columns import to_large_string
+from airflow_doi.repair.rules import REPAIR_COLUMNS
 from airflow_doi.resolver.result import STATUSES
 
 __all__ = ["FAILED_STATUSES", "ResolutionFigures", "resolution_figures"]

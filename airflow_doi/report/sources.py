@@ -1,6 +1,6 @@
 """Read the one column a report needs, from a CSV/Parquet file or a SQL table.
 
-Files go through :mod:`airflow_doi.io_tables` (the same reader as ``airflow-doi normalize``:
+Files go through :mod:`airflow_doi.files.read` (the same reader as ``airflow-doi normalize``:
 cells as text, bytes that are not UTF-8 kept for a ``bad_encoding`` verdict, CSV rows with the
 wrong number of fields kept and flagged). SQL tables are read through a DB-API connection
 (``SELECT "column" FROM "table"``, nothing else, and read-only where the driver allows it);
@@ -23,7 +23,8 @@ from typing import Any, Final, cast
 import numpy as np
 import pyarrow as pa
 
-from airflow_doi.io_tables import (
+from airflow_doi.db.statements import column_names, quote_identifier, require_columns
+from airflow_doi.files.read import (
     MALFORMED_FLAG,
     CsvOptions,
     TableInputError,
@@ -34,7 +35,6 @@ from airflow_doi.io_tables import (
     require_column,
     text_column,
 )
-from airflow_doi.provider.sql import column_names, quote_identifier, require_columns
 from airflow_doi.resolver.config import redact_url
 
 __all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
@@ -194,7 +194,7 @@ def _from_sql(
     checking = connection.cursor
     translate: Any = None
     if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
-        from airflow_doi.provider.operators.base import dialect_of, sql_hook
+        from airflow_doi.provider.hooks.sql import dialect_of, sql_hook
 
         dialect = dialect_of(sql_hook(conn_id))
         translate = dialect.translate
@@ -294,7 +294,7 @@ def _as_text(value: object) -> str:
 def _connect(url: str | None, conn_id: str | None, where: str) -> Any:
     """A read-only DB-API connection for a URL or an Airflow connection id."""
     if conn_id is not None:
-        from airflow_doi.provider.operators.base import connect, sql_hook
+        from airflow_doi.provider.hooks.sql import connect, sql_hook
 
         try:
             return connect(sql_hook(conn_id))

@@ -54,7 +54,7 @@ def _number(name: str, value: object) -> float:
 
 
 def _version() -> str:
-    from airflow_doi import __version__
+    from airflow_doi._version import __version__
 
     return __version__
 

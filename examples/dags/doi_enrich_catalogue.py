@@ -60,16 +60,21 @@ from pathlib import Path
 from airflow.sdk import AssetAlias, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from airflow_doi.db.statements import (
+    dialect_named,
+    missing_columns,
+    quote_identifier,
+    sibling_table,
+)
 from airflow_doi.provider.assets import table_asset
 from airflow_doi.provider.example_settings import DEFAULT_ARGS
+from airflow_doi.provider.hooks.sql import dialect_of, sql_hook
 from airflow_doi.provider.operators import (
     DoiEnrichOperator,
     DoiNormalizeOperator,
     DoiResolveOperator,
     DoiValidateOperator,
 )
-from airflow_doi.provider.operators.base import dialect_of, sql_hook
-from airflow_doi.provider.sql import dialect_named, missing_columns, quote_identifier, sibling_table
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 SAMPLE_CSV = EXAMPLES / "data" / "catalogue.csv"

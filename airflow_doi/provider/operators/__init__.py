@@ -3,7 +3,7 @@
 They are thin: the rules live in :mod:`airflow_doi.syntax`, the HTTP side in
 :mod:`airflow_doi.resolver` (through
 :class:`~airflow_doi.provider.hooks.doi_proxy.DoiProxyHook`) and the SQL in
-:mod:`airflow_doi.provider.sql`. One import line, the Airflow convention::
+:mod:`airflow_doi.db.statements`. One import line, the Airflow convention::
 
     from airflow_doi.provider.operators import (
         DoiEnrichOperator, DoiNormalizeOperator, DoiResolveOperator, DoiValidateOperator)

@@ -9,7 +9,7 @@ comparison key (``doi_key`` primary key) with typed columns: ``metadata_status``
 ``http_status``, ``fetched_at``, ``expires_at`` and the record itself in ``csl_json`` (a JSON
 column on PostgreSQL, DuckDB and MySQL/MariaDB). Join it to anything on ``doi_key``.
 
-The engine is resolution's (:mod:`airflow_doi.provider.operators.due_keys`): batches upserted
+The engine is resolution's (:mod:`airflow_doi.provider.hooks.due_keys`): batches upserted
 and committed one at a time, claims so that tasks running at once never ask for one key
 twice, a retry that asks only what is still due, and :class:`ProxyUnavailableError` as soon as
 the proxy (or an agency host) fails. The ``doi_proxy`` connection serves both steps; its
@@ -22,16 +22,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from airflow_doi.db.statements import Dialect, missing_columns, quote_identifier, sibling_table
 from airflow_doi.metadata.csl import FIELDS
-from airflow_doi.provider.operators.base import DoiSqlOperator
-from airflow_doi.provider.operators.due_keys import (
+from airflow_doi.provider.hooks.due_keys import (
     DueKeysSummary,
     ProxyUnavailableError,
     process_due_keys,
     unanswered,
 )
-from airflow_doi.provider.operators.progress import TaskLog
-from airflow_doi.provider.sql import Dialect, missing_columns, quote_identifier, sibling_table
+from airflow_doi.provider.operators.base import DoiSqlOperator
+from airflow_doi.provider.progress import TaskLog
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -258,7 +258,7 @@ class DoiEnrichOperator(DoiSqlOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table`` (key, DOI, valid flag), writes ``doi_metadata`` keyed by the key
         column."""
-        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         source = dataset(hook, connection, self.table)

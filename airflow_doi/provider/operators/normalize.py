@@ -8,7 +8,7 @@ Where the engine has the rules in SQL (:mod:`.pushdown`), all of it is one ``UPD
 database. Otherwise (``mode="python"``, or an engine without generated SQL) work is per
 *distinct* source value, so a catalogue where every DOI appears ten times costs a tenth: the
 distinct values are numbered once into a session TEMPORARY table
-(:func:`~airflow_doi.provider.sql.distinct_pages`), read page by page, validated in Python by
+(:func:`~airflow_doi.db.statements.distinct_pages`), read page by page, validated in Python by
 :func:`airflow_doi.syntax.validate` (the one implementation of the rules), written to a second
 temporary table with bound parameters, and applied at the end with one set-based ``UPDATE``,
 so the table is scanned twice, not once per page. Worker memory stays bounded by the page
@@ -26,11 +26,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, get_args
 
-from airflow_doi.native_core import validate
-from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of
-from airflow_doi.provider.operators.progress import Progress
-from airflow_doi.provider.operators.pushdown import FUNCTIONS, check_mode, column_sql, plan
-from airflow_doi.provider.sql import (
+from airflow_doi.db.statements import (
     Dialect,
     add_missing_columns,
     distinct_pages,
@@ -40,6 +36,11 @@ from airflow_doi.provider.sql import (
     quote_identifier,
     require_columns,
 )
+from airflow_doi.native import validate
+from airflow_doi.provider.hooks.sql import connect, dialect_of
+from airflow_doi.provider.operators.base import DoiSqlOperator
+from airflow_doi.provider.progress import Progress
+from airflow_doi.provider.pushdown import FUNCTIONS, check_mode, column_sql, plan
 from airflow_doi.syntax import Decode, Validation
 
 __all__ = ["DoiNormalizeOperator", "normalized_columns"]
@@ -87,7 +88,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
     :param mode: ``auto`` (default): one ``UPDATE`` in the database where the engine has the
         rules (DuckDB, PostgreSQL, SQLite), else page by page in the worker; ``sql``: in the
         database or fail; ``python``: always in the worker. Templated. See
-        :mod:`airflow_doi.provider.operators.pushdown`.
+        :mod:`airflow_doi.provider.pushdown`.
     """
 
     template_fields: Sequence[str] = (
@@ -147,7 +148,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table``, writes the four columns of ``table``, each from ``doi_column``."""
-        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         source = dataset(hook, connection, self.table)

@@ -26,9 +26,16 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.provider.claims import KeyClaims, claims_table_of
-from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of, sql_hook
-from airflow_doi.provider.operators.due_keys import (
+from airflow_doi.db.statements import (
+    Dialect,
+    keyset_pages,
+    missing_columns,
+    quote_identifier,
+    require_columns,
+    sibling_table,
+)
+from airflow_doi.provider.hooks.claims import KeyClaims, claims_table_of
+from airflow_doi.provider.hooks.due_keys import (
     DueKeys,
     DueKeysSummary,
     ProxyUnavailableError,
@@ -38,14 +45,8 @@ from airflow_doi.provider.operators.due_keys import (
     task_owner,
     unanswered,
 )
-from airflow_doi.provider.sql import (
-    Dialect,
-    keyset_pages,
-    missing_columns,
-    quote_identifier,
-    require_columns,
-    sibling_table,
-)
+from airflow_doi.provider.hooks.sql import connect, dialect_of, sql_hook
+from airflow_doi.provider.operators.base import DoiSqlOperator
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -222,7 +223,7 @@ def resolve_due_keys(
     ``results_table`` (default ``doi_resolution`` beside it); when the caller will repair
     ``repair_column`` afterwards, that column is checked first too.
 
-    :func:`~airflow_doi.provider.operators.due_keys.process_due_keys` with the resolution
+    :func:`~airflow_doi.provider.hooks.due_keys.process_due_keys` with the resolution
     step: claims, batches, fail-fast on a dead proxy (:class:`ProxyUnavailableError`); the
     engine behind the operator and the mapped tasks, usable from plain Python too.
     """
@@ -357,7 +358,7 @@ class DoiResolveOperator(DoiSqlOperator):
     :param repair_column: the raw DOI column (e.g. ``doi_raw``); when given, the cells of rows
         that are invalid or whose key is ``not_found`` get verified repair suggestions in
         ``repair_table`` (default ``doi_repair`` beside the table, keyed by the raw cell; see
-        :mod:`airflow_doi.provider.operators.repairs`). Off by default.
+        :mod:`airflow_doi.provider.hooks.repairs`). Off by default.
     """
 
     template_fields: Sequence[str] = (
@@ -416,7 +417,7 @@ class DoiResolveOperator(DoiSqlOperator):
         self.emit_assets(context, results_table)
         outcome = summary.as_dict()
         if self.repair_column:
-            from airflow_doi.provider.operators.repairs import store_repairs
+            from airflow_doi.provider.hooks.repairs import store_repairs
 
             outcome.update(store_repairs(
                 self.get_db_hook(),
@@ -430,7 +431,7 @@ class DoiResolveOperator(DoiSqlOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table`` (key, DOI, valid flag), writes ``doi_resolution`` keyed by the key
         column (and ``doi_repair`` from ``repair_column`` when asked)."""
-        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         source = dataset(hook, connection, self.table)
@@ -439,7 +440,7 @@ class DoiResolveOperator(DoiSqlOperator):
         outputs = [dataset(hook, connection, results_table,
                            {"doi_key": [self.key_column], "doi": [self.doi_column]}, origin)]
         if self.repair_column:
-            from airflow_doi.provider.operators.repairs import REPAIR_TABLE
+            from airflow_doi.provider.hooks.repairs import REPAIR_TABLE
 
             repair_table = self.repair_table or sibling_table(self.table, REPAIR_TABLE)
             outputs.append(dataset(hook, connection, repair_table,

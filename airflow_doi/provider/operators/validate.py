@@ -14,17 +14,18 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any, Literal
 
-from airflow_doi.native_core import validate
-from airflow_doi.provider.operators.base import DoiSqlOperator, connect, dialect_of
-from airflow_doi.provider.operators.progress import Progress
-from airflow_doi.provider.operators.pushdown import check_mode, column_sql, plan
-from airflow_doi.provider.sql import (
+from airflow_doi.db.statements import (
     Dialect,
     distinct_pages,
     native_cursor,
     quote_identifier,
     require_columns,
 )
+from airflow_doi.native import validate
+from airflow_doi.provider.hooks.sql import connect, dialect_of
+from airflow_doi.provider.operators.base import DoiSqlOperator
+from airflow_doi.provider.progress import Progress
+from airflow_doi.provider.pushdown import check_mode, column_sql, plan
 
 __all__ = ["DoiValidateOperator"]
 
@@ -49,7 +50,7 @@ class DoiValidateOperator(DoiSqlOperator):
     :param top: how many reasons to list in the log.
     :param mode: ``auto`` (default): one ``GROUP BY`` query in the database where the engine
         has the rules, else page by page in the worker; ``sql`` or ``python`` to insist.
-        Templated. See :mod:`airflow_doi.provider.operators.pushdown`.
+        Templated. See :mod:`airflow_doi.provider.pushdown`.
     :param functions_schema: MariaDB only: a database in which the operator may create (or
         replace) the generated ``doi_*`` functions (see :class:`DoiNormalizeOperator`).
     """
@@ -133,7 +134,7 @@ class DoiValidateOperator(DoiSqlOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table``; writes nothing."""
-        from airflow_doi.provider.operators.lineage import dataset, operator_lineage
+        from airflow_doi.provider.lineage import dataset, operator_lineage
 
         hook, connection = self.lineage_source()
         return operator_lineage([dataset(hook, connection, self.table)], [])

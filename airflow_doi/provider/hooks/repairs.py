@@ -3,7 +3,7 @@
 Run by :class:`~airflow_doi.provider.operators.resolve.DoiResolveOperator` with
 ``repair_column`` set, after the resolutions are stored: every distinct raw cell whose row is
 invalid, or whose key the proxy answered ``not_found``, goes through
-:func:`airflow_doi.resolver.repair.repair` (the value's own DOI first: one that exists is
+:func:`airflow_doi.repair.verify.repair` (the value's own DOI first: one that exists is
 never repaired) with the same proxy settings.
 
 Why a table of its own (``doi_repair``, keyed by the raw cell) rather than columns of
@@ -19,14 +19,14 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_doi.provider.operators.base import connect, dialect_of
-from airflow_doi.provider.sql import (
+from airflow_doi.db.statements import (
     missing_columns,
     quote_identifier,
     require_columns,
     sibling_table,
     upsert_rows,
 )
+from airflow_doi.provider.hooks.sql import connect, dialect_of
 
 #: The table's default name, beside the catalogue.
 REPAIR_TABLE = "doi_repair"
@@ -67,7 +67,7 @@ def store_repairs(
     log: Any,
 ) -> dict[str, int]:
     """Suggest and verify repairs for the due damaged cells of ``table``; counts for XCom."""
-    from airflow_doi.resolver.repair import RepairStats, repair
+    from airflow_doi.repair.verify import RepairStats, repair
 
     repair_table = repair_table or sibling_table(table, REPAIR_TABLE)
     for name in (table, raw_column, results_table, repair_table, key_column, valid_column):

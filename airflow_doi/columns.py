@@ -22,7 +22,7 @@ check that this module and the scalar functions agree on every conformance vecto
 hypothesis-generated text. Large inputs are cut into slices that run on a thread pool (Arrow
 kernels release the GIL).
 
-Where the native core is built (:mod:`airflow_doi.native_arrow`, C over the same rules), it
+Where the native core is built (:mod:`airflow_doi.native.arrow`, C over the same rules), it
 replaces all four tiers: one pass per value, no regular expression, no row leaves Arrow. The
 tiers above remain the fallback (no C compiler at install time, or ``AIRFLOW_DOI_NATIVE=0``)
 and are tested as such."""
@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as _compute
 
-from airflow_doi import native_arrow
+from airflow_doi.native import arrow as native_arrow
 from airflow_doi.presentation import DEFAULT_BASE_URL, DOT_SEGMENT_RE, MANDATORY, RECOMMENDED
 from airflow_doi.presentation import encode_path as _encode_path
 from airflow_doi.syntax import (

@@ -40,7 +40,7 @@ def shipped_sql(dialect: str) -> str:
 _QUALIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 #: Dialects whose functions only live in a session: no schema can hold them.
 _SESSION_ONLY = {"spark": "TEMPORARY functions", "sqlite": "Python functions registered"
-                 " on a connection (airflow_doi.sqlite_udf)"}
+                 " on a connection (airflow_doi.db.sqlite)"}
 
 
 def in_schema(dialect: str, text: str, schema: str) -> str:

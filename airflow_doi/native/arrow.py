@@ -1,9 +1,9 @@
 """The native core over Arrow arrays: one C pass per value, the GIL released, threads.
 
-:mod:`airflow_doi.native_core` finds the compiled module (or says why there is none); this
+:mod:`airflow_doi.native` finds the compiled module (or says why there is none); this
 module feeds it Arrow string arrays through the C Data Interface, slice by slice on a thread
 pool, and builds the answers from the buffers it returns. Where :func:`module` is ``None``,
-callers take the pure-Arrow path of :mod:`airflow_doi._arrow`, which gives the same answers
+callers take the pure-Arrow path of :mod:`airflow_doi.columns`, which gives the same answers
 more slowly. The tests hold both paths to the scalar functions.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from airflow_doi.native_core import DECODES, DISABLE_ENV, module, status
+from airflow_doi.native import DECODES, DISABLE_ENV, module, status
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import Decode
 

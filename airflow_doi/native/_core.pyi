@@ -1,4 +1,4 @@
-"""Types of the compiled ``airflow_doi._native`` (``native/doi_arrow.c``), built by setup.py."""
+"""Types of the compiled ``airflow_doi.native._core`` (``doi_arrow.c``), built by setup.py."""
 
 from typing import Any
 

@@ -6,7 +6,7 @@ catalogue *is* the cache (one row per comparison key, ``doi_key`` primary key, w
 ``expires_at``). A run asks only about the distinct valid keys of the catalogue that have no
 row there yet, or whose row has expired (errors never get an expiry, so they are asked again
 next run). Keys are taken in key order, a batch at a time, each batch claimed first
-(:mod:`airflow_doi.provider.claims`), then upserted and committed: a task that fails or is
+(:mod:`airflow_doi.provider.hooks.claims`), then upserted and committed: a task that fails or is
 killed resumes on retry after the last stored batch, and tasks running at once never ask for
 one key twice. What is asked, and how its answer becomes a row, is a :class:`KeyStep`.
 """
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from airflow_doi.provider.claims import Claim, KeyClaims, claims_table_of
-from airflow_doi.provider.operators.base import connect, dialect_of
-from airflow_doi.provider.operators.progress import Progress, TaskLog, format_duration
-from airflow_doi.provider.sql import (
+from airflow_doi.db.statements import (
     Dialect,
     distinct_pages,
     quote_identifier,
     require_columns,
     upsert_rows,
 )
+from airflow_doi.provider.hooks.claims import Claim, KeyClaims, claims_table_of
+from airflow_doi.provider.hooks.sql import connect, dialect_of
+from airflow_doi.provider.progress import Progress, TaskLog, format_duration
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -284,7 +284,7 @@ def process_due_keys(
     """Ask ``step`` about the due keys of ``table`` (optionally only ``after < key <= upto``)
     and store its answers in ``results_table``, one row per key.
 
-    Each batch's keys are claimed first (:mod:`airflow_doi.provider.claims`), as ``owner``
+    Each batch's keys are claimed first (:mod:`airflow_doi.provider.hooks.claims`), as ``owner``
     (default :func:`task_owner`) for ``lease`` seconds (default: the step's): keys another
     task holds are put off and waited for at the end, so tasks running at once never ask for
     one key twice. When the service fails (a breaker gives up, or no key of a batch got an

@@ -4,7 +4,7 @@ People export catalogues from Excel and library systems without saying how: ``;`
 separated, Windows-1252 or UTF-8 with a byte order mark, CRLF line endings, and now and then
 a header line written with ``,`` above rows written with ``;``. :func:`sniff` finds out from a
 sample of the file, so the file commands read such files without flags; the user's
-``--encoding`` / ``--delimiter`` still win. :func:`airflow_doi.io_tables.read_table` uses it,
+``--encoding`` / ``--delimiter`` still win. :func:`airflow_doi.files.read.read_table` uses it,
 so ``normalize``, ``resolve``, ``repair`` and ``report`` read every file alike.
 
 The rules, in order:

@@ -6,7 +6,7 @@ not the warehouse. So wherever the engine has generated SQL, normalize is one ``
 validate one ``GROUP BY``, with the rules inlined as expressions of the source column: nothing
 is installed in the user's database (no function, no schema), the statement carries its own
 definition. SQLite has no SQL functions of its own: the Python ones are registered on the
-task's connection (:mod:`airflow_doi.sqlite_udf`), still one statement.
+task's connection (:mod:`airflow_doi.db.sqlite`), still one statement.
 
 MariaDB is the exception: its percent-decoding needs two small stored functions (loops), so
 its rules cannot be inlined. There the operators push down only when the user names a
@@ -26,7 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from airflow_doi.provider.sql import Dialect
+from airflow_doi.db.statements import Dialect
 
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
 
@@ -112,7 +112,7 @@ def column_sql(
     if dialect.fold_upper:
         column = column.upper()
     if engine == "sqlite":
-        from airflow_doi.sqlite_udf import register
+        from airflow_doi.db.sqlite import register
 
         register(conn)
         return {name: f"{name}({dialect.quote(column)})" for name in FUNCTIONS}
@@ -157,7 +157,7 @@ def _install_mariadb(conn: Any, schema: str) -> None:
     """The generated MariaDB functions, created or replaced in the database ``schema`` (made
     if missing: the user named it), every name and call qualified with it, so the task's
     connection keeps its own current database."""
-    from airflow_doi.sql_install import (
+    from airflow_doi.db.install import (
         InstallError,
         install_mariadb,
         mariadb_refusal,
@@ -182,6 +182,6 @@ def _install_mariadb(conn: Any, schema: str) -> None:
 def _pg_temp_functions() -> str:
     """The generated PostgreSQL functions, every name (definitions and calls) in ``pg_temp``:
     PostgreSQL never looks up an unqualified function name there, by design."""
-    from airflow_doi.sql_install import qualified, shipped_sql
+    from airflow_doi.db.install import qualified, shipped_sql
 
     return qualified(shipped_sql("postgres"), "pg_temp")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_doi.provider.sql import Dialect, missing_columns, native_cursor, quote_identifier
+from airflow_doi.db.statements import Dialect, missing_columns, native_cursor, quote_identifier
 
 __all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claims_table_of"]
 

@@ -4,7 +4,7 @@ Catalogue and citation data is full of DOIs that are *almost* right. Many of the
 syntactically valid (``10.3748/wjg.v10.i5.707.``), so no syntax check can tell; only asking
 the proxy whether the DOI exists can. This module is the pure half of the job: it proposes
 candidates, each with the rule (or chain of rules) that produced it, cheapest first. The other
-half, :func:`airflow_doi.resolver.repair.repair`, asks the resolver which candidates exist.
+half, :func:`airflow_doi.repair.verify.repair`, asks the resolver which candidates exist.
 
 Why a search rather than one clean-up regex: real damage comes in combinations
 (``doi:doi:10.1000/x.``, a glued URL followed by a period), and each single fix is only a
@@ -23,14 +23,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 
 from airflow_doi.extract import CLOSERS
 from airflow_doi.syntax import TRIM_CHARS, validate
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
-    from airflow_doi.resolver.repair import arepair, repair
+    pass
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -39,8 +39,6 @@ __all__ = [
     "RULES",
     "Repair",
     "Rule",
-    "arepair",
-    "repair",
     "suggest_repairs",
 ]
 
@@ -697,7 +695,7 @@ def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repai
     Each :class:`Repair` carries the normalized DOI and the rules that produced it. The value's
     own DOI (when it is valid) is never among them, and a value no rule changes gets ``[]``.
     Whether a candidate, or the value itself, *exists* only the proxy can say:
-    :func:`airflow_doi.resolver.repair.repair` asks it, and never repairs a value whose own
+    :func:`airflow_doi.repair.verify.repair` asks it, and never repairs a value whose own
     DOI exists.
     """
     if limit < 1:
@@ -794,14 +792,4 @@ def _rank(candidates: list[Repair], own_key: str | None) -> list[Repair]:
         ),
     )
     return [candidate for _, candidate in ranked]
-
-
-def __getattr__(name: str) -> Any:
-    # repair()/arepair() need the resolver (the ``resolve`` extra); importing this module
-    # must not, so they are loaded on first use.
-    if name in ("repair", "arepair"):
-        from airflow_doi.resolver import repair as module
-
-        return getattr(module, name)
-    raise AttributeError(f"module 'airflow_doi.repair' has no attribute {name!r}")
 

@@ -1,0 +1,334 @@
+"""Writing tables: the one writer of the file commands (``normalize``, ``resolve``, ``repair``).
+
+Output goes to a temporary file beside the target, created with the user's umask, and is
+renamed into place only when complete (:func:`writing`, :func:`replacing`). CSV keeps the
+input's separator, line ending and BOM, and quotes a cell only when it must
+(:class:`CsvWriter`); a cell a spreadsheet would run as a formula can be escaped
+(:func:`escape_formulas`). Parquet is written as it came.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_doi.files.read import Format, TableInputError, value_offsets
+from airflow_doi.files.sniff import CsvDialect
+
+__all__ = [
+    "FORMULA_STARTS",
+    "CsvWriter",
+    "TableWriter",
+    "check_output",
+    "create_beside",
+    "escape_formulas",
+    "output_target",
+    "refuse_same_file",
+    "replacing",
+    "writing",
+]
+
+#: What a cell starts with when a spreadsheet would run it as a formula (OWASP: CSV injection).
+FORMULA_STARTS = "=+-@\t\r"
+
+
+def escape_formulas(values: pa.Array) -> pa.Array:
+    """Text cells that a spreadsheet would run as a formula, with a ``'`` in front.
+
+    A cell starting with ``= + - @``, tab or carriage return is what OWASP calls CSV
+    injection; the apostrophe makes spreadsheets show it as text. Other cells, and non-text
+    columns, are returned unchanged.
+    """
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        return values
+    pattern = "^[" + FORMULA_STARTS.replace("-", "\\-") + "]"
+    risky = pc.match_substring_regex(values, pattern)
+    if not pc.any(risky).as_py():
+        return values
+    empty = pa.scalar("", values.type)
+    quoted = pc.binary_join_element_wise(pa.scalar("'", values.type), values, empty)
+    return pc.if_else(risky, quoted, values)
+
+
+class TableWriter(Protocol):
+    def write_table(self, table: pa.Table) -> None: ...
+
+
+@contextmanager
+def writing(
+    path: Path, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None = None
+) -> Iterator[TableWriter]:
+    """A batch writer for ``path``; a regular file appears only if the block exits cleanly.
+
+    CSV is written as UTF-8 with minimal quoting (a cell is quoted only when it holds the
+    separator, a quote or a line break), on the separator and line ending of ``dialect`` (the
+    input's, so a ``;``-separated CRLF export comes back as one) and with a BOM if the input
+    had one; without a dialect, ``,`` and LF. Parquet keeps the columns' types (a repeated
+    column name gets ``.1``, ``.2``... there, as pandas reads it).
+
+    The temporary file is created with mode 0666 less the umask, as any file the user's
+    shell would create. A symlink is followed (its target is replaced, the link stays); a
+    path that is not a regular file (``/dev/stdout``, a FIFO) is written straight through,
+    never replaced by a file.
+    """
+    with replacing(path) as (target, _), _writer(target, fmt, schema, dialect) as writer:
+        yield writer
+
+
+@contextmanager
+def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
+    """(where to write, the output it becomes) for ``path`` (see :func:`output_target`): the
+    output itself when it is written straight through, else a new file beside it that
+    replaces it only if the block exits cleanly."""
+    final, straight = output_target(path)
+    if straight:
+        # Standard output, a FIFO, a device: what is written there cannot be taken back, and
+        # a pass may start again (read_table), so the output is made whole in a temporary
+        # file first, then copied out.
+        import shutil
+        import tempfile
+
+        handle, temporary = tempfile.mkstemp(prefix="airflow-doi-", suffix=".tmp")
+        os.close(handle)
+        try:
+            yield temporary, final
+            with open(temporary, "rb") as made:
+                if os.fspath(path) == "-" or _is_stdout(final):
+                    sys.stdout.flush()
+                    shutil.copyfileobj(made, sys.stdout.buffer)
+                    sys.stdout.buffer.flush()
+                else:
+                    with open(final, "wb") as out:
+                        shutil.copyfileobj(made, out)
+        finally:
+            os.unlink(temporary)
+        return
+    temporary, handle = create_beside(final)
+    os.close(handle)
+    try:
+        yield temporary, final
+        os.replace(temporary, final)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _writer(target: str, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None) -> Any:
+    if fmt == "parquet":
+        return _ParquetWriter(target, schema)
+    return CsvWriter(target, schema, dialect or CsvDialect())
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` with a repeated one numbered ``.1``, ``.2``... (pandas' rule)."""
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        chosen, number = name, 0
+        while chosen in seen:
+            number += 1
+            chosen = f"{name}.{number}"
+        seen.add(chosen)
+        unique.append(chosen)
+    return unique
+
+
+class _ParquetWriter:
+    """Parquet, its repeated column names made unique (readers refuse them)."""
+
+    def __init__(self, target: str, schema: pa.Schema) -> None:
+        self._names = _unique(list(schema.names))
+        renamed = pa.schema([item.with_name(name) for item, name in zip(schema, self._names,
+                                                                        strict=True)])
+        self._writer = pq.ParquetWriter(target, renamed)
+
+    def write_table(self, table: pa.Table) -> None:
+        self._writer.write_table(table.rename_columns(self._names))
+
+    def __enter__(self) -> _ParquetWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._writer.close()
+
+
+class CsvWriter:
+    """CSV text with minimal quoting, a whole batch at a time: by the C core where it is
+    built (``airflow_doi.native._core.csv_write``), else by Arrow kernels, the same bytes.
+
+    Arrow's own CSV writer quotes every text cell (``2013`` comes back ``"2013"``) and has
+    only LF line endings; this one leaves a cell as it was unless it must be quoted, as
+    Python's ``csv.QUOTE_MINIMAL`` does, and ends lines as the input did. A null is an empty
+    cell; booleans are ``true``/``false``. On the Arrow path, which cells need quotes is found
+    from the column's bytes in one vectorized pass.
+    """
+
+    def __init__(self, target: str, schema: pa.Schema, dialect: CsvDialect) -> None:
+        self._delimiter = dialect.delimiter
+        self._ending = dialect.line_ending
+        special = '"\r\n' + self._delimiter
+        self._pattern = "[" + re.escape(special) + "]"
+        self._table: np.ndarray[Any, np.dtype[np.bool_]] | None = None
+        if len(self._delimiter.encode("utf-8")) == 1:  # else the regular expression decides
+            self._table = np.zeros(256, dtype=bool)
+            self._table[list(special.encode("utf-8"))] = True
+        self._handle = open(target, "wb")  # closed by __exit__
+        if dialect.bom:
+            self._handle.write(codecs.BOM_UTF8)
+        header = [self._quoted_text(name) for name in schema.names]
+        self._handle.write((self._delimiter.join(header) + self._ending).encode("utf-8"))
+
+    def _quoted_text(self, text: str) -> str:
+        if re.search(self._pattern, text):
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    def _needs_quotes(self, values: pa.Array) -> pa.Array | np.ndarray[Any, Any] | None:
+        """Which cells hold the separator, a quote or a line break (None: no cell does)."""
+        if self._table is None:
+            found = pc.match_substring_regex(values, self._pattern)
+            return found if pc.any(found).as_py() else None
+        data = values.buffers()[2]
+        if data is None or len(values) == 0:
+            return None
+        bounds = value_offsets(values)
+        text = np.frombuffer(data, dtype=np.uint8)[bounds[0] : bounds[-1]]
+        at = np.flatnonzero(self._table[text])
+        if at.size == 0:
+            return None
+        mask = np.zeros(len(values), dtype=bool)
+        mask[np.searchsorted(bounds, at + bounds[0], side="right") - 1] = True
+        return mask
+
+    def _cells(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        values = self._text(values)
+        special = self._needs_quotes(values)
+        if special is None:
+            return values
+        doubled = pc.replace_substring(values, '"', '""')
+        quote, empty = pa.scalar('"', pa.large_string()), pa.scalar("", pa.large_string())
+        quoted = pc.binary_join_element_wise(quote, doubled, quote, empty)
+        return pc.if_else(special, quoted, values)
+
+    def write_table(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        from airflow_doi.native import module
+
+        native = module()
+        if native is not None and self._table is not None:
+            self._write_native(native, table)
+            return
+        cells = [self._cells(column) for column in table.columns]
+        text = pa.large_string()
+        cells[-1] = pc.binary_join_element_wise(  # the line ending, after the last cell
+            pc.fill_null(cells[-1], ""), pa.scalar(self._ending, text), pa.scalar("", text))
+        lines = pc.binary_join_element_wise(
+            *cells, pa.scalar(self._delimiter, text),
+            null_handling="replace", null_replacement="",
+        )
+        data = lines.buffers()[2]
+        bounds = value_offsets(lines)
+        self._handle.write(memoryview(data)[int(bounds[0]) : int(bounds[-1])])
+
+    def _write_native(self, native: Any, table: pa.Table) -> None:
+        """The C core writes the rows straight to the file (``csv_write``), the GIL released."""
+        columns = [self._text(column).__arrow_c_array__() for column in table.columns]
+        self._handle.flush()  # the header, and anything written before, go first
+        native.csv_write(self._handle.fileno(), columns, self._delimiter.encode("utf-8"),
+                         self._ending.encode("utf-8"))
+
+    @staticmethod
+    def _text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """A column as one large_string array (booleans ``true``/``false``, numbers as text)."""
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if pa.types.is_large_string(values.type):
+            return values
+        try:
+            return values.cast(pa.large_string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            raise TableInputError(
+                f"a column of type {values.type} cannot be written to CSV; write Parquet "
+                "(an output name ending in .parquet) instead"
+            ) from None
+
+    def __enter__(self) -> CsvWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
+
+
+def check_output(source: Path | None, target: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, an output that cannot be written: a directory, or the input
+    file itself (see :func:`refuse_same_file`)."""
+    output_target(target)  # a directory is refused here
+    if source is not None:
+        refuse_same_file(source, Path(target))
+
+
+def refuse_same_file(source: Path, target: Path) -> None:
+    """A command never writes over the file it is reading (it would lose the input)."""
+    try:
+        same = target.exists() and os.path.samefile(source, target)
+    except OSError:
+        same = False
+    if same:
+        raise TableInputError(
+            f"{target}: is the input file itself; write to another --output (the input is "
+            "read while the output is written, and would be lost)"
+        )
+
+
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where an output goes, and whether it is written straight through (True) rather than
+    beside and renamed: ``-`` is standard output; a path that exists and is no regular file
+    (``/dev/stdout`` on a pipe or a terminal, a FIFO, a device) is written as it is, never
+    replaced by a file; a symlink to a file is followed (its target is replaced, the link
+    stays). A directory is refused."""
+    if os.fspath(path) == "-":
+        return Path("/dev/stdout"), True
+    given = Path(path)
+    if given.exists() and not given.is_file():
+        if given.is_dir():
+            raise TableInputError(f"{given}: is a directory; pass a file name to --output")
+        return given, True
+    return Path(os.path.realpath(given)), False
+
+
+def _is_stdout(path: Path) -> bool:
+    """``/dev/stdout`` (or ``/dev/fd/1``, ``/proc/self/fd/1``): written through our own
+    standard output, so ``>>`` appends instead of being truncated by a new open."""
+    return os.fspath(path) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def create_beside(path: Path) -> tuple[str, int]:
+    """A new, unique hidden file next to ``path`` (``tempfile`` would force mode 0600), its
+    directory created; an error that says what to do when neither can be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            name = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                return name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+    except OSError as error:
+        raise TableInputError(
+            f"{path}: cannot be written ({error.strerror or 'refused'}); pick another --output"
+        ) from None
