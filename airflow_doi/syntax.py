@@ -24,6 +24,7 @@ __all__ = [
     "InvalidDoiError",
     "Validation",
     "ascii_upper",
+    "cell_text",
     "comparison_key",
     "normalize",
     "parse",
@@ -228,6 +229,30 @@ def _is_nan(value: object) -> bool:
     return False
 
 
+def cell_text(value: object, *, strict: bool = False) -> str | None:
+    """The text of a cell, as every face reads it: ``None`` for a missing value.
+
+    Missing is ``None``, NaN or NaT of any numeric type, and pandas' ``NA``/``NaT`` (named,
+    not imported). Text is taken as it is and bytes as UTF-8: a byte that is not UTF-8 reads as
+    U+FFFD, or, when ``strict``, raises :class:`InvalidDoiError` ``bad_encoding`` (what the
+    parser reports). Anything else (a number in a spreadsheet column, a :class:`Doi`, a
+    ``Decimal``) is read as ``str(value)``; a value whose ``str()`` fails is ``bad_encoding``.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if _is_nan(value) or type(value).__name__ in {"NAType", "NaTType"}:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8", "strict" if strict else "replace")
+        except UnicodeDecodeError:
+            raise InvalidDoiError("bad_encoding", value) from None
+    try:
+        return str(value)
+    except Exception:  # a broken __str__: the value has no text to judge
+        raise InvalidDoiError("bad_encoding", type(value).__name__) from None
+
+
 def _coerce(value: object) -> str | None:
     """The text of a cell: ``None`` for a missing value.
 
@@ -237,21 +262,7 @@ def _coerce(value: object) -> str | None:
     it, so that one cell gets one answer on every face: ``0`` is ``bad_directory``. A value
     whose ``str()`` fails cannot be read as text, which is ``bad_encoding`` too.
     """
-    if value is None or isinstance(value, str):
-        return value
-    if _is_nan(value):
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidDoiError("bad_encoding", value) from None
-    if type(value).__name__ in {"NAType", "NaTType"}:  # pandas missing values, without pandas
-        return None
-    try:
-        return str(value)
-    except Exception:  # a broken __str__: the value has no text to judge
-        raise InvalidDoiError("bad_encoding", type(value).__name__) from None
+    return cell_text(value, strict=True)
 
 
 def _unwrap(text: str) -> tuple[Form, str]:

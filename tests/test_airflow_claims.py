@@ -59,7 +59,7 @@ class Engine:
             text = self.dialect.text_type
             cursor.execute(f"CREATE TABLE {table} (doi {text}, doi_key {text}, "
                            f"doi_valid {self.dialect.boolean_type})")
-            p = self.dialect.p(3)
+            p = self.dialect.marks(3)
             cursor.executemany(f"INSERT INTO {table} VALUES ({p})",
                                [(k.lower(), k, True) for k in keys])
             conn.commit()
@@ -128,7 +128,7 @@ def test_a_claim_takes_each_key_once_and_lets_go(engine: Engine) -> None:
         first.finish(cursor, again)
         stamp = engine.dialect.timestamp(now + timedelta(days=30))
         cursor.execute(f'INSERT INTO {quote_identifier(engine.results)} ("doi_key", "doi", '
-                       f'"status", "expires_at") VALUES ({engine.dialect.p(4)})',
+                       f'"status", "expires_at") VALUES ({engine.dialect.marks(4)})',
                        [keys[0], keys[0].lower(), "resolved", stamp])
         conn.commit()
         taken = second.claim(cursor, keys[:5], now)
@@ -143,7 +143,7 @@ def test_a_claim_takes_each_key_once_and_lets_go(engine: Engine) -> None:
     # Third's process is gone (killed) on this machine: its keys are taken over at once.
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
-    engine.run(f'UPDATE {table} SET "token" = {engine.dialect.p()}',
+    engine.run(f'UPDATE {table} SET "token" = {engine.dialect.marks()}',
                [f"{_PLACE}/{int(gone.stdout)}/feed"])
     with closing(engine.connect()) as conn:
         cursor = engine.dialect.cursor(conn)
@@ -399,7 +399,7 @@ def test_a_key_stored_by_another_task_during_a_claim_is_let_go(engine: Engine) -
 
         def a_stores_meanwhile(cursor: Any, keys: Any) -> None:
             ca.execute(f'INSERT INTO {quote_identifier(engine.results)} ("doi_key", "doi", '
-                       f'"status", "expires_at") VALUES ({engine.dialect.p(4)})',
+                       f'"status", "expires_at") VALUES ({engine.dialect.marks(4)})',
                        ["10.5555/K", "10.5555/k", "resolved",
                         engine.dialect.timestamp(now + timedelta(days=1))])
             first.finish(ca, held)

@@ -99,7 +99,7 @@ def test_three_normalize_tasks_at_once_all_succeed_with_one_answer(
     engine.run(f"CREATE TABLE {table} (id INTEGER, raw {engine.dialect.text_type})")
     with closing(engine.connect()) as conn:
         cursor = engine.dialect.cursor(conn)
-        cursor.executemany(f"INSERT INTO {table} VALUES ({engine.dialect.p(2)})",
+        cursor.executemany(f"INSERT INTO {table} VALUES ({engine.dialect.marks(2)})",
                            list(enumerate(raws)))
         conn.commit()
     env = _env(engine, "http://127.0.0.1:9")

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, Final
 
 __all__ = [
-    "Dialect",
+    "StatementDialect",
     "TranslatingCursor",
     "add_missing_columns",
     "column_names",
@@ -74,7 +74,7 @@ def sibling_table(table: str, name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Dialect:
+class StatementDialect:
     """What differs between the SQL engines the operators write to."""
 
     name: str
@@ -134,7 +134,7 @@ class Dialect:
     def json_text(self) -> str:
         return self.json_type or self.text_type
 
-    def p(self, count: int = 1) -> str:
+    def marks(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
         return ", ".join([self.placeholder] * count)
 
@@ -186,10 +186,10 @@ def _translate(sql: str, target: str, fold_upper: bool, placeholder: str) -> str
 
 class TranslatingCursor:
     """A DB-API cursor whose ``execute``/``executemany`` take this module's ANSI statements and
-    run them in the engine's dialect (:meth:`Dialect.translate`); ``native`` is the cursor
+    run them in the engine's dialect (:meth:`StatementDialect.translate`); ``native`` is the cursor
     itself, for statements already written in that dialect (generated SQL)."""
 
-    def __init__(self, cursor: Any, dialect: Dialect) -> None:
+    def __init__(self, cursor: Any, dialect: StatementDialect) -> None:
         self.native = cursor
         self.dialect = dialect
 
@@ -208,33 +208,35 @@ def native_cursor(cursor: Any) -> Any:
     return getattr(cursor, "native", cursor)
 
 
-_DIALECTS: dict[str, Dialect] = {
-    "sqlite": Dialect(
+_DIALECTS: dict[str, StatementDialect] = {
+    "sqlite": StatementDialect(
         "sqlite", text_type="TEXT", timestamp_type="TEXT", timestamps_as_text=True, max_params=999,
         binary_collation=" COLLATE BINARY", case_sensitive_identifiers=False,
     ),
-    "postgres": Dialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
+    "postgres": StatementDialect("postgres", placeholder="%s", text_type="TEXT", array_unnest=True,
                         binary_collation=' COLLATE "C"', json_type="JSONB",
                         whole_table_update_lock="LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"),
-    "duckdb": Dialect("duckdb", array_unnest=True, case_sensitive_identifiers=False,
+    "duckdb": StatementDialect("duckdb", array_unnest=True, case_sensitive_identifiers=False,
                       json_type="JSON"),
-    "snowflake": Dialect("snowflake", on_conflict=False, merge=True, timestamp_type="TIMESTAMP_TZ",
+    "snowflake": StatementDialect("snowflake", on_conflict=False, merge=True,
+                         timestamp_type="TIMESTAMP_TZ",
                          sqlglot_dialect="snowflake", fold_upper=True,
                          case_sensitive_identifiers=False),
     # BigQuery reads "x" as a string: identifiers take backticks; types are STRING/BOOL/INT64.
-    "bigquery": Dialect("bigquery", placeholder="%s", text_type="STRING", boolean_type="BOOL",
+    "bigquery": StatementDialect("bigquery", placeholder="%s", text_type="STRING",
+                        boolean_type="BOOL",
                         integer_type="INT64", timestamp_type="TIMESTAMP", on_conflict=False,
                         merge=True,
                         update_from=True, sqlglot_dialect="bigquery",
                         case_sensitive_identifiers=False),
     # Databricks (Spark SQL) reads "x" as a string too: backticks.
-    "databricks": Dialect("databricks", text_type="STRING", on_conflict=False, merge=True,
+    "databricks": StatementDialect("databricks", text_type="STRING", on_conflict=False, merge=True,
                           sqlglot_dialect="databricks", case_sensitive_identifiers=False),
-    "trino": Dialect("trino", on_conflict=False, update_from=False),
+    "trino": StatementDialect("trino", on_conflict=False, update_from=False),
     # MySQL and MariaDB: backticks; byte-wise comparison through the utf8mb4_bin collation.
     # Every text column the operators create compares byte-wise (utf8mb4_bin): under the
     # server's default *_general_ci, "STRAßE" equals "STRASE" and keys would collide.
-    "mysql": Dialect("mysql", placeholder="%s", text_type="TEXT COLLATE utf8mb4_bin",
+    "mysql": StatementDialect("mysql", placeholder="%s", text_type="TEXT COLLATE utf8mb4_bin",
                      key_type="VARCHAR(768) COLLATE utf8mb4_bin", timestamp_type="DATETIME(6)",
                      on_conflict=False, update_from=False, sqlglot_dialect="mysql",
                      binary_collation=" COLLATE utf8mb4_bin", case_sensitive_identifiers=False,
@@ -243,14 +245,14 @@ _DIALECTS: dict[str, Dialect] = {
     # Redshift speaks the PostgreSQL wire protocol but has neither ``ON CONFLICT`` nor
     # ``unnest`` of a bound array: delete-then-insert with multi-row VALUES. Its bare VARCHAR
     # is VARCHAR(256), too short for a DOI or a URL; it folds quoted identifiers to lower case.
-    "redshift": Dialect(
+    "redshift": StatementDialect(
         "redshift", placeholder="%s", text_type="VARCHAR(65535)", on_conflict=False,
         array_unnest=False, case_sensitive_identifiers=False,
     ),
 }
 
 
-def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
+def dialect_named(name: str, placeholder: str | None = None) -> StatementDialect:
     """The dialect for a connection type (``postgres``/``postgresql``, ``sqlite``, ...).
 
     Unknown engines get ANSI SQL without ``ON CONFLICT`` and without ``UPDATE ... FROM``
@@ -258,9 +260,9 @@ def dialect_named(name: str, placeholder: str | None = None) -> Dialect:
     """
     key = {"postgresql": "postgres", "mariadb": "mysql", "gcpbigquery": "bigquery",
            "google_cloud_platform": "bigquery", "doi_duckdb": "duckdb"}.get(name, name)
-    dialect = _DIALECTS.get(key) or Dialect(key, on_conflict=False, update_from=False)
+    dialect = _DIALECTS.get(key) or StatementDialect(key, on_conflict=False, update_from=False)
     if placeholder and placeholder != dialect.placeholder:
-        dialect = Dialect(**{**dialect.__dict__, "placeholder": placeholder})
+        dialect = StatementDialect(**{**dialect.__dict__, "placeholder": placeholder})
     return dialect
 
 
@@ -274,7 +276,7 @@ def column_names(cursor: Any, table: str) -> list[str]:
 
 def fold_identifier(name: str, case_sensitive: bool) -> str:
     """``name`` as the engine matches a quoted identifier (see
-    :attr:`Dialect.case_sensitive_identifiers`)."""
+    :attr:`StatementDialect.case_sensitive_identifiers`)."""
     return name if case_sensitive else name.lower()
 
 
@@ -312,7 +314,7 @@ def missing_columns(
     """The names of ``names`` that ``table`` has no column for, in the order given.
 
     Names are compared the way the engine matches quoted identifiers
-    (:attr:`Dialect.case_sensitive_identifiers`): on PostgreSQL an existing ``"DOI"`` is
+    (:attr:`StatementDialect.case_sensitive_identifiers`): on PostgreSQL an existing ``"DOI"`` is
     another column than ``"doi"``; on SQLite it is the same column.
     """
     existing = {fold_identifier(name, case_sensitive) for name in column_names(cursor, table)}
@@ -391,7 +393,7 @@ _ALTER_TRIES = 3
 
 def keyset_pages(
     cursor: Any,
-    dialect: Dialect,
+    dialect: StatementDialect,
     *,
     select: str,
     key: str,
@@ -415,10 +417,10 @@ def keyset_pages(
         raise ValueError("page_size must be at least 1")
     conditions = f"({where})" if where else "1 = 1"
     grouping = f" GROUP BY {key}" if group_by else ""
-    first = f"SELECT {select} WHERE {conditions}{grouping} ORDER BY {key} LIMIT {dialect.p()}"
+    first = f"SELECT {select} WHERE {conditions}{grouping} ORDER BY {key} LIMIT {dialect.marks()}"
     after = (
-        f"SELECT {select} WHERE {conditions} AND {key} > {dialect.p()}{grouping} "
-        f"ORDER BY {key} LIMIT {dialect.p()}"
+        f"SELECT {select} WHERE {conditions} AND {key} > {dialect.marks()}{grouping} "
+        f"ORDER BY {key} LIMIT {dialect.marks()}"
     )
     last: Any = None
     for page in range(MAX_PAGES):
@@ -451,7 +453,7 @@ def keyset_pages(
 
 def distinct_pages(
     cursor: Any,
-    dialect: Dialect,
+    dialect: StatementDialect,
     *,
     value: str,
     source: str,
@@ -495,8 +497,8 @@ def distinct_pages(
     try:
         for start in range(0, total, page_size):
             cursor.execute(
-                f"SELECT v{extra} FROM {numbered} WHERE id > {dialect.p()} "
-                f"AND id <= {dialect.p()} ORDER BY id",
+                f"SELECT v{extra} FROM {numbered} WHERE id > {dialect.marks()} "
+                f"AND id <= {dialect.marks()} ORDER BY id",
                 (start, start + page_size),
             )
             yield total, [tuple(row) for row in cursor.fetchall()]
@@ -509,7 +511,7 @@ def distinct_pages(
 
 def insert_values(
     cursor: Any,
-    dialect: Dialect,
+    dialect: StatementDialect,
     head: str,
     rows: Sequence[Sequence[Any]],
     tail: str = "",
@@ -530,12 +532,12 @@ def insert_values(
     if dialect.array_unnest and types is not None:
         if len(types) != width:
             raise ValueError("one SQL type per column is needed")
-        arrays = ", ".join(f"unnest({dialect.p()}::{sql_type}[])" for sql_type in types)
+        arrays = ", ".join(f"unnest({dialect.marks()}::{sql_type}[])" for sql_type in types)
         columns = [list(column) for column in zip(*rows, strict=True)]
         cursor.execute(f"{head} SELECT {arrays}{tail}", columns)
         return
     per_statement = max(1, dialect.max_params // max(1, width))
-    row_sql = f"({dialect.p(width)})"
+    row_sql = f"({dialect.marks(width)})"
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
         values = ", ".join([row_sql] * len(chunk))
@@ -544,7 +546,7 @@ def insert_values(
 
 def upsert_rows(
     cursor: Any,
-    dialect: Dialect,
+    dialect: StatementDialect,
     table: str,
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -572,19 +574,19 @@ def upsert_rows(
         return
     position = list(columns).index(key)
     cursor.executemany(
-        f"DELETE FROM {quote_identifier(table)} WHERE {quoted_key} = {dialect.p()}",
+        f"DELETE FROM {quote_identifier(table)} WHERE {quoted_key} = {dialect.marks()}",
         [(row[position],) for row in rows],
     )
     insert_values(cursor, dialect, insert, rows, types=types)
 
 
-def _merge(cursor: Any, dialect: Dialect, table: str, quoted: list[str], quoted_key: str,
+def _merge(cursor: Any, dialect: StatementDialect, table: str, quoted: list[str], quoted_key: str,
            rows: Sequence[Sequence[Any]]) -> None:
     """One ``MERGE`` per chunk: the rows as a ``SELECT ... UNION ALL`` source (BigQuery has
     no ``VALUES`` table), matched on the key, updated or inserted in one statement."""
     width = len(quoted)
-    first = "SELECT " + ", ".join(f"{dialect.p()} AS {c}" for c in quoted)
-    other = f"SELECT {dialect.p(width)}"
+    first = "SELECT " + ", ".join(f"{dialect.marks()} AS {c}" for c in quoted)
+    other = f"SELECT {dialect.marks(width)}"
     updates = ", ".join(f"{c} = s.{c}" for c in quoted if c != quoted_key)
     per_statement = max(1, dialect.max_params // max(1, width))
     for start in range(0, len(rows), per_statement):

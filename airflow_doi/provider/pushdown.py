@@ -26,7 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from airflow_doi.db.statements import Dialect
+from airflow_doi.db.statements import StatementDialect
 
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
 
@@ -98,7 +98,7 @@ def plan(
 
 
 def column_sql(
-    conn: Any, dialect: Dialect, column: str, functions_schema: str | None = None,
+    conn: Any, dialect: StatementDialect, column: str, functions_schema: str | None = None,
 ) -> dict[str, str]:
     """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`,
     written in the engine's own dialect (run them on :func:`native_cursor`).

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from airflow_doi._version import __version__
+from airflow_doi.presentation import DEFAULT_BASE_URL
+
 __all__ = ["ResolverConfig", "redact_url"]
 
 #: Fields that count things: integers of at least 1 (0 would hang a semaphore for ever).
@@ -53,9 +56,12 @@ def _number(name: str, value: object) -> float:
     return float(value)
 
 
-def _version() -> str:
-    from airflow_doi._version import __version__
+#: The public doi.org proxy: the one default of every face (the URL presentation's base
+#: without its closing slash).
+DEFAULT_PROXY_URL: Final[str] = DEFAULT_BASE_URL.rstrip("/")
 
+
+def _version() -> str:
     return __version__
 
 
@@ -64,7 +70,7 @@ class ResolverConfig:
     """Knobs of :func:`airflow_doi.resolver.aresolve`; every field has a polite default."""
 
     #: The only host ever contacted; redirects are never followed.
-    base_url: str = "https://doi.org"
+    base_url: str = DEFAULT_PROXY_URL
     #: Requests per second (the sum over all processes when ``redis_url`` is set).
     rate: float = 3.0
     #: Bucket size of the rate limit: how many requests may leave back to back.

@@ -130,7 +130,7 @@ def load_sample_catalogue() -> int:
             )
         cursor.executemany(
             f"INSERT INTO {quoted} ({', '.join(quote_identifier(c) for c in columns)}) "
-            f"VALUES ({dialect.p(3)})",
+            f"VALUES ({dialect.marks(3)})",
             rows,
         )
         conn.commit()

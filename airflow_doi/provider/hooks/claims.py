@@ -39,7 +39,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_doi.db.statements import Dialect, missing_columns, native_cursor, quote_identifier
+from airflow_doi.db.statements import (
+    StatementDialect,
+    missing_columns,
+    native_cursor,
+    quote_identifier,
+)
 
 __all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claims_table_of"]
 
@@ -117,7 +122,7 @@ class KeyClaims:
 
     table: str
     results_table: str
-    dialect: Dialect
+    dialect: StatementDialect
     owner: str
     lease: float
 
@@ -168,10 +173,10 @@ class KeyClaims:
         until = d.timestamp(now + timedelta(seconds=self.lease))
         for chunk in _chunks(candidates, self._per_statement):
             cursor.execute(
-                f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.p()}, "token" = {d.p()}, '
-                f'"claimed_at" = {d.p()}, "lease_until" = {d.p()} '
-                f'WHERE "doi_key" IN ({d.p(len(chunk))}) '
-                f'AND ("lease_until" <= {d.p()} OR "owner" = {d.p()})',
+                f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.marks()}, '
+                f'"token" = {d.marks()}, "claimed_at" = {d.marks()}, "lease_until" = {d.marks()} '
+                f'WHERE "doi_key" IN ({d.marks(len(chunk))}) '
+                f'AND ("lease_until" <= {d.marks()} OR "owner" = {d.marks()})',
                 [self.owner, claim.token, stamp, until, *chunk, stamp, self.owner],
             )
         claim.mine = self._carrying(cursor, todo, claim.token)
@@ -189,7 +194,7 @@ class KeyClaims:
         for chunk in _chunks(held, self._per_statement):
             cursor.execute(
                 f'SELECT DISTINCT "token" FROM {quote_identifier(self.table)} WHERE "doi_key" '
-                f'IN ({d.p(len(chunk))})', list(chunk))
+                f'IN ({d.marks(len(chunk))})', list(chunk))
             tokens.update(row[0] for row in cursor.fetchall())
         dead = [token for token in tokens if _gone(token)]
         if not dead:
@@ -197,9 +202,10 @@ class KeyClaims:
         for token in dead:
             for chunk in _chunks(held, self._per_statement - 1):
                 cursor.execute(
-                    f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.p()}, '
-                    f'"token" = {d.p()}, "claimed_at" = {d.p()}, "lease_until" = {d.p()} '
-                    f'WHERE "doi_key" IN ({d.p(len(chunk))}) AND "token" = {d.p()}',
+                    f'UPDATE {quote_identifier(self.table)} SET "owner" = {d.marks()}, '
+                    f'"token" = {d.marks()}, "claimed_at" = {d.marks()}, '
+                    f'"lease_until" = {d.marks()} '
+                    f'WHERE "doi_key" IN ({d.marks(len(chunk))}) AND "token" = {d.marks()}',
                     [self.owner, claim.token, stamp, until, *chunk, token])
         taken = self._carrying(cursor, held, claim.token)
         claim.mine |= taken
@@ -220,8 +226,8 @@ class KeyClaims:
         until = d.timestamp(now + timedelta(seconds=self.lease))
         for chunk in _chunks(sorted(claim.mine), self._per_statement - 1):
             cursor.execute(
-                f'UPDATE {quote_identifier(self.table)} SET "lease_until" = {d.p()} WHERE '
-                f'"doi_key" IN ({d.p(len(chunk))}) AND "token" = {d.p()}',
+                f'UPDATE {quote_identifier(self.table)} SET "lease_until" = {d.marks()} WHERE '
+                f'"doi_key" IN ({d.marks(len(chunk))}) AND "token" = {d.marks()}',
                 [until, *chunk, claim.token])
 
     def finish(self, cursor: Any, claim: Claim) -> None:
@@ -233,18 +239,18 @@ class KeyClaims:
         for chunk in _chunks(keys, self._per_statement):
             cursor.execute(
                 f'DELETE FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
-                f'({d.p(len(chunk))}) AND "token" = {d.p()}', [*chunk, token])
+                f'({d.marks(len(chunk))}) AND "token" = {d.marks()}', [*chunk, token])
 
     def _carrying(self, cursor: Any, keys: Sequence[str], token: str) -> set[str]:
         """Step 4: which of ``keys`` carry ``token`` (by key: no scan, no lock on others)."""
-        return self._keys_where(cursor, self.table, keys, f'"token" = {self.dialect.p()}',
+        return self._keys_where(cursor, self.table, keys, f'"token" = {self.dialect.marks()}',
                                 [token])
 
     def _fresh(self, cursor: Any, keys: Sequence[str], now: datetime) -> set[str]:
         """Which of ``keys`` have a row in the results table that has not expired."""
         return self._keys_where(
             cursor, self.results_table, keys,
-            f'"expires_at" IS NOT NULL AND "expires_at" > {self.dialect.p()}',
+            f'"expires_at" IS NOT NULL AND "expires_at" > {self.dialect.marks()}',
             [self.dialect.timestamp(now)])
 
     def _keys_where(self, cursor: Any, table: str, keys: Sequence[str], condition: str,
@@ -255,7 +261,7 @@ class KeyClaims:
         for chunk in _chunks(keys, self._per_statement):
             cursor.execute(
                 f'SELECT "doi_key" FROM {quote_identifier(table)} WHERE "doi_key" IN '
-                f"({d.p(len(chunk))}) AND {condition}", [*chunk, *params])
+                f"({d.marks(len(chunk))}) AND {condition}", [*chunk, *params])
             found.update(row[0] for row in cursor.fetchall())
         return found
 
@@ -269,7 +275,7 @@ class KeyClaims:
         for chunk in _chunks(keys, per_statement):
             rows = [[key, "", "", epoch, epoch] for key in chunk]
             cells = [cell for row in rows for cell in row]
-            values = ", ".join([f"({d.p(len(CLAIM_COLUMNS))})"] * len(rows))
+            values = ", ".join([f"({d.marks(len(CLAIM_COLUMNS))})"] * len(rows))
             if d.on_conflict:
                 cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {values} "
                                'ON CONFLICT ("doi_key") DO NOTHING', cells)
@@ -278,17 +284,18 @@ class KeyClaims:
                 native_cursor(cursor).execute(
                     f"INSERT IGNORE INTO {d.quote(self.table)} ({quoted}) VALUES {values}", cells)
             elif d.merge:
-                first = ", ".join(f"{d.p()} AS {quote_identifier(c)}" for c in CLAIM_COLUMNS)
+                first = ", ".join(f"{d.marks()} AS {quote_identifier(c)}" for c in CLAIM_COLUMNS)
                 source = " UNION ALL ".join(
-                    [f"SELECT {first}"] + [f"SELECT {d.p(len(CLAIM_COLUMNS))}"] * (len(rows) - 1))
+                    [f"SELECT {first}"]
+                    + [f"SELECT {d.marks(len(CLAIM_COLUMNS))}"] * (len(rows) - 1))
                 inserted = ", ".join(f"s.{quote_identifier(c)}" for c in CLAIM_COLUMNS)
                 cursor.execute(
                     f'MERGE INTO {table} AS q USING ({source}) AS s ON q."doi_key" = s."doi_key" '
                     f"WHEN NOT MATCHED THEN INSERT ({columns}) VALUES ({inserted})", cells)
             else:
                 cursor.executemany(
-                    f"INSERT INTO {table} ({columns}) SELECT {d.p(len(CLAIM_COLUMNS))} "
-                    f'WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE "doi_key" = {d.p()})',
+                    f"INSERT INTO {table} ({columns}) SELECT {d.marks(len(CLAIM_COLUMNS))} "
+                    f'WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE "doi_key" = {d.marks()})',
                     [[*row, row[0]] for row in rows])
 
     def _free_rows_locked(self, cursor: Any, keys: Sequence[str], now: datetime) -> list[str]:
@@ -298,7 +305,8 @@ class KeyClaims:
         for chunk in _chunks(keys, self._per_statement):
             cursor.execute(
                 f'SELECT "doi_key" FROM {quote_identifier(self.table)} WHERE "doi_key" IN '
-                f'({d.p(len(chunk))}) AND ("lease_until" <= {d.p()} OR "owner" = {d.p()}) '
+                f'({d.marks(len(chunk))}) AND ("lease_until" <= {d.marks()} '
+                f'OR "owner" = {d.marks()}) '
                 "FOR UPDATE SKIP LOCKED",
                 [*chunk, d.timestamp(now), self.owner],
             )

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow_doi.db.statements import (
-    Dialect,
+    StatementDialect,
     distinct_pages,
     quote_identifier,
     require_columns,
@@ -75,10 +75,10 @@ class KeyStep(Protocol):
     def lease(self, batch_size: int) -> float:
         """Seconds a claim on ``batch_size`` keys holds by default."""
 
-    def types(self, dialect: Dialect) -> tuple[str, ...]:
+    def types(self, dialect: StatementDialect) -> tuple[str, ...]:
         """SQL types of :attr:`columns`, in order."""
 
-    def ensure_table(self, cursor: Any, dialect: Dialect, results_table: str) -> None:
+    def ensure_table(self, cursor: Any, dialect: StatementDialect, results_table: str) -> None:
         """Create the results table if missing; refuse one that is not the step's."""
 
     def new_stats(self) -> ResolverStats:
@@ -88,7 +88,7 @@ class KeyStep(Protocol):
             stats: ResolverStats) -> Sequence[Any]:
         """One result per DOI, in order; never raises for a DOI."""
 
-    def row(self, key: str, doi: str, result: Any, dialect: Dialect) -> tuple[Any, ...]:
+    def row(self, key: str, doi: str, result: Any, dialect: StatementDialect) -> tuple[Any, ...]:
         """The results table row of one key."""
 
     def status(self, result: Any) -> str:
@@ -132,14 +132,14 @@ class DueKeysSummary:
         }
 
 
-def key_range(key: str, dialect: Dialect, after: str | None,
+def key_range(key: str, dialect: StatementDialect, after: str | None,
               upto: str | None) -> tuple[str, list[str]]:
     """``" AND key > ? AND key <= ?"`` for the bounds given, and their values."""
     sql, values = "", []
     if after is not None:
-        sql, values = f" AND {key} > {dialect.p()}", [after]
+        sql, values = f" AND {key} > {dialect.marks()}", [after]
     if upto is not None:
-        sql, values = sql + f" AND {key} <= {dialect.p()}", [*values, upto]
+        sql, values = sql + f" AND {key} <= {dialect.marks()}", [*values, upto]
     return sql, values
 
 
@@ -153,7 +153,7 @@ class DueKeys:
     valid_column: str
 
     def parts(
-        self, now: datetime, dialect: Dialect, after: str | None, upto: str | None
+        self, now: datetime, dialect: StatementDialect, after: str | None, upto: str | None
     ) -> tuple[str, str, list[Any]]:
         key = f"c.{quote_identifier(self.key_column)}"
         source = (
@@ -161,14 +161,14 @@ class DueKeys:
             f' AS r ON r."doi_key" = {key}'
         )
         where = (
-            f"c.{quote_identifier(self.valid_column)} = {dialect.p()} AND {key} IS NOT NULL "
+            f"c.{quote_identifier(self.valid_column)} = {dialect.marks()} AND {key} IS NOT NULL "
             'AND (r."doi_key" IS NULL OR r."expires_at" IS NULL '
-            f'OR r."expires_at" <= {dialect.p()})'
+            f'OR r."expires_at" <= {dialect.marks()})'
         )
         in_range, bounds = key_range(key, dialect, after, upto)
         return source, where + in_range, [True, dialect.timestamp(now), *bounds]
 
-    def count(self, cursor: Any, dialect: Dialect, now: datetime,
+    def count(self, cursor: Any, dialect: StatementDialect, now: datetime,
               after: str | None = None, upto: str | None = None) -> int:
         source, where, params = self.parts(now, dialect, after, upto)
         key = f"c.{quote_identifier(self.key_column)}"
@@ -216,7 +216,7 @@ class Store:
     """
 
     db_hook: DbApiHook
-    dialect: Dialect
+    dialect: StatementDialect
     _held: Any = None
 
     @property
@@ -335,7 +335,7 @@ def process_due_keys(
     return run.summary
 
 
-def prepare_tables(cursor: Any, dialect: Dialect, table: str, columns: dict[str, str],
+def prepare_tables(cursor: Any, dialect: StatementDialect, table: str, columns: dict[str, str],
                    step: KeyStep, claims: KeyClaims) -> None:
     """Check the catalogue's columns; create the results and claims tables if missing."""
     require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
@@ -513,7 +513,7 @@ def _say_nothing_due(store: Store, due: DueKeys, table: str, results_table: str,
     in_range, bounds = key_range(key, dialect, after, upto)
     with store.session() as (_, cursor):
         cursor.execute(f"SELECT COUNT(DISTINCT {key}) FROM {quote_identifier(table)} WHERE "
-                       f"{quote_identifier(due.valid_column)} = {dialect.p()} AND {key} IS NOT "
+                       f"{quote_identifier(due.valid_column)} = {dialect.marks()} AND {key} IS NOT "
                        f"NULL{in_range}", [True, *bounds])
         valid = int(cursor.fetchone()[0])
     scope = "" if after is None and upto is None else " in this key range"

@@ -86,8 +86,8 @@ def store_repairs(
             f'ON r."doi_key" = c.{quote_identifier(key_column)} '
             f'LEFT JOIN {quote_identifier(repair_table)} AS p ON p."raw_value" = {raw} '
             f'WHERE {raw} IS NOT NULL AND p."raw_value" IS NULL '
-            f"AND (c.{quote_identifier(valid_column)} = {dialect.p()} "
-            f"OR r.\"status\" = {dialect.p()})",
+            f"AND (c.{quote_identifier(valid_column)} = {dialect.marks()} "
+            f"OR r.\"status\" = {dialect.marks()})",
             [False, "not_found"],
         )
         cells = [row[0] for row in cursor.fetchall()]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_doi.db.statements import Dialect, dialect_named
+from airflow_doi.db.statements import StatementDialect, dialect_named
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -59,7 +59,7 @@ def connect(hook: DbApiHook) -> Any:
     return wait_for_file(hook.get_conn, database, lock_wait_of(connection.extra_dejson), hook.log)
 
 
-def dialect_of(hook: DbApiHook) -> Dialect:
+def dialect_of(hook: DbApiHook) -> StatementDialect:
     """The SQL dialect of a DB-API hook: its connection type, else SQLAlchemy's name for it."""
     name = getattr(hook, "conn_type", None) or hook.dialect_name
     return dialect_named(str(name), hook.placeholder)

@@ -22,7 +22,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.db.statements import Dialect, missing_columns, quote_identifier, sibling_table
+from airflow_doi.db.statements import (
+    StatementDialect,
+    missing_columns,
+    quote_identifier,
+    sibling_table,
+)
 from airflow_doi.metadata.csl import FIELDS
 from airflow_doi.provider.hooks.due_keys import (
     DueKeysSummary,
@@ -60,7 +65,7 @@ _INTEGERS = frozenset({"year", "author_count", "attempts", "http_status"})
 _STAMPS = frozenset({"fetched_at", "expires_at"})
 
 
-def metadata_types(dialect: Dialect) -> tuple[str, ...]:
+def metadata_types(dialect: StatementDialect) -> tuple[str, ...]:
     """SQL types of :data:`METADATA_TABLE_COLUMNS`, in order."""
     types = []
     for column in METADATA_TABLE_COLUMNS:
@@ -77,7 +82,7 @@ def metadata_types(dialect: Dialect) -> tuple[str, ...]:
     return tuple(types)
 
 
-def ensure_metadata_table(cursor: Any, dialect: Dialect, results_table: str) -> None:
+def ensure_metadata_table(cursor: Any, dialect: StatementDialect, results_table: str) -> None:
     """``CREATE TABLE IF NOT EXISTS`` the metadata table, ``doi_key`` its primary key.
 
     Rows are replaced by key, so a table of the same name that is not one of ours (a user's
@@ -132,10 +137,10 @@ class _EnrichStep:
         slowest = min(config.rate, config.agency_rate)
         return max(300.0, 2 * batch_size / slowest + config.breaker_give_up + 2 * per_request)
 
-    def types(self, dialect: Dialect) -> tuple[str, ...]:
+    def types(self, dialect: StatementDialect) -> tuple[str, ...]:
         return metadata_types(dialect)
 
-    def ensure_table(self, cursor: Any, dialect: Dialect, results_table: str) -> None:
+    def ensure_table(self, cursor: Any, dialect: StatementDialect, results_table: str) -> None:
         ensure_metadata_table(cursor, dialect, results_table)
 
     def new_stats(self) -> ResolverStats:
@@ -158,7 +163,7 @@ class _EnrichStep:
         return results
 
     def row(self, key: str, doi: str, result: MetadataResult,
-            dialect: Dialect) -> tuple[Any, ...]:
+            dialect: StatementDialect) -> tuple[Any, ...]:
         fields = result.fields or {}
         return (
             key, result.doi or doi, result.metadata_status,

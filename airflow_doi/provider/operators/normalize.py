@@ -27,7 +27,7 @@ from contextlib import closing
 from typing import Any, get_args
 
 from airflow_doi.db.statements import (
-    Dialect,
+    StatementDialect,
     add_missing_columns,
     distinct_pages,
     fold_identifier,
@@ -158,7 +158,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
         return operator_lineage([source], [target])
 
     def _add_columns(
-        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, ...]
+        self, conn: Any, cursor: Any, dialect: StatementDialect, columns: tuple[str, ...]
     ) -> None:
         text, boolean = dialect.text_type, dialect.boolean_type
         added = add_missing_columns(
@@ -170,7 +170,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
             self.log.info("Added columns %s to %s", ", ".join(added), self.table)
 
     def _normalize_in_database(
-        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
+        self, conn: Any, cursor: Any, dialect: StatementDialect, columns: tuple[str, str, str, str],
         functions_schema: str | None,
     ) -> dict[str, int]:
         """One ``UPDATE`` of every row, the rules inlined (see :mod:`.pushdown`)."""
@@ -199,7 +199,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
                 "null_rows": null_rows}
 
     def _normalize(
-        self, conn: Any, cursor: Any, dialect: Dialect, columns: tuple[str, str, str, str],
+        self, conn: Any, cursor: Any, dialect: StatementDialect, columns: tuple[str, str, str, str],
         decode: Decode,
     ) -> dict[str, int]:
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
@@ -238,8 +238,8 @@ class DoiNormalizeOperator(DoiSqlOperator):
         cursor.execute(
             self._apply_statement(dialect, table, binary, (doi, key, valid, reason), stage))
         cursor.execute(
-            f"UPDATE {table} SET {doi} = NULL, {key} = NULL, {valid} = {dialect.p()}, "
-            f"{reason} = {dialect.p()} WHERE {source} IS NULL",
+            f"UPDATE {table} SET {doi} = NULL, {key} = NULL, {valid} = {dialect.marks()}, "
+            f"{reason} = {dialect.marks()} WHERE {source} IS NULL",
             (False, "empty"),
         )
         cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
@@ -254,7 +254,7 @@ class DoiNormalizeOperator(DoiSqlOperator):
             "null_rows": int(null_rows),
         }
 
-    def _lock_for_update(self, cursor: Any, dialect: Dialect) -> None:
+    def _lock_for_update(self, cursor: Any, dialect: StatementDialect) -> None:
         """Take the engine's lock for an ``UPDATE`` of every row, if it has one (a second
         normalize of the table, another run's, waits here until this one commits)."""
         if dialect.whole_table_update_lock:
@@ -263,7 +263,8 @@ class DoiNormalizeOperator(DoiSqlOperator):
 
     @staticmethod
     def _apply_statement(
-        dialect: Dialect, table: str, source: str, targets: tuple[str, str, str, str], stage: str
+        dialect: StatementDialect, table: str, source: str, targets: tuple[str, str, str, str],
+        stage: str,
     ) -> str:
         """Copy the staged page onto the catalogue rows whose source value matches.
 

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_doi.db.statements import (
-    Dialect,
+    StatementDialect,
     keyset_pages,
     missing_columns,
     quote_identifier,
@@ -92,7 +92,7 @@ RESOLUTION_COLUMNS: tuple[str, ...] = (
 
 
 
-def resolution_types(dialect: Dialect) -> tuple[str, ...]:
+def resolution_types(dialect: StatementDialect) -> tuple[str, ...]:
     """SQL types of :data:`RESOLUTION_COLUMNS`, in order."""
     text, integer, stamp = dialect.text_type, dialect.integer_type, dialect.timestamp_type
     return (text, text, text, text, integer, integer, integer, text, stamp, stamp)
@@ -102,7 +102,7 @@ def resolution_types(dialect: Dialect) -> tuple[str, ...]:
 _OWN_COLUMNS = RESOLUTION_COLUMNS[:10]
 
 
-def ensure_resolution_table(cursor: Any, dialect: Dialect, results_table: str) -> None:
+def ensure_resolution_table(cursor: Any, dialect: StatementDialect, results_table: str) -> None:
     """``CREATE TABLE IF NOT EXISTS`` the results table with ``doi_key`` as primary key.
 
     Rows of the results table are replaced by key, so a table of the same name that is not
@@ -130,7 +130,9 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
 
-def _row(key: str, doi: str, result: ResolutionResult, dialect: Dialect) -> tuple[Any, ...]:
+def _row(
+    key: str, doi: str, result: ResolutionResult, dialect: StatementDialect
+) -> tuple[Any, ...]:
     return (
         key,
         result.doi or doi,
@@ -176,10 +178,10 @@ class _ResolveStep:
     def lease(self, batch_size: int) -> float:
         return default_lease(self.config, batch_size)
 
-    def types(self, dialect: Dialect) -> tuple[str, ...]:
+    def types(self, dialect: StatementDialect) -> tuple[str, ...]:
         return resolution_types(dialect)
 
-    def ensure_table(self, cursor: Any, dialect: Dialect, results_table: str) -> None:
+    def ensure_table(self, cursor: Any, dialect: StatementDialect, results_table: str) -> None:
         ensure_resolution_table(cursor, dialect, results_table)
 
     def new_stats(self) -> ResolverStats:
@@ -192,7 +194,7 @@ class _ResolveStep:
         return self.proxy_hook.resolve(dois, progress=progress, stats=stats)
 
     def row(self, key: str, doi: str, result: ResolutionResult,
-            dialect: Dialect) -> tuple[Any, ...]:
+            dialect: StatementDialect) -> tuple[Any, ...]:
         return _row(key, doi, result, dialect)
 
     def status(self, result: ResolutionResult) -> str:

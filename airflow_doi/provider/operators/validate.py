@@ -15,7 +15,7 @@ from contextlib import closing
 from typing import Any, Literal
 
 from airflow_doi.db.statements import (
-    Dialect,
+    StatementDialect,
     distinct_pages,
     native_cursor,
     quote_identifier,
@@ -140,7 +140,7 @@ class DoiValidateOperator(DoiSqlOperator):
         return operator_lineage([dataset(hook, connection, self.table)], [])
 
     def _count_in_database(
-        self, conn: Any, cursor: Any, dialect: Dialect, functions_schema: str | None,
+        self, conn: Any, cursor: Any, dialect: StatementDialect, functions_schema: str | None,
     ) -> tuple[int, Counter[str], dict[str, list[str]]]:
         """One ``GROUP BY`` over the rule's reason, two example values per reason."""
         # In the engine's own dialect, as the generated body is: no translation.
@@ -164,7 +164,7 @@ class DoiValidateOperator(DoiSqlOperator):
         return total_rows, reasons, examples
 
     def _count(
-        self, cursor: Any, dialect: Dialect
+        self, cursor: Any, dialect: StatementDialect
     ) -> tuple[int, Counter[str], dict[str, list[str]]]:
         """Page by page in the worker: distinct values and their row counts, checked here."""
         table, source = quote_identifier(self.table), quote_identifier(self.doi_column)
