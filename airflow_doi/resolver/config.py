@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from airflow_doi._version import __version__
 from airflow_doi.presentation import DEFAULT_BASE_URL
 
-__all__ = ["ResolverConfig", "redact_url"]
+__all__ = ["DEFAULT_PROXY_URL", "ResolverConfig", "redact_url"]
 
 #: Fields that count things: integers of at least 1 (0 would hang a semaphore for ever).
 _COUNTS: Final = ("burst", "concurrency", "max_attempts", "breaker_threshold", "pending_per_slot")
