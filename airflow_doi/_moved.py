@@ -12,18 +12,19 @@ from __future__ import annotations
 import importlib
 import runpy
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 __all__ = ["moved"]
 
 
 def moved(old: str, new: str, names: Collection[str] | None = None, *,
-          also: str | None = None) -> Callable[[str], Any]:
+          also: str | None = None, renamed: Mapping[str, str] | None = None
+          ) -> Callable[[str], Any]:
     """A module ``__getattr__`` for the old path ``old``: ``names`` (all when ``None``) are
     fetched from ``new`` (or, when ``new`` lacks one, from ``also``: a module split in two)
-    with a :class:`DeprecationWarning`. Run as a script (``python -m old``), the old module
-    runs ``new`` as ``__main__``."""
+    with a :class:`DeprecationWarning`; ``renamed`` maps an old name to its new one. Run as a
+    script (``python -m old``), the old module runs ``new`` as ``__main__``."""
     if old == "__main__":
         warnings.warn(f"run python -m {new}: the old module name is deprecated",
                       DeprecationWarning, stacklevel=2)
@@ -32,11 +33,12 @@ def moved(old: str, new: str, names: Collection[str] | None = None, *,
     def __getattr__(name: str) -> Any:
         if name.startswith("__") or (names is not None and name not in names):
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        now = (renamed or {}).get(name, name)
         home = importlib.import_module(new)
-        if also is not None and not hasattr(home, name):
+        if also is not None and not hasattr(home, now):
             home = importlib.import_module(also)
-        warnings.warn(f"{old} is deprecated: import {name} from {home.__name__}",
+        warnings.warn(f"{old}.{name} is deprecated: import {now} from {home.__name__}",
                       DeprecationWarning, stacklevel=2)
-        return getattr(home, name)
+        return getattr(home, now)
 
     return __getattr__

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import numpy as np
 import pyarrow as pa
 
 try:
@@ -36,7 +35,7 @@ except ModuleNotFoundError as error:  # the accessor is the [pandas] extra's
 
 from airflow_doi.columns import Analysis, analyse, keys
 from airflow_doi.presentation import DEFAULT_BASE_URL
-from airflow_doi.syntax import Decode
+from airflow_doi.syntax import Decode, is_missing
 
 __all__ = ["STRING_DTYPE", "DoiAccessor"]
 
@@ -73,7 +72,7 @@ def _to_arrow(series: pd.Series[Any]) -> tuple[pa.Array | pa.ChunkedArray, dict[
     texts: list[str | None] = []
     overrides: dict[int, object] = {}
     for row, cell in enumerate(cells):
-        if cell is None or (isinstance(cell, float) and np.isnan(cell)):
+        if is_missing(cell):
             texts.append(None)
             continue
         if isinstance(cell, (bytes, bytearray)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from numbers import Number
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, get_args
 
 __all__ = [
     "REASONS",
@@ -26,12 +26,14 @@ __all__ = [
     "ascii_upper",
     "cell_text",
     "comparison_key",
+    "is_missing",
     "normalize",
     "parse",
     "validate",
 ]
 
 Decode = Literal["auto", "always", "never"]
+#: Why a value is not a DOI, in the order the checks run.
 Reason = Literal[
     "empty",
     "bad_encoding",
@@ -43,15 +45,7 @@ Reason = Literal[
 ]
 
 #: Reason codes in the order they are checked; the first failure is the one reported.
-REASONS: Final[tuple[str, ...]] = (
-    "empty",
-    "bad_encoding",
-    "bad_character",
-    "bad_directory",
-    "bad_registrant",
-    "missing_suffix",
-    "reserved_suffix",
-)
+REASONS: Final[tuple[str, ...]] = get_args(Reason)
 
 #: Stripped from both ends before anything else: the Unicode White_Space property, plus the
 #: zero-width space and the byte-order mark that copy-paste leaves behind. Spelled out (rather
@@ -229,6 +223,12 @@ def _is_nan(value: object) -> bool:
     return False
 
 
+def is_missing(value: object) -> bool:
+    """Whether a cell holds no value: ``None``, NaN or NaT of any numeric type, or pandas'
+    ``NA``/``NaT`` (named, not imported), as pandas' ``isna`` reads a scalar."""
+    return value is None or _is_nan(value) or type(value).__name__ in {"NAType", "NaTType"}
+
+
 def cell_text(value: object, *, strict: bool = False) -> str | None:
     """The text of a cell, as every face reads it: ``None`` for a missing value.
 
@@ -240,7 +240,7 @@ def cell_text(value: object, *, strict: bool = False) -> str | None:
     """
     if value is None or isinstance(value, str):
         return value
-    if _is_nan(value) or type(value).__name__ in {"NAType", "NaTType"}:
+    if is_missing(value):
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):
         try:

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from airflow_doi.repair.rules import suggest_repairs
+from airflow_doi.repair import suggest_repairs
 from airflow_doi.repair.verify import repair
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 from airflow_doi.syntax import ascii_upper, validate

@@ -24,7 +24,7 @@ import pytest
 
 from airflow_doi.db.statements import dialect_named, quote_identifier
 from airflow_doi.provider.hooks.claims import _PLACE, KeyClaims
-from airflow_doi.provider.operators.resolve import ensure_resolution_table
+from airflow_doi.provider.hooks.resolution import ensure_resolution_table
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import MARIADB_DSN, record_figure
 
@@ -352,8 +352,8 @@ def test_progress_comes_once_per_interval_and_nothing_due_says_why(
     the same second); when another table of the schema already resolved every key, the log
     says nothing is due and why (``doi_resolution`` is a cache by key, shared)."""
     from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
+    from airflow_doi.provider.hooks.resolution import resolve_due_keys
     from airflow_doi.provider.hooks.sql import sql_hook
-    from airflow_doi.provider.operators.resolve import resolve_due_keys
 
     path = str(tmp_path / "cat.duckdb")
     engine = Engine("duckdb", {"conn_type": "doi_duckdb", "host": path},
@@ -450,8 +450,8 @@ def test_a_doi_the_proxy_always_refuses_does_not_fail_every_later_run(
     """Review finding: a lone key with a final error (HTTP 400) made each later batch
     "every key failed", so every run failed on a healthy proxy. A final answer is stored as
     an error row and the run succeeds; only keys without an answer count as a dead proxy."""
+    from airflow_doi.provider.hooks.resolution import resolve_due_keys
     from airflow_doi.provider.hooks.sql import sql_hook
-    from airflow_doi.provider.operators.resolve import resolve_due_keys
 
     path = str(tmp_path / "one.sqlite")
     import sqlite3

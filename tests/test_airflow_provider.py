@@ -309,7 +309,7 @@ def test_normalize_writes_the_standard_columns(database: Database) -> None:
 def test_normalize_never_touches_a_users_table_named_like_its_stage(database: Database) -> None:
     """The staging table is a TEMPORARY one with a per-run name: a user's table called
     ``doi_normalize_stage`` (the old fixed name) keeps its rows, and no stage is left behind."""
-    from airflow_doi.provider.operators.normalize import _STAGE_PREFIX
+    from airflow_doi.provider.hooks.doi_column import _STAGE_PREFIX
 
     theirs = quote_identifier(sibling_table(database.table, "doi_normalize_stage"))
     database.run(f"CREATE TABLE {theirs} (raw TEXT, doi TEXT)")
@@ -573,20 +573,20 @@ def test_keyset_pages_refuses_to_loop_or_to_drop_rows(monkeypatch: pytest.Monkey
 
     dialect = dialect_named("sqlite")
     stuck = _RecordingCursor([[("a",), ("b",)], [("a",), ("b",)], [("a",), ("b",)]])
-    pages = keyset_pages(stuck, dialect, select="k FROM t", key="k", page_size=2)
+    pages = keyset_pages(stuck, dialect, select="k FROM t", key="k", batch_size=2)
     with pytest.raises(RuntimeError, match="did not advance"):
         list(pages)
     null_key = _RecordingCursor([[("a",), (None,)]])
     with pytest.raises(RuntimeError, match="did not advance"):
-        list(keyset_pages(null_key, dialect, select="k FROM t", key="k", page_size=2))
+        list(keyset_pages(null_key, dialect, select="k FROM t", key="k", batch_size=2))
     monkeypatch.setattr(airflow_sql, "MAX_PAGES", 2)
     more = _RecordingCursor([[("a",)], [("b",)], [("c",)]])
     seen: list[list[tuple[object, ...]]] = []
     with pytest.raises(RuntimeError, match="MAX_PAGES=2"):
-        seen.extend(keyset_pages(more, dialect, select="k FROM t", key="k", page_size=1))
+        seen.extend(keyset_pages(more, dialect, select="k FROM t", key="k", batch_size=1))
     assert seen == [[("a",)], [("b",)]]
     done = _RecordingCursor([[("a",)], [("b",)]])  # exactly MAX_PAGES full pages: no error
-    assert len(list(keyset_pages(done, dialect, select="k FROM t", key="k", page_size=1))) == 2
+    assert len(list(keyset_pages(done, dialect, select="k FROM t", key="k", batch_size=1))) == 2
 
 
 def test_redact_url_drops_userinfo() -> None:

@@ -148,7 +148,7 @@ def test_sliced_and_chunked_arrays_keep_their_offsets() -> None:
 def test_many_slices_on_many_threads_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     values = mixtures(4000, seed=9)
     expected = native(pa.array(values), "auto")
-    monkeypatch.setattr(native_arrow, "SLICE_ROWS", 97)
+    monkeypatch.setattr(native_arrow, "CALL_ROWS", 97)
     doi, _ = native_arrow.run(pa.array(values), "auto", "doi", threads=4)
     assert doi.num_chunks == -(-len(values) // 97)
     assert native(pa.array(values), "auto") == expected

@@ -279,7 +279,7 @@ def test_vectorized_equals_scalar_in_arrow_dtype(values: list[str]) -> None:
 
 
 def test_suggest_without_verify_sends_nothing_and_agrees_with_suggest_repairs() -> None:
-    from airflow_doi.repair.rules import suggest_repairs
+    from airflow_doi.repair import suggest_repairs
 
     cells = ["10.3748/wjg.v10.i5.707.", "10.1037/0021–9010.93.3.602", None, "10.1000/ok",
              "1038/nature14129", "10.3748/wjg.v10.i5.707."]

@@ -21,7 +21,7 @@ import pytest
 
 from airflow_doi.cli import repair as command
 from airflow_doi.cli.repair import ADDED_COLUMNS
-from airflow_doi.repair.rules import (
+from airflow_doi.repair import (
     MAX_CANDIDATES,
     MAX_CUTS,
     REPAIR_COLUMNS,
@@ -308,7 +308,7 @@ def test_proxy_failure_leaves_rows_undecided_never_repaired():
 def test_async_twin_and_lazy_export_agree():
     import asyncio
 
-    import airflow_doi.repair.rules as module
+    import airflow_doi.repair as module
     from airflow_doi.repair.verify import arepair
 
     assert module.repair is repair and module.arepair is arepair

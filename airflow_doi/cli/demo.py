@@ -10,9 +10,15 @@ themselves to :data:`STEPS`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,7 @@ class DemoContext:
 
 def normalize_sample(context: DemoContext) -> None:
     """Normalize the sample CSV into ``out/messy_dois.normalized.csv``."""
-    from airflow_doi.cli.normalize import normalize_file
+    from airflow_doi.files.jobs import normalize_file
 
     target = context.out / "messy_dois.normalized.csv"
     summary, skipped, _ = normalize_file(context.sample, target, column=SAMPLE_COLUMN)
@@ -65,10 +71,8 @@ DEMO_TABLES = frozenset({
 class DemoError(Exception):
     """A demo step cannot go on; the message says why and what to do (exit code 2)."""
 
-
 def _airflow(args: list[str], env: dict[str, str], log: Path) -> None:
     """Run the ``airflow`` CLI of this interpreter; its output goes to ``log``."""
-    import subprocess
 
     airflow = Path(sys.executable).with_name("airflow")
     command = [str(airflow)] if airflow.exists() else [sys.executable, "-m", "airflow"]
@@ -88,7 +92,6 @@ def registry_records(path: Path) -> dict[str, Any]:
     """Simulator records for the DOIs listed in ``path`` (one a line, ``#`` comments); the
     simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
     retracted journal article, so the demo's report lists one."""
-    from dataclasses import asdict, replace
 
     from airflow_doi.resolver.agencies import work_for
     from airflow_doi.resolver.simulator import make_records
@@ -156,9 +159,6 @@ def airflow_pipeline(context: DemoContext) -> None:
     unless ``AIRFLOW_CONN_DOI_PROXY_DEFAULT`` names a proxy (e.g. the real one:
     ``{"conn_type": "doi_proxy", "host": "https://doi.org", "extra": {"rate": 3}}``).
     """
-    import contextlib
-    import json
-    import os
 
     dags = (context.root / DAGS).resolve()
     if not (dags / f"{DAG_ID}.py").is_file():
@@ -264,9 +264,6 @@ def _query(conn: Any, sql: str) -> str:
 def open_command(database: Path) -> tuple[str, str]:
     """The shell command that opens ``database`` here (the DuckDB CLI, else this Python with
     the duckdb module), and a first query to type in it."""
-    import json
-    import shlex
-    import shutil
 
     if shutil.which("duckdb"):
         return (f"duckdb -readonly {shlex.quote(str(database))}",

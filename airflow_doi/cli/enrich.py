@@ -11,8 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from airflow_doi.cli import _proxy
+from airflow_doi.cli._files import add_file_options, input_error, say
+
 __all__ = ["register", "run"]
 
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "registry metadata (title, type, year, journal, ISSN...) for a column of DOIs"
 DESCRIPTION = """\
 Fetch the registry metadata of a column of DOIs through DOI content negotiation: the doi.org
 proxy (or --base-url) redirects each request to the registration agency's metadata service
@@ -46,20 +51,11 @@ GUARDED = (
 
 
 def register(subparsers: Any) -> None:
-    from airflow_doi.cli import HelpFormatter
-    from airflow_doi.cli._files import add_file_options
-    from airflow_doi.cli.resolve import add_proxy_options
-
-    parser = subparsers.add_parser(
-        "enrich",
-        help="registry metadata (title, type, year, journal, ISSN...) for a column of DOIs",
-        description=DESCRIPTION,
-        formatter_class=HelpFormatter,
-    )
+    parser = subparsers.add_parser("enrich", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", default="doi", help="column holding the DOIs")
     add_file_options(parser, escape_default=True,
                      escaped="the input column and every text column the servers filled")
-    add_proxy_options(
+    _proxy.add_proxy_options(
         parser,
         cache_help="SQLite cache file (also the checkpoint; resolve may share it)",
         give_up_help="seconds of continuous failure of a host after which its unfinished "
@@ -83,62 +79,36 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from airflow_doi.cli._files import input_error, report_reading, say
-    from airflow_doi.cli.resolve import (
-        EXIT_ERRORS,
-        _as_text,
-        _progress,
-        check_backends,
-        proxy_config,
-        read_values,
-        require_network_extra,
-        write_rows,
-    )
-    from airflow_doi.files.read import TableInputError, detect_format
-    from airflow_doi.files.write import check_output
+    from airflow_doi.files.jobs import result_rows
+    from airflow_doi.files.read import TableInputError
     from airflow_doi.metadata import METADATA_COLUMNS, MetadataConfig, MetadataStats, fetch
 
-    terminal = sys.stderr.isatty() and not args.no_progress
-    if terminal:
-        import tqdm  # noqa: F401  (the progress bar's extra, checked before any work starts)
-    require_network_extra()
+    terminal = _proxy.progress_wanted(args)
     try:
         extra: dict[str, Any] = {"agency_rate": args.agency_rate}
         if args.metadata_hosts:  # repeated, or comma-separated as the simulator prints them
             extra["metadata_hosts"] = tuple(
                 part.strip() for item in args.metadata_hosts for part in item.split(",")
                 if part.strip())
-        config = proxy_config(args, config_class=MetadataConfig, **extra)
-        out_format = detect_format(args.output, args.format)
-        check_output(args.input, args.output)
-        values, judged, flags, reader = read_values(args.input, args.column, args)
-        check_backends(args)
+        config = _proxy.proxy_config(args, config_class=MetadataConfig, **extra)
+        read = _proxy.read_input(args)
     except (TypeError, ValueError) as error:  # the library's field name, as the flag
         return input_error("enrich", type(error)(
             str(error).replace("metadata_hosts", "--metadata-host", 1)))
     except TableInputError as error:
         return input_error("enrich", error)
-    sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
     stats = MetadataStats()
-    with _progress(terminal) as progress:
-        results = fetch(sent, config=config, cache=args.cache, progress=progress, stats=stats)
-    from airflow_doi.cli.normalize import MALFORMED_REASON
+    results = _proxy.ask(fetch, read, args, config, terminal, stats)
+    rows = result_rows(results, read.values, read.flags, "metadata_status")
+    output = _proxy.Output(
+        METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
+        ended="status error", advice="the reasons are in its error column; check --base-url, "
+        "--metadata-host and the servers")
+    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, _landing_only)
 
-    rows = []
-    for index, result in enumerate(results):
-        row = result.as_row()
-        row["input"] = _as_text(values[index])
-        if flags and flags[index]:
-            row.update(doi=None, key=None, metadata_status="invalid", error=MALFORMED_REASON)
-        rows.append(row)
-    try:
-        write_rows(args.output, out_format, rows, args.escape_formulas, reader.dialect,
-                   columns=METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED)
-    except TableInputError as error:
-        return input_error("enrich", error)
-    say("enrich", f"{args.output}: {stats.summary()}")
+
+def _landing_only(rows: list[dict[str, object]]) -> None:
+    """Warn when the proxy sent every DOI asked to a landing page, none to a metadata host."""
     from airflow_doi.metadata.client import LANDING
 
     asked = [row for row in rows if row["metadata_status"] != "invalid"]
@@ -146,16 +116,3 @@ def run(args: argparse.Namespace) -> int:
         say("enrich", "warning: the proxy sent every DOI to a landing page, none to a metadata "
             "host: if --metadata-host does not name the agencies' hosts (the simulator "
             "prints them), correct it and run again")
-    repaired = sum(row["error"] == "bad_encoding" for row in rows)
-    report_reading("enrich", reader, {args.column: repaired} if repaired else {},
-                   csv_out=out_format == "csv")
-    tried = [row for row in rows if row["metadata_status"] != "invalid"]
-    failed = sum(row["metadata_status"] == "error" for row in tried)
-    if tried and failed / len(tried) > args.max_error_share:
-        say("enrich", f"error: {failed:,} of {len(tried):,} rows sent ended in status error "
-            f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
-            f"{args.output} holds every row: the reasons are in its error column; check "
-            "--base-url, --metadata-host and the servers, then run again (with --cache only "
-            "the failed rows are sent again)")
-        return EXIT_ERRORS
-    return 0

@@ -1,23 +1,25 @@
 """``airflow-doi repair``: suggest (and verify) repairs for a column of damaged DOIs.
 
-Kept thin, and a twin of the other two file commands: the file options and error reporting
-are :mod:`airflow_doi.cli._files`'s, the DOI column is read by ``resolve``'s
-:func:`~airflow_doi.cli.resolve.read_values` and the copy-out by
-:func:`airflow_doi.files.read.read_table`, so a file normalize or resolve accepts (or refuses)
-is accepted (or refused, in the same words) here. The rules are :mod:`airflow_doi.repair.rules`'s
-and the verification is :mod:`airflow_doi.repair.verify`'s.
+A twin of the other file commands: the file options and error reporting are
+:mod:`airflow_doi.cli._files`'s, the proxy options :mod:`airflow_doi.cli._proxy`'s, and the
+column is read and the file copied out by :mod:`airflow_doi.files.jobs`, so a file normalize
+or resolve accepts (or refuses) is accepted (or refused, in the same words) here. The rules
+are :mod:`airflow_doi.repair.rules`'s and the verification :mod:`airflow_doi.repair.verify`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from typing import Any
 
+from airflow_doi.cli import _proxy
+from airflow_doi.cli._files import add_file_options, csv_options, input_error, report_reading, say
 from airflow_doi.repair.rules import REPAIR_COLUMNS
 
 __all__ = ["ADDED_COLUMNS", "register", "run"]
 
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "suggest and verify repairs for damaged DOIs (appends doi_suggestion columns)"
 DESCRIPTION = """\
 Suggest repairs for damaged DOIs in a CSV or Parquet column, and check them on the proxy.
 
@@ -47,28 +49,19 @@ written)."""
 #: The appended columns: the library's three, and why a row was left undecided.
 ERROR_COLUMN = "doi_suggestion_error"
 ADDED_COLUMNS: tuple[str, ...] = (*REPAIR_COLUMNS, ERROR_COLUMN)
-#: doi_suggestion_error of a cell that is not UTF-8 (the standard's reason name).
-BAD_ENCODING = "bad_encoding"
-DEFAULT_CHUNK_ROWS = 100_000
+#: Their Arrow types, by name: text, but for whether the suggestion was verified.
+KINDS: dict[str, str] = dict.fromkeys(ADDED_COLUMNS, "large_string") | {
+    "doi_suggestion_verified": "bool_"}
 
 
 def register(subparsers: Any) -> None:
-    from airflow_doi.cli import HelpFormatter
-    from airflow_doi.cli._files import add_file_options
-    from airflow_doi.cli.resolve import add_proxy_options
-
-    parser = subparsers.add_parser(
-        "repair",
-        help="suggest and verify repairs for damaged DOIs (appends doi_suggestion columns)",
-        description=DESCRIPTION,
-        formatter_class=HelpFormatter,
-    )
+    parser = subparsers.add_parser("repair", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", required=True, help="the column holding the DOIs")
     # As normalize: the user's own columns are copied as they are unless asked; the appended
     # ones hold DOIs (they start with "10.") and our own words, never a formula.
     add_file_options(parser, escape_default=False)
     parser.add_argument("--no-verify", action="store_true", help="suggest only; send nothing")
-    add_proxy_options(
+    _proxy.add_proxy_options(
         parser,
         cache_help="SQLite cache file (shared with resolve)",
         give_up_help="seconds of continuous proxy failure after which unchecked rows stay "
@@ -82,41 +75,33 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported before the file is read: a missing [resolve] extra is reported at once.
-    import sys
+    from airflow_doi.files.jobs import BAD_ENCODING, append_columns, repair_cells
+    from airflow_doi.files.read import TableInputError
+    from airflow_doi.repair.verify import RepairStats, repair, repair_columns
 
-    from airflow_doi.cli._files import input_error, report_reading, say
-    from airflow_doi.cli.resolve import (
-        EXIT_ERRORS,
-        _progress,
-        check_backends,
-        proxy_config,
-        require_network_extra,
-    )
-    from airflow_doi.files.read import TableInputError, detect_format
-    from airflow_doi.files.write import check_output
-    from airflow_doi.repair.verify import RepairStats, repair
-
-    if not args.no_verify:
-        require_network_extra()
+    terminal = not args.no_verify and _proxy.progress_wanted(args)
     try:
-        config = proxy_config(args)
+        config = _proxy.proxy_config(args)
     except (TypeError, ValueError) as error:
         return input_error("repair", ValueError(f"{error}; check the resolver options"))
     try:
-        out_format = detect_format(args.output, args.format)
-        check_output(args.input, args.output)
-        cells, reasons, first = _read_column(args)
-        check_backends(args)
+        read = _proxy.read_input(args)
     except (ValueError, TableInputError) as error:
         return input_error("repair", error)
+    cells, reasons = repair_cells(read.sent, read.flags)
     stats = RepairStats()
-    terminal = sys.stderr.isatty() and not args.no_progress and not args.no_verify
-    with _progress(terminal) as progress:
+    with _proxy.progress_bar(terminal) as progress:
         results = repair(cells, verify=not args.no_verify, config=config, cache=args.cache,
                          progress=progress, stats=stats)
-    added = _added_columns(results, reasons)
+    added = repair_columns(results)
+    added[ERROR_COLUMN] = [
+        reason or result.error for result, reason in zip(results, reasons, strict=True)
+    ]
     try:
-        reader, repaired = _write(args, out_format, added)
+        reader, repaired = append_columns(
+            args.input, args.output, args.column, added, KINDS, input_format=args.input_format,
+            output_format=read.out_format, options=csv_options(args),
+            escape=args.escape_formulas)
     except TableInputError as error:
         return input_error("repair", error)
     say("repair", f"{args.output}: {stats.summary()}")
@@ -124,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if bad and args.column not in repaired:  # a Parquet binary column kept as binary
         repaired[args.column] = bad
     # What the first read found out (the header matched, the markers) holds for the copy too.
-    reader.matched, reader.na_count = first.matched, first.na_count
-    report_reading("repair", reader, repaired, csv_out=out_format == "csv")
+    reader.matched, reader.na_count = read.reader.matched, read.reader.na_count
+    report_reading("repair", reader, repaired, csv_out=read.out_format == "csv")
     undecided = sum(1 for result in results if result.error is not None)
     checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
     if checked and undecided / checked > args.max_error_share:
@@ -134,110 +119,5 @@ def run(args: argparse.Namespace) -> int:
             f"{args.max_error_share:g}); {args.output} holds every row, those unverified: "
             "check --base-url and the proxy, then run again (with --cache only the undecided "
             "DOIs are sent again), or pass --no-verify for the suggestions without the proxy")
-        return EXIT_ERRORS
+        return _proxy.EXIT_ERRORS
     return 0
-
-
-def _read_column(args: argparse.Namespace) -> tuple[list[object], list[str | None], Any]:
-    """The DOI column as text, per row why it must not be looked at (or None), and the
-    reader that read it.
-
-    A malformed CSV row and a cell that is not UTF-8 are never repaired: the first cannot be
-    trusted to hold the DOI, the second would be "repaired" by dropping the bytes that
-    ``--encoding`` would have read. Both are flagged in ``doi_suggestion_error``.
-    """
-    from airflow_doi.cli.normalize import MALFORMED_REASON
-    from airflow_doi.cli.resolve import _as_text, read_values
-
-    _, values, flags, reader = read_values(args.input, args.column, args)
-    cells: list[object] = []
-    reasons: list[str | None] = []
-    for index, value in enumerate(values):
-        reason = MALFORMED_REASON if flags and flags[index] else None
-        if reason is None and isinstance(value, (bytes, bytearray)):
-            try:
-                value = bytes(value).decode("utf-8")
-            except UnicodeDecodeError:
-                reason = BAD_ENCODING
-        cells.append(None if reason else _as_text(value))
-        reasons.append(reason)
-    return cells, reasons, reader
-
-
-def _added_columns(results: list[Any], reasons: list[str | None]) -> dict[str, list[object]]:
-    from airflow_doi.repair.verify import repair_columns
-
-    added = repair_columns(results)
-    added[ERROR_COLUMN] = [
-        reason or result.error for result, reason in zip(results, reasons, strict=True)
-    ]
-    return added
-
-
-def _write(
-    args: argparse.Namespace, out_format: Any, added: dict[str, list[object]]
-) -> tuple[Any, dict[str, int]]:
-    """Every input row and column, then the added ones; the reader and the cells per column
-    that were not UTF-8 (written with U+FFFD)."""
-    import pyarrow as pa
-
-    from airflow_doi.cli._files import csv_options
-    from airflow_doi.cli.normalize import _is_binary
-    from airflow_doi.files.read import (
-        MALFORMED_FLAG,
-        TableInputError,
-        added_names,
-        detect_format,
-        match_column,
-        read_table,
-        text_column,
-    )
-    from airflow_doi.files.write import escape_formulas, writing
-
-    text = pa.large_string()
-    kinds = dict.fromkeys(ADDED_COLUMNS, text) | {"doi_suggestion_verified": pa.bool_()}
-    rows = len(added[ERROR_COLUMN])
-
-    def one_pass(reader: Any) -> Counter[str]:
-        found = match_column(reader.names, args.column)[0]
-        try:
-            names = added_names(ADDED_COLUMNS, reader.names, found, None)
-        except TableInputError as error:  # pragma: no cover (no prefix: always a name)
-            raise TableInputError(f"{args.input}: {error}") from None
-        schema = reader.schema
-        if out_format == "csv":  # CSV holds text: a Parquet binary column is written as text
-            schema = pa.schema([
-                pa.field(item.name, text) if _is_binary(item.type) else item for item in schema
-            ])
-        for ours, name in zip(ADDED_COLUMNS, names, strict=True):
-            schema = schema.append(pa.field(name, kinds[ours]))
-        guard = args.escape_formulas and out_format == "csv"
-        repaired: Counter[str] = Counter()
-        done = 0
-        with writing(args.output, out_format, schema, reader.dialect) as writer:
-            for batch in reader.batches:
-                if reader.flags_malformed:
-                    batch = batch.drop_columns([MALFORMED_FLAG])
-                columns: list[Any] = []
-                for index, (name, values) in enumerate(
-                        zip(batch.schema.names, batch.columns, strict=True)):
-                    if reader.all_text or schema.field(index).type != values.type:
-                        values, bad = text_column(values)
-                        repaired[name] += len(bad)
-                    columns.append(escape_formulas(values) if guard else values)
-                end = done + batch.num_rows
-                columns += [pa.array(added[name][done:end], kinds[name]) for name in ADDED_COLUMNS]
-                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
-                done = end
-            if done != rows:  # the output file is not put in place
-                raise TableInputError(
-                    f"{args.input}: had {rows:,} rows on the first read and {done:,} on the "
-                    "second; was it changed meanwhile? run again once it is complete"
-                )
-        return +repaired
-
-    repaired, reader = read_table(
-        args.input, detect_format(args.input, args.input_format), one_pass,
-        chunk_rows=DEFAULT_CHUNK_ROWS, options=csv_options(args),
-    )
-    return reader, dict(repaired)

@@ -7,8 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow_doi.cli import missing_extra_message
+from airflow_doi.cli._files import add_na_option, csv_options, say
+
 __all__ = ["register", "run"]
 
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "write a self-contained HTML quality report of a DOI column"
 DESCRIPTION = """\
 Write one HTML page on the state of a DOI column: rows, valid share, reasons with the
 commonest failing cells, duplicates by comparison key (the same DOI written differently),
@@ -36,12 +41,8 @@ a resolution or metadata table without the columns the report reads, a missing e
 
 
 def register(subparsers: Any) -> None:
-    from airflow_doi.cli._files import add_na_option
-
     parser = subparsers.add_parser(
-        "report",
-        help="write a self-contained HTML quality report of a DOI column",
-        description=DESCRIPTION,
+        "report", help=HELP, description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -95,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
 
         from airflow_doi.report import ReportInputError, write_report
     except ModuleNotFoundError as error:
-        from airflow_doi.cli import missing_extra_message
 
         return _fail(missing_extra_message(error.name))
     from airflow_doi.files.write import check_output
@@ -104,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
         check_output(None, args.output)  # a directory is refused before any reading
     except ReportInputError as error:
         return _fail(str(error))
-    from airflow_doi.cli._files import csv_options, say
 
     try:
         options = csv_options(args)
@@ -120,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
     except ReportInputError as error:
         return _fail(str(error))
     except ModuleNotFoundError as error:
-        from airflow_doi.cli import missing_extra_message
 
         return _fail(missing_extra_message(error.name))
     print(f"airflow-doi report: wrote {path}", file=sys.stderr)

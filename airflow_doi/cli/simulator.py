@@ -7,6 +7,9 @@ Used by the offline demo and by tests that need the proxy in another process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import shlex
 import signal
 import sys
 import threading
@@ -16,6 +19,8 @@ from typing import Any
 __all__ = ["register", "run"]
 
 
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "serve a local DOI proxy simulator (for tests and demos)"
 DESCRIPTION = """\
 Serve the local DOI proxy simulator in the foreground.
 
@@ -30,14 +35,7 @@ the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
 
 
 def register(subparsers: Any) -> None:
-    from airflow_doi.cli import HelpFormatter
-
-    parser = subparsers.add_parser(
-        "simulator",
-        help="serve a local DOI proxy simulator (for tests and demos)",
-        description=DESCRIPTION,
-        formatter_class=HelpFormatter,
-    )
+    parser = subparsers.add_parser("simulator", help=HELP, description=DESCRIPTION)
     parser.add_argument("--records", type=Path, metavar="FILE",
                         help="a JSON file: an object of handle -> record/values")
     parser.add_argument(
@@ -70,8 +68,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from airflow_doi.resolver.simulator import Faults, ProxySimulator
 
     records: dict[str, Any] | None = None
@@ -89,15 +85,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{type(records).__name__}, not an object of DOI -> record", file=sys.stderr)
             return 2
 
-    faults = Faults(
-        error_every=args.error_every,
-        drop_every=args.drop_every,
-        bad_json_every=args.bad_json_every,
-        slow_every=args.slow_every,
-        slow_seconds=args.slow_seconds,
-        outage_seconds=args.outage_seconds,
-        always_500=args.always_500,
-    )
+    faults = Faults(**{item.name: getattr(args, item.name) for item in dataclasses.fields(Faults)})
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -113,8 +101,6 @@ def run(args: argparse.Namespace) -> int:
         agency_rate_limit=args.agency_rate_limit,
     )
     with simulator:
-        import json
-        import shlex
 
         print(simulator.url)
         print("metadata hosts: " + ",".join(simulator.metadata_hosts))

@@ -20,9 +20,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
 
+from airflow_doi.cli._files import input_error, say
+from airflow_doi.db.install import InstallError, in_schema, install, shipped_dialects, shipped_sql
+from airflow_doi.resolver.config import redact_url
+
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "generated SQL functions and dbt macro bodies"
 DESCRIPTION = """\
 Generated SQL: generate writes (or checks) sql/<dialect>/doi_functions.sql and the dbt
 macro bodies; print writes one dialect's functions to stdout; install creates them in a
@@ -46,98 +54,58 @@ def _default_root() -> Path | None:
 
 
 def register(subparsers: Any) -> None:
-    from airflow_doi.cli import HelpFormatter
-
-    parser = subparsers.add_parser(
-        "sql", help="generated SQL functions and dbt macro bodies",
-        description=DESCRIPTION, formatter_class=HelpFormatter,
-    )
+    parser = subparsers.add_parser("sql", help=HELP, description=DESCRIPTION)
     actions = parser.add_subparsers(
         dest="sql_command", required=True, metavar="ACTION",
         help="generate, print, install, dbt-package or duckdb-extension",
     )
-    generate = actions.add_parser(
-        "generate",
-        help="write sql/<dialect>/doi_functions.sql and dbt_doi/macros/_generated/*.sql",
-        description="Write (or, with --check, verify) the generated SQL functions and dbt "
-        "macro bodies.\n\nExit status: 0 up to date or written; 1 --check found a file that "
-        "differs; 2 a missing extra.",
-        formatter_class=HelpFormatter,
-    )
-    generate.add_argument(
+    for name, (help_text, description, arguments, run) in _ACTIONS.items():
+        action = actions.add_parser(name, help=help_text, description=description)
+        arguments(action)
+        action.set_defaults(func=run)
+
+
+def _generate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--root", type=Path, default=None,
         help="repository root (default: this checkout; an installed package has none)",
     )
-    generate.add_argument(
-        "--check",
-        action="store_true",
+    parser.add_argument(
+        "--check", action="store_true",
         help="write nothing; exit 1 if any committed file differs from the generator",
     )
-    generate.set_defaults(func=run_generate)
-    printer = actions.add_parser(
-        "print", help="write one dialect's DOI functions to stdout",
-        description="Write the DOI functions of one SQL dialect to stdout, e.g. "
-        "airflow-doi sql print postgres > doi.sql. The files ship with the package: no "
-        "extra is needed.\n\nExit status: 0 printed; 2 an unknown dialect or a --schema "
-        "that dialect cannot take.",
-        formatter_class=HelpFormatter,
-    )
-    printer.add_argument("dialect", help="bigquery, databricks, duckdb, mariadb, postgres, "
-                         "redshift, snowflake, spark, sqlite or trino")
-    printer.add_argument(
+
+
+def _print_arguments(parser: argparse.ArgumentParser) -> None:
+    known = shipped_dialects()
+    parser.add_argument("dialect", help=f"{', '.join(known[:-1])} or {known[-1]}")
+    parser.add_argument(
         "--schema", help="create every function in this schema (or database.schema; on "
         "BigQuery a dataset, and the functions become persistent instead of TEMP) and "
         "qualify the calls between them",
     )
-    printer.set_defaults(func=run_print)
-    install = actions.add_parser(
-        "install", help="create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
-        description="Create (or replace) doi_normalize, doi_key, doi_is_valid, doi_reason, "
-        "doi_url and their doi__* helpers in a database, e.g. airflow-doi sql install "
-        "postgresql://user@host/db --schema doi. Nothing else is created or changed; a "
-        "second run changes nothing.\n\nURL: postgresql://..., duckdb:///path/file.duckdb, "
-        "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
-        "2 a bad URL, an unreachable or refusing database, or a missing extra.",
-        formatter_class=HelpFormatter,
-    )
-    install.add_argument("url", help="database URL")
-    install.add_argument(
+
+
+def _install_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", help="database URL")
+    parser.add_argument(
         "--schema", help="schema to create them in (created if missing); MariaDB: the "
         "database. Default: the connection's current schema",
     )
-    install.set_defaults(func=run_install)
-    package = actions.add_parser(
-        "dbt-package",
-        help="print the directory of the dbt package dbt_doi shipped with airflow-doi",
-        description="Print the directory of the dbt package dbt_doi as installed with "
-        "airflow-doi (no extra needed), for a packages.yml entry:\n\n"
-        "  packages:\n    - local: <the printed path>\n\n"
-        "--udfs prints the directory of dbt_doi_udfs, its function resources (dbt 1.11+); "
-        "list it beside dbt_doi.",
-        formatter_class=HelpFormatter,
-    )
-    package.add_argument(
-        "--udfs", action="store_true", help="the UDF package dbt_doi_udfs instead"
-    )
-    package.set_defaults(func=run_dbt_package)
-    native = actions.add_parser(
-        "duckdb-extension",
-        help="prepare the native DuckDB extension (doi_key & co.) and print its path",
-        description="Prepare the native DuckDB extension (doi_key and friends) and print the "
-        "path to LOAD: the library pip built at install time, or, where there is none, one "
-        "compiled now with the machine's C compiler. Needs the [duckdb] extra.",
-        formatter_class=HelpFormatter,
-    )
-    native.add_argument(
+
+
+def _dbt_package_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--udfs", action="store_true", help="the UDF package dbt_doi_udfs instead")
+
+
+def _duckdb_extension_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--output", type=Path, default=None, help="directory (default: a per-user cache)"
     )
-    native.add_argument("--force", action="store_true", help="rebuild even if cached")
-    native.set_defaults(func=run_duckdb_extension)
+    parser.add_argument("--force", action="store_true", help="rebuild even if cached")
 
 
 def run_dbt_package(args: argparse.Namespace) -> int:
-    from importlib.resources import as_file, files
-
     # A wheel installs real files, an editable install points at the checkout: either way a
     # directory on disk, resolved so the printed path names the files themselves.
     with as_file(files("airflow_doi") / "dbt_package") as package:
@@ -162,7 +130,6 @@ def run_duckdb_extension(args: argparse.Namespace) -> int:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from airflow_doi.cli._files import input_error
     from airflow_doi.sqlgen import generated_files  # sqlglot: the [sql] extra
 
     root = args.root or _default_root()
@@ -198,15 +165,10 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def _generated(dialect: str) -> str:
-    from airflow_doi.db.install import shipped_sql
-
     return shipped_sql(dialect)
 
 
 def run_print(args: argparse.Namespace) -> int:
-    from airflow_doi.cli._files import input_error
-    from airflow_doi.db.install import in_schema
-
     try:
         text = _generated(args.dialect)
         if args.schema is not None:
@@ -218,9 +180,6 @@ def run_print(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from airflow_doi.cli._files import input_error, say
-    from airflow_doi.db.install import InstallError, install
-
     scheme = args.url.partition("://")[0].lower()
     if scheme not in INSTALL_SCHEMES or "://" not in args.url:
         return input_error("sql install", ValueError(
@@ -236,6 +195,49 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def _redact(url: str) -> str:
-    from airflow_doi.resolver.config import redact_url
-
     return redact_url(url)
+
+
+#: ACTION -> (its line in the help, its description, what adds its arguments, what runs it).
+_ACTIONS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None],
+                          Callable[[argparse.Namespace], int]]] = {
+    "generate": (
+        "write sql/<dialect>/doi_functions.sql and dbt_doi/macros/_generated/*.sql",
+        "Write (or, with --check, verify) the generated SQL functions and dbt macro bodies."
+        "\n\nExit status: 0 up to date or written; 1 --check found a file that differs; 2 a "
+        "missing extra.",
+        _generate_arguments, run_generate,
+    ),
+    "print": (
+        "write one dialect's DOI functions to stdout",
+        "Write the DOI functions of one SQL dialect to stdout, e.g. airflow-doi sql print "
+        "postgres > doi.sql. The files ship with the package: no extra is needed.\n\nExit "
+        "status: 0 printed; 2 an unknown dialect or a --schema that dialect cannot take.",
+        _print_arguments, run_print,
+    ),
+    "install": (
+        "create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
+        "Create (or replace) doi_normalize, doi_key, doi_is_valid, doi_reason, doi_url and "
+        "their doi__* helpers in a database, e.g. airflow-doi sql install "
+        "postgresql://user@host/db --schema doi. Nothing else is created or changed; a "
+        "second run changes nothing.\n\nURL: postgresql://..., duckdb:///path/file.duckdb, "
+        "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
+        "2 a bad URL, an unreachable or refusing database, or a missing extra.",
+        _install_arguments, run_install,
+    ),
+    "dbt-package": (
+        "print the directory of the dbt package dbt_doi shipped with airflow-doi",
+        "Print the directory of the dbt package dbt_doi as installed with airflow-doi (no "
+        "extra needed), for a packages.yml entry:\n\n  packages:\n    - local: <the printed "
+        "path>\n\n--udfs prints the directory of dbt_doi_udfs, its function resources (dbt "
+        "1.11+); list it beside dbt_doi.",
+        _dbt_package_arguments, run_dbt_package,
+    ),
+    "duckdb-extension": (
+        "prepare the native DuckDB extension (doi_key & co.) and print its path",
+        "Prepare the native DuckDB extension (doi_key and friends) and print the path to "
+        "LOAD: the library pip built at install time, or, where there is none, one compiled "
+        "now with the machine's C compiler. Needs the [duckdb] extra.",
+        _duckdb_extension_arguments, run_duckdb_extension,
+    ),
+}

@@ -10,11 +10,12 @@ already exist: a typo in a path must not leave a new empty database behind.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 __all__ = [
-    "InstallError", "install", "install_mariadb", "mariadb_statements", "qualified", "shipped_sql",
+    "InstallError", "install", "install_mariadb", "mariadb_statements", "qualified",
+    "shipped_dialects", "shipped_sql",
 ]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -24,17 +25,22 @@ class InstallError(Exception):
     """The functions could not be installed; the message says why in our words."""
 
 
+def shipped_dialects() -> list[str]:
+    """The dialects whose generated functions ship in the package, sorted (the generator's
+    list, :data:`airflow_doi.sqlgen.DIALECTS`, read from what it wrote: no sqlglot needed)."""
+    shipped = files("airflow_doi") / "sql_files"
+    return sorted(entry.name for entry in shipped.iterdir() if entry.is_dir())
+
+
 def shipped_sql(dialect: str) -> str:
     """The generated ``doi_functions.sql`` of ``dialect`` as shipped in the package
     (``airflow_doi/sql_files`` is the repository's ``sql/``; the test suite holds it equal to
     the generator's output). Raises ``ValueError`` naming the known dialects."""
-    from importlib.resources import files
-
-    shipped = files("airflow_doi") / "sql_files"
-    known = sorted(entry.name for entry in shipped.iterdir() if entry.is_dir())
+    known = shipped_dialects()
     if dialect not in known:
         raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(known)}")
-    return (shipped / dialect / "doi_functions.sql").read_text(encoding="utf-8")
+    return (files("airflow_doi") / "sql_files" / dialect / "doi_functions.sql").read_text(
+        encoding="utf-8")
 
 
 _QUALIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -108,8 +114,12 @@ def _said(error: BaseException) -> str:
 def _duckdb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
     import duckdb
 
-    rest = url.split("://", 1)[1]
-    path = Path(rest[1:] if rest.startswith("/") else rest)  # duckdb:///rel, duckdb:////abs
+    from airflow_doi.db.connect import database_path
+
+    try:
+        path = database_path(url)  # duckdb:///rel, duckdb:////abs
+    except ValueError as error:
+        raise InstallError(f"{shown}: {error}") from None
     if not path.is_file():
         raise InstallError(f"{shown}: no DuckDB file at {path}: check the path "
                            "(duckdb:///relative.duckdb, duckdb:////absolute/path.duckdb), or "

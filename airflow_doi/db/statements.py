@@ -1,4 +1,6 @@
-"""Portable SQL for the Airflow operators: identifiers, paging and upserts over a DB-API.
+"""Portable SQL statements over any DB-API connection: identifiers, paging, upserts, columns.
+
+The Airflow operators emit these through their hooks; nothing here imports Airflow.
 
 The operators must work on any connection whose hook is a ``DbApiHook`` (SQLite, PostgreSQL,
 DuckDB, Snowflake, ...). The few statements they need are written here once, per dialect
@@ -12,7 +14,7 @@ where dialects differ, under two rules:
 
 Large tables are read in pages with keyset pagination (``WHERE key > ? ORDER BY key LIMIT ?``)
 rather than one long cursor, so a page can be written back on the same connection and memory
-stays bounded by the page size.
+stays bounded by the batch size.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import functools
 import re
 import time
+import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -400,9 +403,9 @@ def keyset_pages(
     where: str = "",
     params: Sequence[Any] = (),
     group_by: bool = False,
-    page_size: int,
+    batch_size: int,
 ) -> Iterator[list[tuple[Any, ...]]]:
-    """Yield pages of ``SELECT {select} ... ORDER BY {key}`` of at most ``page_size`` rows.
+    """Yield pages of ``SELECT {select} ... ORDER BY {key}`` of at most ``batch_size`` rows.
 
     ``select`` must start with the key expression (the first column of each row is the key
     the next page starts after); ``where`` may hold placeholders bound from ``params``.
@@ -413,8 +416,8 @@ def keyset_pages(
     row, or an ``ORDER BY`` and a ``>`` that disagree) or when :data:`MAX_PAGES` pages were
     read.
     """
-    if page_size < 1:
-        raise ValueError("page_size must be at least 1")
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
     conditions = f"({where})" if where else "1 = 1"
     grouping = f" GROUP BY {key}" if group_by else ""
     first = f"SELECT {select} WHERE {conditions}{grouping} ORDER BY {key} LIMIT {dialect.marks()}"
@@ -425,14 +428,14 @@ def keyset_pages(
     last: Any = None
     for page in range(MAX_PAGES):
         if page == 0:
-            cursor.execute(first, (*params, page_size))
+            cursor.execute(first, (*params, batch_size))
         else:
-            cursor.execute(after, (*params, last, page_size))
+            cursor.execute(after, (*params, last, batch_size))
         rows = [tuple(row) for row in cursor.fetchall()]
         if not rows:
             return
         yield rows
-        if len(rows) < page_size:
+        if len(rows) < batch_size:
             return
         key_value = rows[-1][0]
         # Equality only: Python's order of strings is not the database's collation order.
@@ -446,8 +449,8 @@ def keyset_pages(
     if not cursor.fetchall():
         return
     raise RuntimeError(
-        f"keyset paging on {key} stopped after MAX_PAGES={MAX_PAGES} pages of {page_size} rows "
-        "with rows left: raise the page size"
+        f"keyset paging on {key} stopped after MAX_PAGES={MAX_PAGES} pages of {batch_size} rows "
+        "with rows left: raise the batch size"
     )
 
 
@@ -458,14 +461,14 @@ def distinct_pages(
     value: str,
     source: str,
     where: str,
-    page_size: int,
+    batch_size: int,
     params: Sequence[Any] = (),
     aggregate: tuple[str, str] | None = None,
     filled: Callable[[], None] | None = None,
 ) -> Generator[tuple[int, list[tuple[Any, ...]]], None, None]:
     """Yield ``(total, page)``: the distinct ``value``s of ``source`` (with ``aggregate``, an
     ``(SQL expression, SQL type)`` such as ``("COUNT(*)", "INTEGER")``, beside each),
-    ``page_size`` at a time, each as it was stored. ``where`` may hold placeholders bound from
+    ``batch_size`` at a time, each as it was stored. ``where`` may hold placeholders bound from
     ``params``.
 
     The table is read once: its distinct values are numbered into a TEMPORARY table of this
@@ -474,7 +477,6 @@ def distinct_pages(
     on 4M rows of DuckDB that was 55x a hand-written ``UPDATE``, and it grew with the square of
     the rows.
     """
-    import uuid
 
     numbered = f"doi_distinct_{uuid.uuid4().hex[:16]}"
     extra_sql, extra_column, extra = "", "", ""
@@ -495,11 +497,11 @@ def distinct_pages(
     cursor.execute(f"SELECT COUNT(*) FROM {numbered}")
     total = int(cursor.fetchone()[0])
     try:
-        for start in range(0, total, page_size):
+        for start in range(0, total, batch_size):
             cursor.execute(
                 f"SELECT v{extra} FROM {numbered} WHERE id > {dialect.marks()} "
                 f"AND id <= {dialect.marks()} ORDER BY id",
-                (start, start + page_size),
+                (start, start + batch_size),
             )
             yield total, [tuple(row) for row in cursor.fetchall()]
     finally:

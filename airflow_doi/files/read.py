@@ -1,11 +1,10 @@
-"""THE reading and writing module of the file commands (``normalize``, ``resolve``,
-``repair`` and ``report``).
+"""Reading tables: THE reader of the file commands (``normalize``, ``resolve``, ``repair``,
+``enrich`` and ``report``).
 
-One module, so the commands accept the same files, refuse the same files with the same
-words, and write alike. Nothing here ever holds a whole table: CSV is read with pyarrow's
-streaming reader (or, for the files it cannot read, Python's ``csv`` module), Parquet with
-``ParquetFile.iter_batches``; output goes to a temporary file beside the target, created with
-the user's umask, and is renamed into place only when complete.
+One reader, so the commands accept the same files and refuse the same files with the same
+words (:mod:`.write` writes them alike). Nothing here ever holds a whole table: CSV is read
+with pyarrow's streaming reader (or, for the files it cannot read, Python's ``csv`` module),
+Parquet with ``ParquetFile.iter_batches``.
 
 CSV rules, the same on both readers:
 
@@ -38,6 +37,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import gzip
 import itertools
 import lzma
@@ -62,6 +62,7 @@ from airflow_doi.files.sniff import (
     open_text,
     sniff,
 )
+from airflow_doi.syntax import cell_text
 
 __all__ = [
     "MALFORMED_FLAG",
@@ -106,7 +107,6 @@ T = TypeVar("T")
 
 class TableInputError(Exception):
     """The input cannot be used as asked (missing file or column, no header...): exit code 2."""
-
 
 @dataclass(frozen=True)
 class CsvOptions:
@@ -316,7 +316,6 @@ class _ReadAgain(Exception):
 
 def _code_page_of(dialect: CsvDialect, cells: Iterable[bytes]) -> CsvDialect:
     """``dialect`` in the code page that ``cells`` (not UTF-8) are written in."""
-    import dataclasses
 
     found = detect_code_page([b"\n".join(cells)])
     return dataclasses.replace(dialect, encoding=found, utf8_seen=False)
@@ -750,14 +749,8 @@ def _last_row_spans_lines(batch: pa.RecordBatch | None) -> bool:
     if batch is None or batch.num_rows == 0:
         return False
     last = batch.slice(batch.num_rows - 1, 1)
-    cells = [_decoded(cell) for column in last.columns for cell in column.to_pylist()]
+    cells = [cell_text(cell) or "" for column in last.columns for cell in column.to_pylist()]
     return any("\n" in cell or "\r" in cell for cell in cells)
-
-
-def _decoded(cell: object) -> str:
-    if isinstance(cell, bytes):
-        return cell.decode("utf-8", "replace")
-    return "" if cell is None else str(cell)
 
 
 def _unclosed(lines: list[str], delimiter: str) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import itertools
 import os
 from dataclasses import dataclass
@@ -181,7 +182,6 @@ def sniff(
 def _samples(path: Path, compression: str | None) -> tuple[bytes, list[bytes], bool]:
     """The first bytes, windows from further in, and whether the head is the whole file."""
     if compression == "gzip":
-        import gzip
 
         with gzip.open(path, "rb") as stream:
             head = stream.read(_HEAD_BYTES + 1)
@@ -378,7 +378,6 @@ def open_text(path: Path, dialect: CsvDialect, compression: str | None) -> IO[st
     """The file as text for Python's csv module (BOM dropped, bad UTF-8 kept as escapes)."""
     errors = "surrogateescape" if dialect.lenient_utf8 else "strict"
     if compression == "gzip":
-        import gzip
 
         return gzip.open(path, "rt", encoding=dialect.python_encoding, errors=errors,
                          newline="")

@@ -13,7 +13,9 @@ import codecs
 import os
 import re
 import secrets
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,8 +99,6 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
         # Standard output, a FIFO, a device: what is written there cannot be taken back, and
         # a pass may start again (read_table), so the output is made whole in a temporary
         # file first, then copied out.
-        import shutil
-        import tempfile
 
         handle, temporary = tempfile.mkstemp(prefix="airflow-doi-", suffix=".tmp")
         os.close(handle)

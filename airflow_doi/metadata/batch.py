@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow_doi.metadata.cache import CachedMetadata, MetadataCache
+from airflow_doi.metadata.client import MetadataClient
 from airflow_doi.metadata.config import MetadataConfig
 from airflow_doi.metadata.csl import describe_ignored, kept_json, typed_fields
 from airflow_doi.metadata.result import MetadataResult, MetadataStats
-from airflow_doi.resolver.batch import KeyedBatch, Progress, _run_sync, answer_rows
+from airflow_doi.resolver.batch import KeyedBatch, Progress, answer_rows, blocking_twin
 from airflow_doi.resolver.client import expires_after
 from airflow_doi.resolver.result import ResolverStats
 
@@ -28,8 +30,6 @@ __all__ = ["afetch", "fetch", "result_of"]
 def _config(config: MetadataConfig | None, overrides: dict[str, Any]) -> MetadataConfig:
     base = config if config is not None else MetadataConfig()
     if not isinstance(base, MetadataConfig):  # a ResolverConfig: keep its settings
-        from dataclasses import fields
-
         base = MetadataConfig(**{f.name: getattr(base, f.name) for f in fields(base)})
     result = base.replace(**overrides)
     assert isinstance(result, MetadataConfig)
@@ -88,8 +88,6 @@ class _Fetch(KeyedBatch):
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[Any]:
-        from airflow_doi.metadata.client import MetadataClient
-
         async with MetadataClient.open_session(self.config) as session:
             self._client = MetadataClient(self.config, session, self.stats)
             yield self._client
@@ -141,18 +139,5 @@ async def afetch(
     )
     return results
 
-def fetch(
-    values: Iterable[object],
-    *,
-    config: MetadataConfig | None = None,
-    cache: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    stats: ResolverStats | None = None,
-    **overrides: Any,
-) -> list[MetadataResult]:
-    """Blocking twin of :func:`afetch` (same arguments, same results)."""
-    rows = list(values)
-    return _run_sync(  # type: ignore[no-any-return]
-        lambda: afetch(rows, config=config, cache=cache, progress=progress, stats=stats,
-                       **overrides)
-    )
+
+fetch = blocking_twin(afetch)

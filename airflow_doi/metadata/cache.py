@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_doi.resolver.cache import _CHUNK, ResolverCache, _iso
+from airflow_doi.resolver.cache import ResolverCache, _iso
 
 __all__ = ["CachedMetadata", "MetadataCache"]
 
@@ -67,23 +67,18 @@ class MetadataCache(ResolverCache):
     def fresh(self, keys: Any, now: datetime) -> dict[str, CachedMetadata]:  # type: ignore[override]
         """Records for ``keys`` that have not expired at ``now``."""
         found: dict[str, CachedMetadata] = {}
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
-            rows = self._conn.execute(
-                "select key, doi, status, fields, source_host, note, attempts, http_status,"
-                " csl_json, fetched_at, expires_at, allowlist from metadata"
-                f" where key in ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-            for row in rows:
-                expires_at = datetime.fromisoformat(row[10])
-                if expires_at <= now or (row[2] == "no_metadata" and row[11] != self.allowlist):
-                    continue
-                found[row[0]] = CachedMetadata(
-                    row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
-                    row[8], datetime.fromisoformat(row[9]), expires_at,
-                )
+        select = (
+            "select key, doi, status, fields, source_host, note, attempts, http_status,"
+            " csl_json, fetched_at, expires_at, allowlist from metadata where key in"
+        )
+        for row in self.select_keys(select, keys):
+            expires_at = datetime.fromisoformat(row[10])
+            if expires_at <= now or (row[2] == "no_metadata" and row[11] != self.allowlist):
+                continue
+            found[row[0]] = CachedMetadata(
+                row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
+                row[8], datetime.fromisoformat(row[9]), expires_at,
+            )
         return found
 
     def store(self, answer: CachedMetadata) -> None:  # type: ignore[override]

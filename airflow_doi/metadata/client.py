@@ -41,7 +41,7 @@ from airflow_doi.resolver.client import (
 from airflow_doi.resolver.config import redact_url
 from airflow_doi.resolver.limits import RateLimiter
 from airflow_doi.resolver.result import ResolverStats
-from airflow_doi.resolver.retry import RetryPolicy
+from airflow_doi.resolver.retry import GaveUpError, RetryPolicy
 from airflow_doi.resolver.urls import is_safe_url
 
 __all__ = ["LANDING", "Hop", "MetadataClient", "Outcome", "interpret_hop"]
@@ -196,8 +196,6 @@ class MetadataClient:
 
     async def fetch(self, doi: str) -> Outcome:
         """Ask for one DOI's CSL-JSON; never raises for the DOI's own problems."""
-        from airflow_doi.resolver.retry import GaveUpError
-
         url = f"{self.config.root}/{encode_path(doi)}"
         visited = {url}
         attempts = 0

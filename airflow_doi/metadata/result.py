@@ -1,4 +1,4 @@
-"""What an enrichment produces: one :class:`MetadataResult` per input value.
+"""What an enrichment produces: one :class:`MetadataResult` per input value, and its stats.
 
 Kept free of aiohttp, like :mod:`airflow_doi.resolver.result`, so the provider and the CLI
 writer can import the types without the network machinery.
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from airflow_doi.metadata.csl import FIELDS
-from airflow_doi.resolver.result import ResolverStats
+from airflow_doi.resolver.result import ResolverStats, iso_text
 
 __all__ = ["METADATA_COLUMNS", "METADATA_STATUSES", "MetadataResult", "MetadataStats"]
 
@@ -64,29 +64,13 @@ class MetadataResult:
 
     def as_row(self) -> dict[str, object]:
         """The :data:`METADATA_COLUMNS` of this result; datetimes as ISO 8601 strings."""
-        row: dict[str, object] = {
-            "input": self.input, "doi": self.doi, "key": self.key,
-            "metadata_status": self.metadata_status,
-        }
-        row.update({name: (self.fields or {}).get(name) for name in FIELDS})
-        row.update(
-            source_host=self.source_host, error=self.error, attempts=self.attempts,
-            http_status=self.http_status,
-            fetched_at=self.fetched_at.isoformat() if self.fetched_at else None,
-            expires_at=self.expires_at.isoformat() if self.expires_at else None,
-            csl_json=self.csl_json,
-        )
+        # The typed fields read through __getattr__, like the other columns.
+        row = {name: getattr(self, name) for name in METADATA_COLUMNS}
+        row.update(fetched_at=iso_text(self.fetched_at), expires_at=iso_text(self.expires_at))
         return row
 
 
 class MetadataStats(ResolverStats):
     """The counters of one enrichment (the resolver's, by metadata status)."""
 
-    def summary(self) -> str:
-        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in METADATA_STATUSES)
-        return (
-            f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
-            f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "
-            f"{self.retries} retries, {self.throttled} throttled, "
-            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens"
-        )
+    statuses = METADATA_STATUSES

@@ -1,6 +1,10 @@
-"""Find the compiled native core, and validate one value with it: standard library only.
+"""The native core: find the compiled C module, say which engine serves, validate one value.
 
-``airflow_doi.native._core`` (``native/doi_arrow.c`` over ``native/doi_core.h``) is compiled by
+Standard library only; the C sources and their one list (:mod:`.sources`) live here too,
+with the modules that load the builds: :mod:`.arrow` (columns), :mod:`.duckdb` (the DuckDB
+extension) and :mod:`.tables` (the C tables generated from the Python constants).
+
+``airflow_doi.native._core`` (``doi_arrow.c`` over ``doi_core.h``) is compiled by
 setuptools at install time when a C compiler is present. Where it is missing (no compiler at
 install time), stale (its sources changed since it was built) or switched off
 (``AIRFLOW_DOI_NATIVE=0``), :func:`module` returns ``None`` and says why once in the log, and

@@ -21,10 +21,10 @@ from airflow_doi.native import DECODES, DISABLE_ENV, module, status
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import Decode
 
-__all__ = ["DISABLE_ENV", "SLICE_ROWS", "map_slices", "module", "run", "status"]
+__all__ = ["CALL_ROWS", "DISABLE_ENV", "map_slices", "module", "run", "status"]
 
 #: Rows per call into C: each slice runs on a worker thread with the GIL released.
-SLICE_ROWS: Final[int] = 1 << 16
+CALL_ROWS: Final[int] = 1 << 16
 Output = Literal["doi", "key", "url", "encode"]
 _STRING: Final[pa.DataType] = pa.large_string()
 
@@ -52,8 +52,8 @@ def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     for chunk in chunks:
         if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
             chunk = chunk.cast(_STRING)  # string_view, dictionary, null: read as text
-        for start in range(0, len(chunk), SLICE_ROWS):
-            out.append(chunk.slice(start, SLICE_ROWS))
+        for start in range(0, len(chunk), CALL_ROWS):
+            out.append(chunk.slice(start, CALL_ROWS))
     return out
 
 

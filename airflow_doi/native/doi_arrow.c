@@ -6,7 +6,7 @@
  * and leaves Arrow for anything unusual. This module reads an Arrow string array through the
  * Arrow C Data Interface (the PyCapsules of __arrow_c_array__), parses every value once with
  * the GIL released, and returns the buffers of the answer (a large_string array and an int8
- * reason code per row): never a Python object per row. airflow_doi.native wraps it (threads,
+ * reason code per row): never a Python object per row. airflow_doi.native.arrow wraps it (threads,
  * chunked arrays, the fallback when this module was not built).
  *
  * Built by setuptools at install time (setup.py, optional: no compiler, no module).

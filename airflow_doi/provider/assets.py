@@ -1,6 +1,6 @@
-"""Airflow Assets for the SQL tables the DOI operators write.
+"""Airflow Assets of the tables the DOI operators write: a table's asset, its URI, its events.
 
-A table's asset URI is its OpenLineage dataset's (:mod:`.operators.lineage`), namespace then
+A table's asset URI is its OpenLineage dataset's (:mod:`.lineage`), namespace then
 name with its dots as slashes, built when the task runs from the connection it ran on (a DAG
 param can point the operators at another one at run time), in the form Airflow keeps (it drops
 the empty authority of a file URI): ``postgres://host:port/database/schema/table`` through the
@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset, AssetAlias, BaseHook
+
+from airflow_doi.provider.hooks.sql import sql_hook
+from airflow_doi.provider.lineage import dataset_names
 
 __all__ = ["emit_table_assets", "table_asset"]
 
@@ -34,11 +37,6 @@ def table_uri(conn_id: str, table: str) -> str:
     """``table``'s URI as Airflow keeps it (``sqlite:/path/file/table``, not
     ``sqlite:///...``; ``dbapi://conn/table`` when it cannot be built: an asset must never fail
     a task that wrote its table). Raises ``ValueError`` where a provider's URI rules reject it."""
-    from airflow.sdk import BaseHook
-
-    from airflow_doi.provider.hooks.sql import sql_hook
-    from airflow_doi.provider.lineage import dataset_names
-
     try:
         hook = sql_hook(conn_id)
         namespace, name = dataset_names(hook, BaseHook.get_connection(conn_id), table)

@@ -1,7 +1,8 @@
 """Airflow provider metadata for airflow-doi (entry point group ``apache_airflow_provider``).
 
 Airflow calls :func:`get_provider_info` while it discovers providers, long before any task
-runs, so this module imports nothing: not Airflow, not the hooks. The connection forms are
+runs, so this module imports nothing heavy: not Airflow, not the hooks, only the default proxy
+URL (:mod:`airflow_doi.resolver.config`, standard library only). The connection forms are
 declared here (``conn-fields`` / ``ui-field-behaviour``, the Airflow 3.2+ schema) so the UI can
 draw them without importing the hook classes.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_doi.resolver.config import DEFAULT_PROXY_URL
+
 __all__ = ["get_provider_info"]
 
 _NULLABLE_NUMBER = ["number", "null"]
@@ -17,86 +20,80 @@ _NULLABLE_INTEGER = ["integer", "null"]
 _NULLABLE_STRING = ["string", "null"]
 
 
-def _doi_proxy_connection() -> dict[str, Any]:
+def _field(label: str, kind: list[str], description: str | None = None,
+           **schema: Any) -> dict[str, Any]:
+    """One form field: its label, its JSON schema (``kind`` and ``schema``), its help text."""
+    field = {"label": label, "schema": {"type": kind, **schema}}
+    return field if description is None else {**field, "description": description}
+
+
+def _connection_type(hook: str, name: str, conn_type: str, fields: dict[str, Any], *,
+                     host: str, host_placeholder: str) -> dict[str, Any]:
+    """A connection type whose form shows ``host`` (relabelled) and the extras ``fields``."""
     return {
-        "hook-class-name": "airflow_doi.provider.hooks.doi_proxy.DoiProxyHook",
-        "hook-name": "DOI proxy (doi.org REST API)",
-        "connection-type": "doi_proxy",
-        "conn-fields": {
-            "rate": {
-                "label": "Rate (requests/s)",
-                "schema": {"type": _NULLABLE_NUMBER, "default": 3.0, "exclusiveMinimum": 0},
-                "description": "Requests per second sent to the proxy by this process (or by "
-                "every process sharing the Redis limit below).",
-            },
-            "concurrency": {
-                "label": "Concurrency",
-                "schema": {"type": _NULLABLE_INTEGER, "default": 4, "minimum": 1},
-                "description": "Requests in flight at most.",
-            },
-            "timeout": {
-                "label": "Timeout (s)",
-                "schema": {"type": _NULLABLE_NUMBER, "default": 10.0, "exclusiveMinimum": 0},
-                "description": "Seconds per request before it counts as a failed attempt.",
-            },
-            "contact": {
-                "label": "Contact address",
-                "schema": {"type": _NULLABLE_STRING},
-                "description": "E-mail address put in the User-Agent (mailto:), as the proxy's "
-                "operators ask of bulk clients.",
-            },
-            "redis_url": {
-                "label": "Redis URL (shared rate limit)",
-                "schema": {"type": _NULLABLE_STRING},
-                "description": "redis://host:port/db: share one rate limit across workers.",
-            },
-            "agency_rate": {
-                "label": "Agency rate (requests/s, enrichment)",
-                "schema": {"type": _NULLABLE_NUMBER, "default": 2.0, "exclusiveMinimum": 0},
-                "description": "Requests per second to each registration agency's metadata "
-                "host (DoiEnrichOperator); the proxy keeps its own rate above.",
-            },
-            "metadata_hosts": {
-                "label": "Metadata hosts (enrichment allowlist)",
-                "schema": {"type": _NULLABLE_STRING},
-                "description": "Comma-separated hosts a content negotiation redirect may lead "
-                "to (https only), or origins such as http://127.0.0.1:8081; empty: the "
-                "agencies' own (api.crossref.org, api.datacite.org, data.crosscite.org...).",
-            },
-        },
+        "hook-class-name": hook,
+        "hook-name": name,
+        "connection-type": conn_type,
+        "conn-fields": fields,
         "ui-field-behaviour": {
             "hidden-fields": ["schema", "login", "password", "port", "extra"],
-            "relabeling": {"host": "Proxy base URL"},
-            "placeholders": {"host": "https://doi.org"},
+            "relabeling": {"host": host},
+            "placeholders": {"host": host_placeholder},
         },
     }
+
+
+def _doi_proxy_connection() -> dict[str, Any]:
+    return _connection_type(
+        "airflow_doi.provider.hooks.doi_proxy.DoiProxyHook", "DOI proxy (doi.org REST API)",
+        "doi_proxy", {
+            "rate": _field(
+                "Rate (requests/s)", _NULLABLE_NUMBER,
+                "Requests per second sent to the proxy by this process (or by every process "
+                "sharing the Redis limit below).", default=3.0, exclusiveMinimum=0),
+            "concurrency": _field("Concurrency", _NULLABLE_INTEGER,
+                                  "Requests in flight at most.", default=4, minimum=1),
+            "timeout": _field(
+                "Timeout (s)", _NULLABLE_NUMBER,
+                "Seconds per request before it counts as a failed attempt.", default=10.0,
+                exclusiveMinimum=0),
+            "contact": _field(
+                "Contact address", _NULLABLE_STRING,
+                "E-mail address put in the User-Agent (mailto:), as the proxy's operators ask "
+                "of bulk clients."),
+            "redis_url": _field(
+                "Redis URL (shared rate limit)", _NULLABLE_STRING,
+                "redis://host:port/db: share one rate limit across workers."),
+            "agency_rate": _field(
+                "Agency rate (requests/s, enrichment)", _NULLABLE_NUMBER,
+                "Requests per second to each registration agency's metadata host "
+                "(DoiEnrichOperator); the proxy keeps its own rate above.", default=2.0,
+                exclusiveMinimum=0),
+            "metadata_hosts": _field(
+                "Metadata hosts (enrichment allowlist)", _NULLABLE_STRING,
+                "Comma-separated hosts a content negotiation redirect may lead to (https "
+                "only), or origins such as http://127.0.0.1:8081; empty: the agencies' own "
+                "(api.crossref.org, api.datacite.org, data.crosscite.org...)."),
+        },
+        host="Proxy base URL", host_placeholder=DEFAULT_PROXY_URL,
+    )
 
 
 def _duckdb_connection() -> dict[str, Any]:
-    return {
-        "hook-class-name": "airflow_doi.provider.hooks.duckdb.DuckDbHook",
-        "hook-name": "DuckDB file (airflow-doi)",
-        # Not "duckdb": that type is the DuckDB provider's (airflow-provider-duckdb); a
-        # connection of type duckdb gets its hook when installed, and ours otherwise.
-        "connection-type": "doi_duckdb",
-        "conn-fields": {
-            "read_only": {
-                "label": "Read only",
-                "schema": {"type": ["boolean", "null"], "default": False},
-            },
-            "lock_wait": {
-                "label": "Lock wait (s)",
-                "schema": {"type": _NULLABLE_NUMBER, "default": 600, "minimum": 0},
-                "description": "Seconds a task waits for the file while another process "
-                "writes it (DuckDB lets one process write a file at a time); 0 fails at once.",
-            },
+    # Not "duckdb": that type is the DuckDB provider's (airflow-provider-duckdb); a
+    # connection of type duckdb gets its hook when installed, and ours otherwise.
+    return _connection_type(
+        "airflow_doi.provider.hooks.duckdb.DuckDbHook", "DuckDB file (airflow-doi)", "doi_duckdb",
+        {
+            "read_only": _field("Read only", ["boolean", "null"], default=False),
+            "lock_wait": _field(
+                "Lock wait (s)", _NULLABLE_NUMBER,
+                "Seconds a task waits for the file while another process writes it (DuckDB "
+                "lets one process write a file at a time); 0 fails at once.", default=600,
+                minimum=0),
         },
-        "ui-field-behaviour": {
-            "hidden-fields": ["schema", "login", "password", "port", "extra"],
-            "relabeling": {"host": "Database file"},
-            "placeholders": {"host": "/path/to/catalogue.duckdb (empty: in-memory)"},
-        },
-    }
+        host="Database file", host_placeholder="/path/to/catalogue.duckdb (empty: in-memory)",
+    )
 
 
 def get_provider_info() -> dict[str, Any]:

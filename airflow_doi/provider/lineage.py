@@ -18,7 +18,7 @@ and so to the OpenLineage provider, as a child job (``<task>.query.N``) of the t
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,8 @@ def dataset_names(hook: Any, connection: Any, table: str) -> tuple[str, str]:
     return f"{kind}://{path}", table
 
 
-def dataset(hook: Any, connection: Any, table: str, fields: dict[str, Iterable[str]] | None = None,
+def dataset(hook: Any, connection: Any, table: str,
+            fields: Mapping[str, Iterable[str]] | None = None,
             source: tuple[str, str] | None = None) -> Any:
     """An OpenLineage dataset for ``table``; with ``fields``, a column-lineage facet mapping
     each output column to the input columns of ``source`` ((namespace, name)) it came from."""

@@ -1,4 +1,10 @@
-"""Progress lines for the task log: done/total, rate and ETA, at most every few seconds."""
+"""Task-log progress lines (:class:`ProgressMeter`), the :class:`TaskLog` they go to, durations.
+
+A meter logs done/total, rate and ETA, at most every few seconds.
+
+The meter is not :data:`airflow_doi.resolver.batch.Progress`, the resolver's progress callback
+type: a resolve task feeds that callback's events to a meter.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["Progress", "format_duration"]
+__all__ = ["ProgressMeter", "TaskLog", "format_duration"]
 
 
 class TaskLog(Protocol):
@@ -27,7 +33,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-class Progress:
+class ProgressMeter:
     """Counts units of work and logs ``label: done/total (pct), rate/s, ETA`` lines."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Where the catalogue operators compute: in the database (push-down) or in the worker.
+"""Push-down: where the operators compute (:func:`plan`), the DOI rules in SQL (:func:`column_sql`).
 
 The project generates exact SQL for the DOI rules (:mod:`airflow_doi.sqlgen`); an operator
 that pulled every value through the Python worker would ignore it and scale with the worker,
@@ -26,6 +26,14 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from airflow_doi.db.install import (
+    InstallError,
+    install_mariadb,
+    mariadb_refusal,
+    qualified,
+    shipped_sql,
+)
+from airflow_doi.db.sqlite import register
 from airflow_doi.db.statements import StatementDialect
 
 __all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
@@ -112,8 +120,6 @@ def column_sql(
     if dialect.fold_upper:
         column = column.upper()
     if engine == "sqlite":
-        from airflow_doi.db.sqlite import register
-
         register(conn)
         return {name: f"{name}({dialect.quote(column)})" for name in FUNCTIONS}
     if engine == "mysql":
@@ -157,14 +163,6 @@ def _install_mariadb(conn: Any, schema: str) -> None:
     """The generated MariaDB functions, created or replaced in the database ``schema`` (made
     if missing: the user named it), every name and call qualified with it, so the task's
     connection keeps its own current database."""
-    from airflow_doi.db.install import (
-        InstallError,
-        install_mariadb,
-        mariadb_refusal,
-        qualified,
-        shipped_sql,
-    )
-
     try:
         with conn.cursor() as cursor:
             cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}` CHARACTER SET utf8mb4")
@@ -182,6 +180,4 @@ def _install_mariadb(conn: Any, schema: str) -> None:
 def _pg_temp_functions() -> str:
     """The generated PostgreSQL functions, every name (definitions and calls) in ``pg_temp``:
     PostgreSQL never looks up an unqualified function name there, by design."""
-    from airflow_doi.db.install import qualified, shipped_sql
-
     return qualified(shipped_sql("postgres"), "pg_temp")

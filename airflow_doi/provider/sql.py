@@ -2,4 +2,4 @@
 
 from airflow_doi._moved import moved
 
-__getattr__ = moved(__name__, "airflow_doi.db.statements")
+__getattr__ = moved(__name__, "airflow_doi.db.statements", renamed={"Dialect": "StatementDialect"})

@@ -10,37 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_doi._lazy import lazy_getattr
-from airflow_doi.repair.rules import (
-    MAX_CANDIDATES,
-    MAX_CUTS,
-    REPAIR_COLUMNS,
-    RULES,
-    Repair,
-    Rule,
-    suggest_repairs,
-)
+from airflow_doi.repair import rules
+from airflow_doi.repair.rules import *  # noqa: F403 - the package exports rules.__all__
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from airflow_doi.repair.verify import RepairResult, RepairStats, arepair, repair, repair_columns
 
-__all__ = [
-    "MAX_CANDIDATES",
-    "MAX_CUTS",
-    "REPAIR_COLUMNS",
-    "RULES",
-    "Repair",
-    "RepairResult",
-    "RepairStats",
-    "Rule",
-    "arepair",
-    "repair",
-    "repair_columns",
-    "suggest_repairs",
-]
+__all__ = [*rules.__all__, "RepairResult", "RepairStats", "arepair", "repair", "repair_columns"]
 
+# What rules does not define is :mod:`.verify`'s (the ``resolve`` extra): imported on first use.
 __getattr__ = lazy_getattr(
     __name__,
-    dict.fromkeys(("RepairResult", "RepairStats", "arepair", "repair", "repair_columns"),
-                  "airflow_doi.repair.verify"),
+    {name: "airflow_doi.repair.verify" for name in __all__ if name not in rules.__all__},
     globals(),
 )

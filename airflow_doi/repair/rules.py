@@ -17,20 +17,18 @@ short one. Standard library only, like :mod:`airflow_doi.syntax`.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import html
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from urllib.parse import unquote
 
 from airflow_doi.extract import CLOSERS
-from airflow_doi.syntax import TRIM_CHARS, validate
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers only
-    pass
+from airflow_doi.syntax import TRIM_CHARS, cell_text, validate
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -109,19 +107,48 @@ def _sub(pattern: str, replacement: Replacement, flags: int = 0) -> Transform:
     return transform
 
 
-def _cut_after(pattern: str, flags: int = 0) -> Transform:
-    """Keep what comes before the first match of ``pattern`` after the DOI's first slash."""
-    compiled = re.compile(pattern, flags)
+def _translate(table: dict[int, str]) -> Transform:
+    """A transform mapping characters through ``table`` (:meth:`str.maketrans`)."""
 
     def transform(text: str) -> Iterator[str]:
-        slash = text.find("/", _doi_start(text))
-        if slash < 0:
-            return
-        match = compiled.search(text, slash + 1)
-        if match is not None and match.start() > slash + 1:
+        repaired = text.translate(table)
+        if repaired != text:
+            yield repaired
+
+    return transform
+
+
+def _after_head(pattern: re.Pattern[str]) -> Transform:
+    """A transform keeping what follows a match of ``pattern`` at the start of the text."""
+
+    def transform(text: str) -> Iterator[str]:
+        match = pattern.match(text)
+        if match is not None:
+            yield text[match.end():]
+
+    return transform
+
+
+def _cut_in_suffix(pattern: re.Pattern[str]) -> Transform:
+    """A transform keeping what comes before a match of ``pattern`` inside the suffix."""
+
+    def transform(text: str) -> Iterator[str]:
+        match = _in_suffix(pattern, text)
+        if match is not None:
             yield text[: match.start()]
 
     return transform
+
+
+def _prefix_damaged(transform: Transform) -> Transform:
+    """``transform``, for a text that does not start with a well-formed DOI prefix (where a
+    DOI already starts, a later ``10.x/`` belongs to its suffix)."""
+
+    @functools.wraps(transform)
+    def guarded(text: str) -> Iterable[str]:
+        return () if _INTACT_PREFIX_RE.match(text) else transform(text)
+
+    return guarded
 
 
 #: Where a DOI begins inside a string: ``10.<registrant>/``, not glued to a letter or digit.
@@ -201,12 +228,6 @@ _SECOND_DOI_RE: Final = re.compile(
     r"(?<![\s,;|])[\s,;|]*(?<![0-9A-Za-z])10\.[1-9][0-9]{3,}(?:\.[0-9]+)*/")
 
 
-def _appended_doi(text: str) -> Iterator[str]:
-    match = _in_suffix(_SECOND_DOI_RE, text)
-    if match is not None:
-        yield text[: match.start()]
-
-
 _WHITESPACE_RE: Final = re.compile(r"\s+")
 
 
@@ -267,11 +288,10 @@ def _sici_brackets(text: str) -> Iterator[str]:
 _REGISTRANT_HEAD_RE: Final = re.compile(r"[1-9][0-9]{3,4}(?:\.[0-9]+)*/")
 
 
+@_prefix_damaged
 def _lost_directory(text: str) -> Iterator[str]:
     # ``1038/nature14129``, ``.1038/...``, ``0.1038/...``, ``101038/...``, ``10,1038/...``:
     # every reading of the damaged head that leaves a 4-5 digit registrant.
-    if _INTACT_PREFIX_RE.match(text):
-        return
     for head in ("10", "1", "0", ""):
         for sep in (".", ",", ":", ";", ""):
             if (head, sep) == ("10", ".") or not text.startswith(head + sep):
@@ -285,21 +305,7 @@ _WRAPPER: Final[str] = (
     r"\s*(?:(?:https?:/{1,2})?(?:dx\.|www\.)?doi\.org/|doi\s*[:.]?\s*|urn:doi:|info:doi/)"
 )
 _DOUBLE_WRAPPED_RE: Final = re.compile(rf"(?:{_WRAPPER}){{2,}}", re.IGNORECASE)
-
-
-def _double_wrapped(text: str) -> Iterator[str]:
-    match = _DOUBLE_WRAPPED_RE.match(text)
-    if match is not None:
-        yield text[match.end():]
-
-
 _DOUBLED_PREFIX_RE: Final = re.compile(rf"({_PREFIX})\s*(?:doi:\s*)?(?={_PREFIX})", re.IGNORECASE)
-
-
-def _doubled_prefix(text: str) -> Iterator[str]:
-    match = _DOUBLED_PREFIX_RE.match(text)
-    if match is not None:
-        yield text[match.end():]
 
 
 _LEADING_RE: Final = re.compile(
@@ -307,10 +313,9 @@ _LEADING_RE: Final = re.compile(
 )
 
 
+@_prefix_damaged
 def _leading_text(text: str) -> Iterator[str]:
     # ``DOI 10.1000/x``, ``[10.1000/x]``, a publisher's ``https://host/doi/full/10.1000/x``.
-    if _INTACT_PREFIX_RE.match(text):
-        return  # a DOI already starts here; a later "10.x/" belongs to its suffix
     match = _LEADING_RE.search(text, 1)
     if match is not None:
         yield text[match.start():]
@@ -331,10 +336,9 @@ def _percent_encoding(text: str) -> Iterator[str]:
 _LOST_SLASH_RE: Final = re.compile(r"10\.[1-9][0-9]{3,4}(?:\\|[.:,](?=[A-Za-z(]))")
 
 
+@_prefix_damaged
 def _lost_slash(text: str) -> Iterator[str]:
     # ``10.1371.journal.pntd.0005917``: a dot (or backslash) where the slash should be.
-    if _INTACT_PREFIX_RE.match(text):
-        return
     match = _LOST_SLASH_RE.match(text)
     if match is not None:
         yield text[: match.end() - 1] + "/" + text[match.end():]
@@ -367,24 +371,12 @@ _DASHES: Final = str.maketrans(dict.fromkeys(
 ))
 
 
-def _unicode_dash(text: str) -> Iterator[str]:
-    repaired = text.translate(_DASHES)
-    if repaired != text:
-        yield repaired
-
-
 #: Full-width forms (U+FF01-U+FF5E) and slash look-alikes, as CJK input methods and
 #: typesetting leave them.
 _LOOKALIKES: Final = str.maketrans(
     {**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}, "\u2044": "/", "\u2215": "/",
      "\u2024": ".", "\u3002": "."}
 )
-
-
-def _lookalike_characters(text: str) -> Iterator[str]:
-    repaired = text.translate(_LOOKALIKES)
-    if repaired != text:
-        yield repaired
 
 
 #: Characters with no business in a DOI that copy-paste and PDF extraction leave behind.
@@ -512,14 +504,12 @@ def _markup_inside(text: str) -> Iterator[str]:
 
 
 #: A run of hyphen-like characters (a hyphen, a soft hyphen, Unicode hyphens and dashes).
-_HYPHEN_RUN_RE: Final = re.compile("[-\u00ad\u2010\u2011\u2012\u2013\u2212]{2,}")
+_HYPHEN_RUN: Final = "[-\u00ad\u2010\u2011\u2012\u2013\u2212]{2,}"
 
 
-def _hyphen_run(text: str) -> Iterator[str]:
+def _one_hyphen(run: re.Match[str]) -> str:
     # Only a run with a soft or Unicode hyphen in it: a plain "--" is written so on purpose.
-    repaired = _HYPHEN_RUN_RE.sub(lambda m: "-" if m.group().strip("-") else m.group(), text)
-    if repaired != text:
-        yield repaired
+    return "-" if run.group().strip("-") else run.group()
 
 
 #: One whitespace after a digit, before the value's last token that holds a digit too
@@ -557,17 +547,17 @@ _WRONG_DIRECTORY_RE: Final = re.compile(r"[2-9]0\.(?=[1-9][0-9]{3,4}(?:\.[0-9]+)
 _MISTYPED_DOT_RE: Final = re.compile(r"10[^./\s](?=[1-9][0-9]{3}(?:\.[0-9]+)*/)")
 
 
+@_prefix_damaged
 def _mistyped_dot(text: str) -> Iterator[str]:
     # ``1031016/j.x``: a key next to the dot struck instead of it (``10.1016``). The digits
     # also read as a 5-digit registrant (``10.31016``, which lost_directory offers), so this
     # reading is only ever shown once the proxy confirms it.
-    if not _INTACT_PREFIX_RE.match(text) and _MISTYPED_DOT_RE.match(text):
+    if _MISTYPED_DOT_RE.match(text):
         yield "10." + text[3:]
 
 
+@_prefix_damaged
 def _junk_before_directory(text: str) -> Iterator[str]:
-    if _INTACT_PREFIX_RE.match(text):
-        return
     if _JUNK_BEFORE_RE.match(text):
         yield _JUNK_BEFORE_RE.sub("", text, count=1)
     elif _WRONG_DIRECTORY_RE.match(text):
@@ -583,15 +573,16 @@ RULES: Final[tuple[Rule, ...]] = (
          "a closing bracket without its partner: 10.1061/9780784480502.018]"),
     Rule("appended_url", 1.0, _appended_url,
          "a URL glued on: 10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/..."),
-    Rule("hyphen_run", 1.0, _hyphen_run,
+    Rule("hyphen_run", 1.0, _sub(_HYPHEN_RUN, _one_hyphen),
          "hyphens, soft hyphens and Unicode hyphens in a row for one: 10.1000/1234-\u00ad5678"),
-    Rule("unicode_dash", 1.0, _unicode_dash,
+    Rule("unicode_dash", 1.0, _translate(_DASHES),
          "an en dash, em dash or minus for a hyphen: 10.1037/0021–9010.93.3.602"),
     Rule("html_entity", 1.0, _html_entity,
          "an HTML entity, whole or broken: 10.1379/...002lt;0162:tmethi>..."),
-    Rule("double_wrapped", 1.0, _double_wrapped,
+    Rule("double_wrapped", 1.0, _after_head(_DOUBLE_WRAPPED_RE),
          "a presentation prefix twice: doi:doi:10.1000/1, https://doi.org/doi:10.1000/1"),
-    Rule("doubled_prefix", 1.0, _doubled_prefix, "the DOI prefix twice: 10.1000/10.1000/1"),
+    Rule("doubled_prefix", 1.0, _after_head(_DOUBLED_PREFIX_RE),
+         "the DOI prefix twice: 10.1000/10.1000/1"),
     Rule("invisible_character", 1.0, _sub(_INVISIBLE, ""),
          "soft hyphens, zero-width spaces and controls inside the DOI"),
     Rule("percent_encoding", 1.0, _percent_encoding,
@@ -617,12 +608,13 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("leading_text", 1.5, _leading_text,
          "a label or another site's URL before the DOI: DOI 10.1000/1"),
     Rule("lost_slash", 1.5, _lost_slash, "a dot for the slash: 10.1371.journal.pntd.0005917"),
-    Rule("appended_doi", 1.5, _appended_doi, "a second DOI in the cell: 10.1000/1;10.1000/2"),
+    Rule("appended_doi", 1.5, _cut_in_suffix(_SECOND_DOI_RE),
+         "a second DOI in the cell: 10.1000/1;10.1000/2"),
     Rule("line_break_hyphen", 1.5, _sub(r"(?<=\w)-\s+(?=\w)", ""),
          "a hyphen added at a line break: 10.1002/anie.2005- 01234"),
     Rule("encoding_placeholder", 1.5, _sub(r"(?<=[./])[?\ufffd]", ""),
          "? or U+FFFD left where an invisible character was: 10.?1212/?WNL.?0000000000004646"),
-    Rule("lookalike_characters", 1.5, _lookalike_characters,
+    Rule("lookalike_characters", 1.5, _translate(_LOOKALIKES),
          "full-width digits and slash look-alikes: 10．1000／1"),
     Rule("url_tail", 1.5, _sub(
         r"(?:/(?:full|abstract|abs|pdf|epdf|epub|meta|html|fulltext|full\.pdf|pdfplus|summary"
@@ -661,18 +653,6 @@ def _window(text: str) -> str | None:
     return text[:cut] if cut > 0 else None
 
 
-def _as_text(value: object) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, float) and value != value:  # NaN
-        return None
-    if type(value).__name__ in {"NAType", "NaTType"}:  # pandas missing values
-        return None
-    return str(value)
-
-
 @dataclass(order=True)
 class _State:
     cost: float
@@ -700,7 +680,7 @@ def suggest_repairs(value: object, *, limit: int = MAX_CANDIDATES) -> list[Repai
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit!r}")
-    text = _as_text(value)
+    text = cell_text(value)
     if text is None:
         return []
     text = text.strip(TRIM_CHARS)
@@ -792,4 +772,3 @@ def _rank(candidates: list[Repair], own_key: str | None) -> list[Repair]:
         ),
     )
     return [candidate for _, candidate in ranked]
-

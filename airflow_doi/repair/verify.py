@@ -17,14 +17,14 @@ Candidates from rules that guess freely (``ocr_digit``) are only ever shown when
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from airflow_doi.repair.rules import MAX_CANDIDATES, REPAIR_COLUMNS, Repair, suggest_repairs
-from airflow_doi.resolver.batch import aresolve, resolve
+from airflow_doi.resolver.batch import Progress, aresolve, blocking_twin
 from airflow_doi.resolver.config import ResolverConfig
-from airflow_doi.resolver.result import ProgressEvent, ResolutionResult, ResolverStats
+from airflow_doi.resolver.result import ResolutionResult, ResolverStats
 from airflow_doi.syntax import ascii_upper, validate
 
 __all__ = ["RepairResult", "RepairStats", "arepair", "repair", "repair_columns"]
@@ -200,10 +200,7 @@ def _suggest(
 
 
 def _own(value: object) -> tuple[str, str] | None:
-    try:
-        check = validate(value)
-    except TypeError:  # a number or another non-text cell: never a valid DOI of its own
-        return None
+    check = validate(value)  # never raises: a number or a list is judged as its text
     if not check.valid or check.doi is None or check.key is None:
         return None
     return check.doi, check.key
@@ -223,9 +220,6 @@ def _add(total: ResolverStats, part: ResolverStats) -> None:
     total.gave_up = total.gave_up or part.gave_up
     for status, count in part.by_status.items():
         total.by_status[status] = total.by_status.get(status, 0) + count
-
-
-Progress = Callable[[ProgressEvent], None]
 
 
 async def arepair(
@@ -259,29 +253,7 @@ async def arepair(
     return plan.results(verify, stats)
 
 
-def repair(
-    values: Iterable[object],
-    *,
-    verify: bool = True,
-    limit: int = MAX_CANDIDATES,
-    config: ResolverConfig | None = None,
-    cache: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    stats: RepairStats | None = None,
-    **overrides: Any,
-) -> list[RepairResult]:
-    """Blocking twin of :func:`arepair` (same arguments, same results)."""
-    plan = _Plan(values, limit)
-    stats = stats if stats is not None else RepairStats()
-    if verify:
-        for todo in _rounds(plan):
-            part = ResolverStats()
-            answers = resolve(
-                todo, config=config, cache=cache, progress=progress, stats=part, **overrides
-            )
-            plan.take(answers)
-            _add(stats.resolver, part)
-    return plan.results(verify, stats)
+repair = blocking_twin(arepair)
 
 
 def _rounds(plan: _Plan) -> Iterable[list[str]]:

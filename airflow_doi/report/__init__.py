@@ -1,10 +1,11 @@
-"""``airflow-doi report``: one self-contained HTML page on the state of a DOI column.
+"""The DOI quality report (``airflow-doi report``): write_report and build_report, lazily.
 
-Figures (:mod:`.figures`, :mod:`.resolution`) are computed on Arrow arrays with the project's
-vectorized engine; the page (:mod:`.html`) embeds its charts as SVG images and carries a
-Content-Security-Policy that forbids scripts and every network fetch, so it opens offline and
-a hostile cell can only ever be shown as text. :func:`write_report` is the one call a CLI
-command or an Airflow task needs.
+One self-contained HTML page on the state of a DOI column. Figures (:mod:`.figures`,
+:mod:`.resolution`, :mod:`.metadata`) are computed on Arrow arrays with the project's
+vectorized engine from inputs read by :mod:`.sources`; the page (:mod:`.html`) embeds its
+charts (:mod:`.charts`) as SVG images and carries a Content-Security-Policy that forbids
+scripts and every network fetch, so it opens offline and a hostile cell can only ever be shown
+as text. :func:`write_report` is the one call a CLI command or an Airflow task needs.
 """
 
 from __future__ import annotations

@@ -7,7 +7,18 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from airflow_doi.files.read import TableInputError
+import pyarrow as pa
+
+from airflow_doi._version import __version__
+from airflow_doi.db.connect import is_database_url
+from airflow_doi.files.read import CsvOptions, TableInputError
+from airflow_doi.files.write import replacing
+from airflow_doi.report.figures import Figures, compute_figures
+from airflow_doi.report.html import render_html
+from airflow_doi.report.metadata import READ_COLUMNS, MetadataTableError, metadata_figures
+from airflow_doi.report.resolution import ResolutionTableError, resolution_figures
+from airflow_doi.report.sources import Column, as_table, read_column, read_resolution_table
+from airflow_doi.resolver.config import redact_url
 from airflow_doi.syntax import Decode
 
 __all__ = ["ReportInputError", "build_report", "write_report"]
@@ -35,7 +46,7 @@ def build_report(
     na_values: tuple[str, ...] | None = None,
     title: str | None = None,
     on_note: Callable[[str, str], None] | None = None,
-) -> tuple[str, Any]:
+) -> tuple[str, Figures]:
     """The report's HTML and its :class:`~airflow_doi.report.figures.Figures`.
 
     ``source`` is a CSV/Parquet path or a database URL (``sqlite:///x.db``,
@@ -51,26 +62,36 @@ def build_report(
     column's missing-value markers; None: pandas' defaults). ``on_note(kind, text)`` hears how
     a file was read (``note`` or ``warning``); by default it is logged.
     """
-    from airflow_doi._version import __version__
-    from airflow_doi.files.read import CsvOptions
-    from airflow_doi.report.figures import compute_figures
-    from airflow_doi.report.html import render_html
-    from airflow_doi.report.metadata import READ_COLUMNS, MetadataTableError, metadata_figures
-    from airflow_doi.report.resolution import ResolutionTableError, resolution_figures
-    from airflow_doi.report.sources import (
-        as_table,
-        is_database_url,
-        read_column,
-        read_resolution_table,
-    )
-
     if decode not in ("auto", "always", "never"):
         raise ReportInputError(f"decode must be auto, always or never, not {decode!r}")
-    options = CsvOptions(encoding=encoding, delimiter=delimiter, na_values=na_values)
     found = read_column(
         source, column, table=table, conn_id=conn_id, input_format=input_format,
-        options=options,
+        options=CsvOptions(encoding=encoding, delimiter=delimiter, na_values=na_values),
     )
+    _tell(found, source, column, on_note)
+    figures = compute_figures(
+        found.values, source=f"{_label(source, conn_id)}{' table ' + table if table else ''}",
+        column=column, decode=decode, overrides=found.overrides, malformed=found.malformed,
+    )
+    figures.resolution = _section(
+        "resolution", _rows(source, conn_id, resolution, resolution_table),
+        resolution_table or resolution, resolution_figures, ResolutionTableError,
+    )
+    figures.metadata = _section(
+        "metadata", _rows(source, conn_id, metadata, metadata_table, keep=READ_COLUMNS),
+        metadata_table or metadata, metadata_figures, MetadataTableError,
+    )
+    return render_html(figures, title=title, version=__version__), figures
+
+
+def _tell(
+    found: Column,
+    source: str | Path | None,
+    column: str,
+    on_note: Callable[[str, str], None] | None,
+) -> None:
+    """Pass on how a file was read (to ``on_note``, else the log), and warn of cells that are
+    not UTF-8 in a file (a database hands text over already decoded)."""
     for kind, text in found.notes:
         if on_note is not None:
             on_note(kind, text)
@@ -83,40 +104,43 @@ def build_report(
             "--encoding cp1252", source, _cells(len(found.overrides)), column,
             "was" if len(found.overrides) == 1 else "were",
         )
-    label = f"{_label(source, conn_id)}{' table ' + table if table else ''}"
-    figures = compute_figures(
-        found.values, source=label, column=column, decode=decode,
-        overrides=found.overrides, malformed=found.malformed,
-    )
-    rows = None
-    if resolution_table is not None:
-        rows = read_resolution_table(source, table=resolution_table, conn_id=conn_id)
-    elif isinstance(resolution, str | Path):
-        rows = read_resolution_table(resolution)
-    elif resolution is not None:
-        rows = as_table(resolution)
-    if rows is not None:
-        try:
-            figures.resolution = resolution_figures(rows)
-        except ResolutionTableError as error:
-            where = resolution_table or (resolution if isinstance(resolution, str | Path) else "")
-            raise ReportInputError(f"{where or 'resolution rows'}: {error}") from None
-    rows = None
-    if metadata_table is not None:
-        rows = read_resolution_table(
-            source, table=metadata_table, conn_id=conn_id, keep=READ_COLUMNS
-        )
-    elif isinstance(metadata, str | Path):
-        rows = read_resolution_table(metadata, keep=READ_COLUMNS)
-    elif metadata is not None:
-        rows = as_table(metadata)
-    if rows is not None:
-        try:
-            figures.metadata = metadata_figures(rows)
-        except MetadataTableError as error:
-            where = metadata_table or (metadata if isinstance(metadata, str | Path) else "")
-            raise ReportInputError(f"{where or 'metadata rows'}: {error}") from None
-    return render_html(figures, title=title, version=__version__), figures
+
+
+def _rows(
+    source: str | Path | None,
+    conn_id: str | None,
+    given: str | Path | Iterable[Any] | None,
+    table: str | None,
+    *,
+    keep: tuple[str, ...] | None = None,
+) -> pa.Table | None:
+    """The rows of an optional section (resolution, metadata): ``table`` in the source's
+    database, else ``given`` (a file, or rows in memory); None when neither is there."""
+    if table is not None:
+        return read_resolution_table(source, table=table, conn_id=conn_id, keep=keep)
+    if isinstance(given, str | Path):
+        return read_resolution_table(given, keep=keep)
+    if given is not None:
+        return as_table(given)
+    return None
+
+
+def _section(
+    name: str,
+    rows: pa.Table | None,
+    given: str | Path | Iterable[Any] | None,
+    figures_of: Callable[[pa.Table], Any],
+    refusal: type[ValueError],
+) -> Any:
+    """The figures of a section's ``rows`` (None without rows); a table the section cannot
+    use is a ``ReportInputError`` naming it (``given``: its table or file, if it has one)."""
+    if rows is None:
+        return None
+    try:
+        return figures_of(rows)
+    except refusal as error:
+        where = given if isinstance(given, str | Path) else ""
+        raise ReportInputError(f"{where or name + ' rows'}: {error}") from None
 
 
 def write_report(
@@ -128,8 +152,6 @@ def write_report(
     fails half-way never leaves a truncated page where the last good one was. Returns the
     path, absolute, so a task can log it.
     """
-    from airflow_doi.files.write import replacing
-
     page, figures = build_report(source, column, **options)
     with replacing(output) as (where, target), open(where, "w", encoding="utf-8") as stream:
         stream.write(page)
@@ -148,9 +170,6 @@ def _label(source: str | Path | None, conn_id: str | None) -> str:
     """How the page names its input: a file's name, a URL without its password, a connection."""
     if conn_id is not None:
         return f"connection {conn_id}"
-    from airflow_doi.report.sources import is_database_url
-    from airflow_doi.resolver.config import redact_url
-
     if source is not None and is_database_url(source):
         return redact_url(str(source))
     return Path(str(source)).name

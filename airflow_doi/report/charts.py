@@ -53,6 +53,8 @@ def bar_chart(
     width: float = 4.6,
 ) -> str:
     """An SVG document: one horizontal bar per label, top to bottom, each with its count."""
+    # Here, not at the top: matplotlib is the [report] extra, and the figures and readers of
+    # this package, which import this module through the page, work without it.
     import matplotlib
     from matplotlib.figure import Figure  # not pyplot: no global state, no GUI backend
 

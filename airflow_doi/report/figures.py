@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_doi.columns import _ci, analyse, to_large_string
+from airflow_doi.columns import _URL_WRAPPER, _ci, analyse, to_large_string
 from airflow_doi.syntax import DOI_SCHEME, INFO_PREFIX, REASONS, TRIM_CHARS, URN_PREFIX, Decode
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ReasonFigure",
     "compute_figures",
     "forms_of",
+    "value_counts",
 ]
 
 #: Presentation forms in report order, as :attr:`airflow_doi.Doi.form` names them.
@@ -44,16 +45,13 @@ SPELLINGS_PER_GROUP: Final[int] = 6
 TOP_PREFIXES: Final[int] = 12
 
 _TEXT: Final[pa.DataType] = pa.large_string()
-_SCHEMES: Final[str] = "[hH][tT][tT][pP][sS]?://"
-_HOSTS: Final[str] = (
-    f"(?:{_SCHEMES}(?:{_ci('dx.doi.org')}|{_ci('www.doi.org')}|{_ci('doi.org')}"
-    f"|{_ci('hdl.handle.net')})|{_ci('dx.doi.org')}|{_ci('doi.org')})/"
-)
 #: The wrapper tests of :func:`airflow_doi.syntax._unwrap`, as RE2 on the left-trimmed cell; a
-#: DOI URL whose path starts ``urn:doi:`` is a URN, as the scalar parser says.
+#: DOI URL whose path starts ``urn:doi:`` is a URN, as the scalar parser says. A URL is the
+#: engine's: ``http(s)://`` and a host of :data:`~airflow_doi.syntax.URL_HOSTS`, or a host of
+#: :data:`~airflow_doi.syntax.SCHEMELESS_HOSTS` alone, then ``/``.
 _FORM_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
-    ("urn", f"^(?:{_HOSTS})?{_ci(URN_PREFIX)}"),
-    ("url", f"^{_HOSTS}"),
+    ("urn", f"^(?:{_URL_WRAPPER})?{_ci(URN_PREFIX)}"),
+    ("url", f"^{_URL_WRAPPER}"),
     ("doi", f"^{_ci(DOI_SCHEME)}"),
     ("info", f"^{_ci(INFO_PREFIX)}"),
 )
@@ -153,19 +151,22 @@ def compute_figures(
     with_doi = table.filter(pc.is_valid(table["doi"]))
     figures.with_doi = with_doi.num_rows
     keyed = with_doi.append_column("key", pc.ascii_upper(with_doi["doi"]))
-    figures.forms = _counts(forms_of(keyed["raw"]), FORMS)
+    figures.forms = value_counts(forms_of(keyed["raw"]), FORMS, zeros=True)
     _prefixes(figures, keyed)
     _duplicates(figures, keyed)
     return figures
 
 
-def _counts(values: Any, order: tuple[str, ...] = ()) -> dict[str, int]:
-    """``value -> rows``: the names of ``order`` first (zeros kept), then the rest by count."""
-    found = {
-        item["values"]: int(item["counts"]) for item in pc.value_counts(values).to_pylist()
-        if item["values"] is not None
-    }
-    ordered = {name: found.pop(name, 0) for name in order}
+def value_counts(
+    values: Any, order: tuple[str, ...] = (), *, zeros: bool = False
+) -> dict[str, int]:
+    """``value -> count`` of the non-empty values: the names of ``order`` first (with a 0 for
+    one that is absent when ``zeros``), then the others by count, then by value."""
+    found: dict[str, int] = {}
+    for item in pc.value_counts(values).to_pylist():
+        if item["values"] not in (None, ""):
+            found[item["values"]] = int(item["counts"])
+    ordered = {name: found.pop(name, 0) for name in order if zeros or name in found}
     ordered.update(sorted(found.items(), key=lambda item: (-item[1], item[0])))
     return ordered
 
@@ -179,9 +180,11 @@ def _reasons(table: pa.Table) -> list[ReasonFigure]:
     counted = spelled.group_by(["reason", "raw"]).aggregate([([], "count_all")])
     counted = counted.sort_by([("count_all", "descending"), ("raw", "ascending")])
     order = [*REASONS, MALFORMED_REASON]
-    totals = _counts(invalid["reason"])
+    totals = value_counts(invalid["reason"])
     # Examples wanted per reason: three, or fewer where fewer distinct cells failed that way.
-    wanted = {name: min(EXAMPLES_PER_REASON, n) for name, n in _counts(counted["reason"]).items()}
+    wanted = {
+        name: min(EXAMPLES_PER_REASON, n) for name, n in value_counts(counted["reason"]).items()
+    }
     examples: dict[str, list[tuple[str, int]]] = {name: [] for name in totals}
     # The groups are sorted by count: walk them until every reason has its examples.
     reasons, raws, counts = (counted[name] for name in ("reason", "raw", "count_all"))
@@ -203,7 +206,7 @@ def _prefixes(figures: Figures, keyed: pa.Table) -> None:
     if not keyed.num_rows:
         return
     prefix = pc.list_element(pc.split_pattern(keyed["doi"], "/", max_splits=1), 0)
-    counts = _counts(prefix)
+    counts = value_counts(prefix)
     figures.distinct_prefixes = len(counts)
     figures.prefixes = list(counts.items())[:TOP_PREFIXES]
 

@@ -1,11 +1,11 @@
-"""The report as one self-contained HTML page.
+"""The report as one self-contained HTML page: its sections, tables, charts and stylesheet.
 
 Safety is structural rather than case by case: every value from the data passes through
 :func:`text` (``html.escape`` with quotes) on its way into the page; the only links are
-``https://doi.org/`` URLs built by :func:`airflow_doi.to_url` from DOIs that parsed (never a
-URL taken from the data, so a ``javascript:`` cell stays text); charts are SVG images in
-``data:`` URLs, where browsers run no script; and a Content-Security-Policy forbids scripts and
-every fetch, so the page needs no network and reaches none when opened.
+``https://doi.org/`` URLs built by :func:`airflow_doi.presentation.to_url` from DOIs that
+parsed (never a URL taken from the data, so a ``javascript:`` cell stays text); charts are SVG
+images in ``data:`` URLs, where browsers run no script; and a Content-Security-Policy forbids
+scripts and every fetch, so the page needs no network and reaches none when opened.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Final
 
-from airflow_doi import InvalidDoiError, to_url
+from airflow_doi.presentation import to_url
 from airflow_doi.report.charts import PALETTE, bar_chart
 from airflow_doi.report.figures import Figures
 from airflow_doi.report.metadata import MAX_YEAR_BARS, RETRACTION, MetadataFigures, UpdatedWork
 from airflow_doi.report.resolution import FAILED_STATUSES, ResolutionFigures
-from airflow_doi.syntax import TRIM_CHARS
+from airflow_doi.syntax import TRIM_CHARS, InvalidDoiError
 
 __all__ = ["CSP", "render_html", "text"]
 
@@ -140,6 +140,34 @@ def chart(labels: Sequence[str], values: Sequence[int], title: str, **style: obj
     )
 
 
+def _counts_chart(
+    counts: dict[str, int] | None, title: str, colors: dict[str, str] | None = None
+) -> str:
+    """A bar chart of ``name -> count``, each bar in its name's colour of ``colors`` when
+    given; nothing when there is no count."""
+    if not counts:
+        return ""
+    names = list(counts)
+    style = {} if colors is None else {"colors": [colors.get(n, PALETTE["neutral"]) for n in names]}
+    return chart(names, list(counts.values()), title, **style)
+
+
+def _pair(charts: Sequence[str]) -> str:
+    """The charts that are there, side by side; nothing when none is."""
+    shown = "".join(f"<div>{c}</div>" for c in charts if c)
+    return f'<div class="pair">{shown}</div>' if shown else ""
+
+
+def _times(counts: Iterable[tuple[str, int]]) -> str:
+    """``name ×count, ...`` as HTML."""
+    return ", ".join(f"{text(name)} ×{number(count)}" for name, count in counts)
+
+
+def _cells(cells: Iterable[tuple[str, int]]) -> str:
+    """Raw cells, one a line, each with how many rows hold it."""
+    return "<br>".join(f'{cell(c)} <span class="times">×{number(n)}</span>' for c, n in cells)
+
+
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
     """A table whose cells are already HTML; ``head`` is plain text."""
     head_html = "".join(f"<th>{text(name)}</th>" for name in head)
@@ -195,8 +223,7 @@ def _validity(figures: Figures) -> str:
             f"{text(REASON_TEXT.get(r.reason, ''))}</div>",
             number(r.rows),
             share(r.rows, figures.rows),
-            "<br>".join(f"{cell(c)} <span class=\"times\">×{number(n)}</span>"
-                        for c, n in r.examples),
+            _cells(r.examples),
         ]
         for r in figures.reasons
     ]
@@ -227,9 +254,7 @@ def _duplicates(figures: Figures) -> str:
                "on more than one row.</p></section>"
     rows = []
     for group in figures.groups:
-        spellings = "<br>".join(
-            f"{cell(c)} <span class=\"times\">×{number(n)}</span>" for c, n in group.spellings
-        )
+        spellings = _cells(group.spellings)
         more = group.distinct_spellings - len(group.spellings)
         if more > 0:
             spellings += f'<br><span class="mark">… {number(more)} more spellings</span>'
@@ -265,18 +290,10 @@ def _resolution(resolution: ResolutionFigures | None) -> str:
     if resolution is None:
         return ""
     parts = [f'<p class="lead">{number(resolution.rows)} rows in the resolution table.</p>']
-    charts = []
-    if resolution.statuses:
-        names = list(resolution.statuses)
-        charts.append(chart(
-            names, list(resolution.statuses.values()), "Rows by resolution status",
-            colors=[STATUS_COLORS.get(n, PALETTE["neutral"]) for n in names],
-        ))
-    if resolution.agencies:
-        charts.append(chart(list(resolution.agencies), list(resolution.agencies.values()),
-                            "Registration agency (Which RA?)"))
-    if charts:
-        parts.append(f'<div class="pair">{"".join(f"<div>{c}</div>" for c in charts)}</div>')
+    parts.append(_pair([
+        _counts_chart(resolution.statuses, "Rows by resolution status", STATUS_COLORS),
+        _counts_chart(resolution.agencies, "Registration agency (Which RA?)"),
+    ]))
     if resolution.statuses is not None:
         parts.append(_failures(resolution))
     if resolution.repairs_proposed is not None:
@@ -295,8 +312,7 @@ def _failures(resolution: ResolutionFigures) -> str:
     ]
     reasons = ""
     if resolution.failure_reasons:
-        listed = ", ".join(f"{text(e)} ×{number(n)}"
-                           for e, n in list(resolution.failure_reasons.items())[:8])
+        listed = _times(list(resolution.failure_reasons.items())[:8])
         reasons = f'<p class="hint">Errors: {listed}</p>'
     return title + reasons + _table(["DOI", "status", "error", "rows"], rows)
 
@@ -337,18 +353,11 @@ def _metadata(metadata: MetadataFigures | None) -> str:
         lead += (f" Read from {number(metadata.rows)} rows; "
                  f"{_rows(metadata.rows_without_key)} without a DOI left out.")
     parts = [f'<p class="lead">{lead}</p>']
-    charts = []
-    if metadata.statuses:
-        names = list(metadata.statuses)
-        charts.append(chart(
-            names, list(metadata.statuses.values()), "DOIs by metadata status",
-            colors=[METADATA_COLORS.get(n, PALETTE["neutral"]) for n in names],
-        ))
-    if metadata.types:
-        charts.append(chart(list(metadata.types), list(metadata.types.values()),
-                            _top("CSL types", len(metadata.types), metadata.distinct_types)))
-    if charts:
-        parts.append(f'<div class="pair">{"".join(f"<div>{c}</div>" for c in charts)}</div>')
+    types = metadata.types
+    parts.append(_pair([
+        _counts_chart(metadata.statuses, "DOIs by metadata status", METADATA_COLORS),
+        _counts_chart(types, _top("CSL types", len(types or {}), metadata.distinct_types)),
+    ]))
     if metadata.years is not None:
         parts.append(_years(metadata))
     names = []
@@ -363,7 +372,7 @@ def _metadata(metadata: MetadataFigures | None) -> str:
     if metadata.updated is not None:
         parts.append(_updated(metadata))
     if metadata.notices is not None:
-        kinds = ", ".join(f"{text(k)} ×{number(n)}" for k, n in metadata.notice_types.items())
+        kinds = _times(metadata.notice_types.items())
         parts.append(
             f"<h3>Notices: {number(metadata.notices)}</h3>"
             '<p class="hint">DOIs of the table that are themselves retraction or correction '
@@ -412,7 +421,7 @@ def _updated(metadata: MetadataFigures) -> str:
              f"({number(metadata.retracted)} retracted)</h3>")
     if not updated:
         return f'{title}<p class="ok">No work of the table is updated by a notice.</p>'
-    kinds = ", ".join(f"{text(k)} ×{number(n)}" for k, n in metadata.update_types.items())
+    kinds = _times(metadata.update_types.items())
     shown = len(metadata.updated_works)
     note = (f'<p class="hint">The first {number(shown)}, retracted ones first.</p>'
             if updated > shown else "")

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_doi.columns import to_large_string
+from airflow_doi.report.figures import value_counts
 
 __all__ = [
     "METADATA_STATUSES",
@@ -134,16 +135,16 @@ def metadata_figures(table: pa.Table) -> MetadataFigures:
     with_key = pc.sum(pc.is_valid(_trimmed(table[key_name]))).as_py()
     figures.rows_without_key = figures.rows - int(with_key or 0)
     keys = {name: pc.take(values, first) for name, values in text.items()}
-    figures.statuses = _counts(_trimmed(keys["metadata_status"]), METADATA_STATUSES)
+    figures.statuses = value_counts(_trimmed(keys["metadata_status"]), METADATA_STATUSES)
     if "csl_type" in keys:
-        types = _counts(_trimmed(keys["csl_type"]))
+        types = value_counts(_trimmed(keys["csl_type"]))
         figures.distinct_types = len(types)
         figures.types = dict(list(types.items())[:TOP_NAMES])
     if "year" in keys or "issued" in keys:
         _years(figures, keys)
     for name, target in (("container_title", "containers"), ("publisher", "publishers")):
         if name in keys:
-            names = _counts(_trimmed(keys[name]))
+            names = value_counts(_trimmed(keys[name]))
             setattr(figures, target, list(names.items())[:TOP_NAMES])
             setattr(figures, f"distinct_{target}", len(names))
     if "updated_by" in keys:
@@ -168,17 +169,6 @@ def _first_row_per_key(key: pa.ChunkedArray) -> pa.Array:
     rows = rows.filter(pc.is_valid(trimmed))
     first = rows.group_by("key").aggregate([("row", "min")])["row_min"]
     return pa.array(np.sort(first.to_numpy()), pa.int64())
-
-
-def _counts(values: Any, order: tuple[str, ...] = ()) -> dict[str, int]:
-    """``value -> keys`` for non-empty values: ``order`` first, the rest by count, then name."""
-    found: dict[str, int] = {}
-    for item in pc.value_counts(values).to_pylist():
-        if item["values"] not in (None, ""):
-            found[item["values"]] = int(item["counts"])
-    ordered = {name: found.pop(name) for name in order if name in found}
-    ordered.update(sorted(found.items(), key=lambda item: (-item[1], item[0])))
-    return ordered
 
 
 def _filled(values: Any) -> list[str]:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from airflow_doi.columns import to_large_string
 from airflow_doi.repair.rules import REPAIR_COLUMNS
+from airflow_doi.report.figures import value_counts
 from airflow_doi.resolver.result import STATUSES
 
 __all__ = ["FAILED_STATUSES", "ResolutionFigures", "resolution_figures"]
@@ -33,6 +34,7 @@ _CELL_COLUMNS: Final[tuple[str, ...]] = ("input", "doi", "doi_key", "key")
 _SUGGESTION, _RULE, _VERIFIED = REPAIR_COLUMNS
 #: Text that means true in a boolean column read from CSV.
 _TRUE: Final[tuple[str, ...]] = ("true", "t", "1", "yes", "y")
+_EMPTY: Final[pa.Scalar] = pa.scalar("", pa.large_string())
 
 
 class ResolutionTableError(ValueError):
@@ -71,7 +73,7 @@ def resolution_figures(table: pa.Table) -> ResolutionFigures:
     if "status" in text:
         _statuses(figures, text, _first(text, _DOI_COLUMNS))
     if "ra" in text:
-        figures.agencies = _counts(pc.utf8_trim_whitespace(text["ra"]))
+        figures.agencies = value_counts(pc.utf8_trim_whitespace(text["ra"]))
     if _SUGGESTION in text:
         _repairs(figures, text, _first(text, _CELL_COLUMNS))
     return figures
@@ -81,34 +83,27 @@ def _first(text: dict[str, Any], names: tuple[str, ...]) -> Any:
     return next((text[name] for name in names if name in text), None)
 
 
-def _counts(values: Any, order: tuple[str, ...] = ()) -> dict[str, int]:
-    """``value -> rows`` for non-empty values: ``order`` first, the rest by count."""
-    found: dict[str, int] = {}
-    for item in pc.value_counts(values).to_pylist():
-        if item["values"] not in (None, ""):
-            found[item["values"]] = int(item["counts"])
-    ordered = {name: found.pop(name) for name in order if name in found}
-    ordered.update(sorted(found.items(), key=lambda item: (-item[1], item[0])))
-    return ordered
+def _selected(values: Any, mask: Any, count: int) -> Any:
+    """The ``count`` cells of ``values`` where ``mask`` holds, a missing one as ``""``; all
+    ``""`` when the table has no such column (``values`` None)."""
+    if values is None:
+        return pa.repeat(_EMPTY, count)
+    return pc.fill_null(pc.filter(values, mask), _EMPTY)
 
 
 def _statuses(figures: ResolutionFigures, text: dict[str, Any], shown: Any) -> None:
     status = pc.utf8_trim_whitespace(text["status"])
-    figures.statuses = _counts(status, STATUSES)
+    figures.statuses = value_counts(status, STATUSES)
     failed = pc.fill_null(pc.is_in(status, value_set=pa.array(FAILED_STATUSES)), False)
     figures.failures = int(pc.sum(failed).as_py() or 0)
     if not figures.failures:
         return
-    empty = pa.scalar("", pa.large_string())
-    error = text.get("error")
     rows = pa.table({
-        "doi": pc.fill_null(pc.filter(shown, failed), empty) if shown is not None else
-        pa.repeat(empty, figures.failures),
+        "doi": _selected(shown, failed, figures.failures),
         "status": pc.filter(status, failed),
-        "error": pc.fill_null(pc.filter(error, failed), empty) if error is not None else
-        pa.repeat(empty, figures.failures),
+        "error": _selected(text.get("error"), failed, figures.failures),
     })
-    figures.failure_reasons = _counts(rows["error"])
+    figures.failure_reasons = value_counts(rows["error"])
     grouped = rows.group_by(["doi", "status", "error"]).aggregate([([], "count_all")])
     grouped = grouped.sort_by(
         [("count_all", "descending"), ("status", "ascending"), ("doi", "ascending")]
@@ -123,22 +118,18 @@ def _repairs(figures: ResolutionFigures, text: dict[str, Any], shown: Any) -> No
     proposed = pc.and_(pc.is_valid(suggestion), pc.not_equal(suggestion, ""))
     proposed = pc.fill_null(proposed, False)
     figures.repairs_proposed = int(pc.sum(proposed).as_py() or 0)
-    empty = pa.scalar("", pa.large_string())
     if _VERIFIED in text:
-        flag = pc.utf8_lower(pc.utf8_trim_whitespace(pc.fill_null(text[_VERIFIED], empty)))
+        flag = pc.utf8_lower(pc.utf8_trim_whitespace(pc.fill_null(text[_VERIFIED], _EMPTY)))
         verified = pc.and_(proposed, pc.is_in(flag, value_set=pa.array(_TRUE)))
         figures.repairs_verified = int(pc.sum(verified).as_py() or 0)
     else:
         verified = pc.and_(proposed, False)
     if not figures.repairs_proposed:
         return
-    rule = text.get(_RULE)
     rows = pa.table({
-        "cell": pc.fill_null(pc.filter(shown, proposed), empty) if shown is not None else
-        pa.repeat(empty, figures.repairs_proposed),
+        "cell": _selected(shown, proposed, figures.repairs_proposed),
         "suggestion": pc.filter(suggestion, proposed),
-        "rule": pc.fill_null(pc.filter(rule, proposed), empty) if rule is not None else
-        pa.repeat(empty, figures.repairs_proposed),
+        "rule": _selected(text.get(_RULE), proposed, figures.repairs_proposed),
         "verified": pc.cast(pc.filter(verified, proposed), pa.int8()),
     })
     rows = rows.sort_by([("verified", "descending"), ("cell", "ascending")]).slice(0, TOP_ROWS)

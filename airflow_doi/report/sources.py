@@ -1,4 +1,4 @@
-"""Read the one column a report needs, from a CSV/Parquet file or a SQL table.
+"""The report's inputs as Arrow text: the DOI column, and whole resolution or metadata tables.
 
 Files go through :mod:`airflow_doi.files.read` (the same reader as ``airflow-doi normalize``:
 cells as text, bytes that are not UTF-8 kept for a ``bad_encoding`` verdict, CSV rows with the
@@ -6,16 +6,17 @@ wrong number of fields kept and flagged). SQL tables are read through a DB-API c
 (``SELECT "column" FROM "table"``, nothing else, and read-only where the driver allows it);
 the figures are then computed in Arrow by the same engine as for files, rather than in SQL:
 the DOI functions need not be installed in the database, and every input gets exactly the same
-verdicts.
+verdicts. Rows in memory (result objects, dicts) become a table through :func:`as_table`.
 
 Database sources: ``sqlite:///path.db``, ``duckdb:///path.duckdb``, ``postgresql://...`` (or
-``postgres://``), or an Airflow connection id whose hook speaks the DB-API.
+``postgres://``), opened by :mod:`airflow_doi.db.connect`; or an Airflow connection id whose
+hook speaks the DB-API (the one place the report reaches into :mod:`airflow_doi.provider`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Final, cast
@@ -23,6 +24,7 @@ from typing import Any, Final, cast
 import numpy as np
 import pyarrow as pa
 
+from airflow_doi.db.connect import DatabaseUrlError, is_database_url, open_read_only
 from airflow_doi.db.statements import column_names, quote_identifier, require_columns
 from airflow_doi.files.read import (
     MALFORMED_FLAG,
@@ -36,11 +38,10 @@ from airflow_doi.files.read import (
     text_column,
 )
 from airflow_doi.resolver.config import redact_url
+from airflow_doi.syntax import cell_text
 
-__all__ = ["SQL_SCHEMES", "Column", "is_database_url", "read_column", "read_resolution_table"]
+__all__ = ["Column", "as_table", "read_column", "read_resolution_table"]
 
-#: URL schemes read as databases; anything else is a file path.
-SQL_SCHEMES: Final[tuple[str, ...]] = ("sqlite", "duckdb", "postgresql", "postgres")
 _CHUNK_ROWS: Final[int] = 200_000
 _TEXT: Final[pa.DataType] = pa.large_string()
 
@@ -56,9 +57,9 @@ class Column:
     notes: list[tuple[str, str]] = field(default_factory=list)
 
 
-def is_database_url(source: str | Path) -> bool:
-    scheme, sep, _ = str(source).partition("://")
-    return bool(sep) and scheme.lower() in SQL_SCHEMES
+def _in_database(source: str | Path | None, conn_id: str | None) -> bool:
+    """Whether the input is a table: through a connection id or a database URL."""
+    return conn_id is not None or (source is not None and is_database_url(source))
 
 
 def read_column(
@@ -71,7 +72,7 @@ def read_column(
     options: CsvOptions | None = None,
 ) -> Column:
     """The cells of ``column``: from a file, or from ``table`` via a database URL or ``conn_id``."""
-    if conn_id is not None or (source is not None and is_database_url(source)):
+    if _in_database(source, conn_id):
         if table is None:
             raise TableInputError(f"a database source needs a table: which table holds {column!r}?")
         return _from_sql(source, conn_id, table, [column])[column]
@@ -95,7 +96,7 @@ def read_resolution_table(
     columns come back as nulls, so its column names are all there for an error message, but
     never their contents (from a database they are not even selected: ``csl_json`` is large).
     """
-    if conn_id is not None or (source is not None and is_database_url(source)):
+    if _in_database(source, conn_id):
         if table is None:
             raise TableInputError("a database resolution source needs a table name")
         columns = _from_sql(source, conn_id, table, None, keep=keep)
@@ -190,67 +191,71 @@ def _from_sql(
     except ValueError as error:
         raise TableInputError(str(error)) from None
     where = f"connection {conn_id!r}" if conn_id is not None else redact_url(str(url))
-    connection = _connect(str(url) if url is not None else None, conn_id, where)
-    checking = connection.cursor
-    translate: Any = None
-    if conn_id is not None:  # BigQuery, MySQL, ...: the engine's own quoting
-        from airflow_doi.provider.hooks.sql import dialect_of, sql_hook
-
-        dialect = dialect_of(sql_hook(conn_id))
-        translate = dialect.translate
-        checking = functools.partial(dialect.cursor, connection)
+    if conn_id is not None:
+        connection, checking, translate = _airflow_connection(conn_id, where)
+    else:
+        connection, checking, translate = _url_connection(str(url))
     existing: list[str] = []
     try:
-        if columns is None and keep is not None:
-            try:
-                existing = column_names(checking(), table)
-            except Exception as error:  # each driver has its own exception classes
-                reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                raise TableInputError(
-                    f"{where}: table {table!r} cannot be read on this connection ({reason}): "
-                    "check the table name (schema.table, as the connection sees it)"
-                ) from None
-            wanted = {name.lower() for name in keep}
-            kept = [name for name in existing if name.lower() in wanted]
-            try:
-                # No column of keep: one row per row all the same, for the count.
-                selected = ", ".join(quote_identifier(name) for name in kept) or "1 AS one"
-            except ValueError as error:
-                raise TableInputError(str(error)) from None
-        query = f"SELECT {selected} FROM {quoted_table}"
-        if translate is not None:
-            query = translate(query)
         if columns:
             # An unknown "quoted" name is a string literal to SQLite: every row would read as
             # that text. The columns are checked against the table's own first.
-            try:
-                require_columns(checking(), table,
-                                {"--column" if conn_id is None else "column": columns[0]},
-                                case_sensitive=False)
-            except ValueError as error:
-                raise TableInputError(f"{where}: {error}") from None
-        try:
-            if type(connection).__module__.startswith(("duckdb", "_duckdb")):
-                # DuckDB hands Arrow over without building a Python row per record.
-                relation = connection.sql(query)
-                arrow = getattr(relation, "to_arrow_table", None) or relation.arrow
-                got = arrow()
-                read = {name: _collect(got.column(name).chunks) for name in got.column_names}
-                return _with_nulls(read, existing, got.num_rows)
-            cursor = connection.cursor()
-            cursor.execute(query)
-        except Exception:  # every driver has its own error classes and wording
-            what = f"column {columns[0]!r} of table {table!r}" if columns else f"table {table!r}"
-            raise TableInputError(
-                f"{where}: cannot read {what}: it does not exist or may not be read; "
-                "check the table and column names (schema.table for another schema)"
-            ) from None
-        names = [str(item[0]) for item in cursor.description]
-        read = _fetch(cursor, names)
-        rows = len(next(iter(read.values())).values) if read else 0
+            parameter = "--column" if conn_id is None else "column"
+            _require(checking, table, where, {parameter: columns[0]})
+        elif columns is None and keep is not None:
+            _require(checking, table, where, {})
+            existing = column_names(checking(), table)
+            selected = _selection(existing, keep)
+        what = f"column {columns[0]!r} of table {table!r}" if columns else f"table {table!r}"
+        read, rows = _select(
+            connection, translate(f"SELECT {selected} FROM {quoted_table}"),
+            f"{where}: cannot read {what}: it does not exist or may not be read; "
+            "check the table and column names (schema.table for another schema)",
+        )
         return _with_nulls(read, existing, rows)
     finally:
         connection.close()
+
+
+def _require(
+    checking: Callable[[], Any], table: str, where: str, columns: dict[str, str]
+) -> None:
+    """:func:`require_columns` (compared without case), its refusal as a ``TableInputError``."""
+    try:
+        require_columns(checking(), table, columns, case_sensitive=False)
+    except ValueError as error:
+        raise TableInputError(f"{where}: {error}") from None
+
+
+def _selection(existing: list[str], keep: Collection[str]) -> str:
+    """The ``SELECT`` list of the columns of ``existing`` named in ``keep`` (without case)."""
+    wanted = {name.lower() for name in keep}
+    kept = [name for name in existing if name.lower() in wanted]
+    try:
+        # No column of keep: one row per row all the same, for the count.
+        return ", ".join(quote_identifier(name) for name in kept) or "1 AS one"
+    except ValueError as error:
+        raise TableInputError(str(error)) from None
+
+
+def _select(connection: Any, query: str, failure: str) -> tuple[dict[str, Column], int]:
+    """Every column ``query`` returns, as cells, and the number of rows; ``failure`` is the
+    message when the engine refuses the query."""
+    try:
+        if type(connection).__module__.startswith(("duckdb", "_duckdb")):
+            # DuckDB hands Arrow over without building a Python row per record.
+            relation = connection.sql(query)
+            arrow = getattr(relation, "to_arrow_table", None) or relation.arrow
+            got = arrow()
+            read = {name: _collect(got.column(name).chunks) for name in got.column_names}
+            return read, got.num_rows
+        cursor = connection.cursor()
+        cursor.execute(query)
+    except Exception:  # every driver has its own error classes and wording
+        raise TableInputError(failure) from None
+    names = [str(item[0]) for item in cursor.description]
+    read = _fetch(cursor, names)
+    return read, len(next(iter(read.values())).values) if read else 0
 
 
 def _with_nulls(read: dict[str, Column], existing: list[str], rows: int) -> dict[str, Column]:
@@ -280,77 +285,40 @@ def _cells(values: list[object]) -> pa.Array:
     if all(v is None or isinstance(v, binary) for v in values):
         blobs = [bytes(v) if isinstance(v, binary) else None for v in values]
         return pa.array(blobs, pa.large_binary())
-    return pa.array(
-        [v if v is None or isinstance(v, str) else _as_text(v) for v in values], _TEXT
-    )
+    return pa.array([cell_text(v) for v in values], _TEXT)
 
 
-def _as_text(value: object) -> str:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
-
-
-def _connect(url: str | None, conn_id: str | None, where: str) -> Any:
-    """A read-only DB-API connection for a URL or an Airflow connection id."""
-    if conn_id is not None:
-        from airflow_doi.provider.hooks.sql import connect, sql_hook
-
-        try:
-            return connect(sql_hook(conn_id))
-        except Exception:
-            raise TableInputError(
-                f"{where}: cannot connect: check that the Airflow connection exists and "
-                "is a SQL connection whose server is reachable"
-            ) from None
-    assert url is not None
-    scheme, _, rest = url.partition("://")
-    scheme = scheme.lower()
+def _url_connection(url: str) -> tuple[Any, Callable[[], Any], Callable[[str], str]]:
+    """A read-only connection to a database URL, how to get a cursor on it, and the query
+    translation (none: the quoting of :mod:`airflow_doi.db.statements` is standard SQL)."""
     try:
-        if scheme == "sqlite":
-            return _sqlite(rest, where)
-        if scheme == "duckdb":
-            return _duckdb(rest, where)
-        import psycopg
+        connection = open_read_only(url)
+    except DatabaseUrlError as error:
+        raise TableInputError(str(error)) from None
+    return connection, connection.cursor, _as_written
 
-        connection = psycopg.connect(url)
-        connection.read_only = True
-        return connection
-    except TableInputError:
-        raise
-    except ModuleNotFoundError as error:
-        raise TableInputError(
-            f"{where}: reading it needs the {error.name} package: "
-            f"pip install 'airflow-doi[{'duckdb' if scheme == 'duckdb' else 'postgres'}]'"
-        ) from None
+
+def _as_written(query: str) -> str:
+    return query
+
+
+def _airflow_connection(
+    conn_id: str, where: str
+) -> tuple[Any, Callable[[], Any], Callable[[str], str]]:
+    """The report's Airflow branch: the connection of ``conn_id``, how to get a cursor on it
+    and how to translate a query (BigQuery, MySQL...: the engine's own quoting)."""
+    from airflow_doi.provider.hooks.sql import connect, dialect_of, sql_hook  # needs Airflow
+
+    try:
+        hook = sql_hook(conn_id)
+        connection = connect(hook)
     except Exception:
         raise TableInputError(
-            f"{where}: cannot connect: check the host, port, user, password and database "
-            "name in the URL, and that the server is running"
+            f"{where}: cannot connect: check that the Airflow connection exists and "
+            "is a SQL connection whose server is reachable"
         ) from None
-
-
-def _database_path(rest: str, where: str) -> Path:
-    # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them.
-    if not rest.startswith("/"):
-        raise TableInputError(f"{where}: write a file database as scheme:///path (three slashes)")
-    path = Path(rest[1:])
-    if not path.is_file():
-        raise TableInputError(f"{where}: no such database file {str(path)!r}")
-    return path
-
-
-def _sqlite(rest: str, where: str) -> Any:
-    import sqlite3
-
-    path = _database_path(rest, where)
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
-def _duckdb(rest: str, where: str) -> Any:
-    import duckdb
-
-    return duckdb.connect(str(_database_path(rest, where)), read_only=True)
+    dialect = dialect_of(hook)
+    return connection, functools.partial(dialect.cursor, connection), dialect.translate
 
 
 def as_table(rows: pa.Table | Iterable[Any]) -> pa.Table:

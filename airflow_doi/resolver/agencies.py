@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
+from airflow_doi.resolver.config import DEFAULT_PROXY_URL
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
@@ -260,9 +261,10 @@ def csl_for(work: Work) -> dict[str, Any]:
     """The CSL-JSON object the work's agency sends."""
     csl: dict[str, Any] = {"type": work.csl_type, "title": work.title, "DOI": work.doi,
                            "issued": _date(work.issued)}
+    doi_url = f"{DEFAULT_PROXY_URL}/{work.doi}"
     if work.agency == "crossref":
         csl.update({
-            "source": "Crossref", "URL": f"https://doi.org/{work.doi}",
+            "source": "Crossref", "URL": doi_url,
             "published-print": _date(work.issued),
             "created": {"date-parts": [[work.issued[0], 1, 1]], "timestamp": 1_600_000_000_000},
             "reference-count": 3,
@@ -284,7 +286,7 @@ def csl_for(work: Work) -> dict[str, Any]:
         if work.update_to:
             csl["update-to"] = _updates(work.update_to, work.issued)
     elif work.agency == "datacite":
-        csl.update({"id": f"https://doi.org/{work.doi}", "URL": f"https://doi.org/{work.doi}",
+        csl.update({"id": doi_url, "URL": doi_url,
                     "copyright": "Creative Commons Attribution 4.0 International",
                     "abstract": f"Observations behind {work.title.lower()}.", "version": "1.0"})
         if work.container_title:  # a repository, as a one-item list

@@ -1,4 +1,8 @@
-"""Batch resolution: one result per input row, in input order, each key asked once.
+"""Batch resolution (``resolve``, ``aresolve``, ``which_ra``) and the keyed batch loop behind it.
+
+One result per input row, in input order, each key asked once; :class:`KeyedBatch` and
+:func:`answer_rows` are shared with the metadata fetcher, :func:`blocking_twin` makes the
+blocking twin of each async batch function.
 
 The steps, each with one job:
 
@@ -13,30 +17,53 @@ The steps, each with one job:
    on) instead of asking the proxy again: keys claimed elsewhere are put off to the end and
    then waited for;
 5. fan the per-key answers back out to the rows.
+
+The modules that need the ``resolve`` extra (aiohttp, aiolimiter, tenacity: the client, the
+rate limiter, the retry policy) are imported where a batch starts, so that this module (and
+the result and config types through :mod:`airflow_doi.resolver`) stays importable without it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import numbers
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any, ParamSpec, TypeVar
 
+from airflow_doi.resolver.breaker import CircuitBreaker
+from airflow_doi.resolver.cache import CachedAnswer, ResolverCache
 from airflow_doi.resolver.config import ResolverConfig
-from airflow_doi.resolver.result import ProgressEvent, ResolutionResult, ResolverStats
-from airflow_doi.syntax import validate
+from airflow_doi.resolver.result import (
+    ProgressEvent,
+    ResolutionResult,
+    ResolverStats,
+    answer_fields,
+)
+from airflow_doi.resolver.urls import judge_url
+from airflow_doi.syntax import ascii_upper, validate
 
-if TYPE_CHECKING:
-    from airflow_doi.resolver.cache import CachedAnswer
-
-__all__ = ["KeyedBatch", "answer_rows", "aresolve", "awhich_ra", "resolve", "which_ra"]
+__all__ = [
+    "KeyedBatch",
+    "answer_rows",
+    "aresolve",
+    "awhich_ra",
+    "blocking_twin",
+    "resolve",
+    "run_sync",
+    "which_ra",
+]
 
 Progress = Callable[[ProgressEvent], None]
+P = ParamSpec("P")
+T = TypeVar("T")
 #: Seconds between two looks at a key another process has claimed in the shared cache.
 CLAIM_POLL = 0.1
 
@@ -46,13 +73,16 @@ def _config(config: ResolverConfig | None, overrides: dict[str, Any]) -> Resolve
 
 
 def _check(value: object) -> tuple[str | None, str | None, str | None]:
-    """``(doi, key, reason)`` of one input value; never raises.
+    """``(doi, key, reason)`` of one input value, as :func:`airflow_doi.syntax.validate`
+    judges it.
 
-    Text, bytes and missing values are judged exactly as :func:`airflow_doi.syntax.validate`
-    judges them. Numbers and booleans are judged as ``str(value)`` (``10`` is
-    ``bad_directory``), as the pandas accessor, the CLI, the SQLite UDFs and the Airflow
-    operators do, so one column gets the same reasons on every face. Any other type (a list,
-    a dict...) cannot be a DOI and is ``invalid`` with reason ``bad_type: <type name>``.
+    Text, bytes and missing values are read as they are; any other value (a number, a
+    boolean, a list...) as ``str(value)`` (``10`` is ``bad_directory``), as the pandas
+    accessor, the CLI, the SQLite UDFs and the Airflow operators read it, so one column gets
+    the same reasons on every face. ``validate`` raises a ``TypeError`` only for text whose
+    own methods do (a ``str`` subclass overriding ``strip``): such a value is ``invalid``
+    with reason ``bad_type: <type name>`` (a number of that kind is judged as ``str(value)``)
+    instead of failing the batch.
     """
     try:
         check = validate(value)
@@ -61,31 +91,6 @@ def _check(value: object) -> tuple[str | None, str | None, str | None]:
             return None, None, f"bad_type: {type(value).__name__}"
         check = validate(str(value))
     return check.doi, check.key, check.reason
-
-
-def _from_cache(
-    value: object, doi: str, key: str, answer: CachedAnswer, cached: bool
-) -> ResolutionResult:
-    from airflow_doi.resolver.urls import judge_url
-
-    # url_raw and a refusal are not stored: they follow from the values, as when fetched.
-    _, url_raw, refusal = judge_url(answer.values) if answer.response_code == 1 else (None,) * 3
-    return ResolutionResult(
-        input=value,
-        doi=doi,
-        key=key,
-        status=answer.status,
-        url=answer.url,
-        response_code=answer.response_code,
-        http_status=answer.http_status,
-        attempts=answer.attempts,
-        error=refusal if answer.status == "no_values" else None,
-        resolved_at=answer.resolved_at,
-        expires_at=answer.expires_at,
-        url_raw=url_raw,
-        values=tuple(answer.values),
-        cached=cached,
-    )
 
 
 def _failed(
@@ -259,9 +264,8 @@ class _Batch(KeyedBatch):
         progress: Progress | None,
         stats: ResolverStats,
     ) -> None:
-        from airflow_doi.resolver.breaker import CircuitBreaker
-        from airflow_doi.resolver.limits import RateLimiter
-        from airflow_doi.resolver.retry import RetryPolicy
+        from airflow_doi.resolver.limits import RateLimiter  # the resolve extra: aiolimiter
+        from airflow_doi.resolver.retry import RetryPolicy  # the resolve extra: tenacity
 
         super().__init__(cache, progress, stats)
         self.config = config
@@ -277,11 +281,18 @@ class _Batch(KeyedBatch):
         self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
 
     def cached_result(self, key: str, answer: CachedAnswer) -> ResolutionResult:
-        return _from_cache(None, answer.doi, key, answer, cached=True)
+        # url_raw and a refusal are not stored: they follow from the values, as when fetched.
+        _, url_raw, refusal = (
+            judge_url(answer.values) if answer.response_code == 1 else (None, None, None)
+        )
+        return ResolutionResult(
+            None, answer.doi, key, attempts=answer.attempts, url_raw=url_raw, cached=True,
+            error=refusal if answer.status == "no_values" else None, **answer_fields(answer),
+        )
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[Any]:
-        from airflow_doi.resolver.client import ProxyClient
+        from airflow_doi.resolver.client import ProxyClient  # the resolve extra: aiohttp
 
         async with ProxyClient.open_session(self.config) as session:
             yield ProxyClient(self.config, session)
@@ -292,9 +303,8 @@ class _Batch(KeyedBatch):
         self.stats.gave_up = self.breaker.gave_up_reason
 
     async def request(self, client: Any, doi: str, key: str) -> ResolutionResult:
-        from airflow_doi.resolver.cache import CachedAnswer
-        from airflow_doi.resolver.client import ProxyError
-        from airflow_doi.resolver.retry import GaveUpError
+        from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp
+        from airflow_doi.resolver.retry import GaveUpError  # the resolve extra: tenacity
 
         try:
             answer, attempts = await self.policy.run(lambda: client.get_handle(doi, key))
@@ -303,35 +313,12 @@ class _Batch(KeyedBatch):
                 doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
                 response_code=getattr(error, "response_code", None),
             )
+        carried = answer_fields(answer)
         if self.cache is not None:
-            self.cache.store(
-                CachedAnswer(
-                    key=key,
-                    doi=doi,
-                    status=answer.status,
-                    url=answer.url,
-                    response_code=answer.response_code,
-                    http_status=answer.http_status,
-                    attempts=attempts,
-                    values=answer.values,
-                    resolved_at=answer.resolved_at,
-                    expires_at=answer.expires_at,
-                )
-            )
+            self.cache.store(CachedAnswer(key=key, doi=doi, attempts=attempts, **carried))
         return ResolutionResult(
-            input=None,
-            doi=doi,
-            key=key,
-            status=answer.status,
-            url=answer.url,
-            response_code=answer.response_code,
-            http_status=answer.http_status,
-            attempts=attempts,
-            error=answer.refusal,
-            resolved_at=answer.resolved_at,
-            expires_at=answer.expires_at,
-            url_raw=answer.url_raw,
-            values=answer.values,
+            None, doi, key, attempts=attempts, error=answer.refusal, url_raw=answer.url_raw,
+            **carried,
         )
 
 
@@ -354,15 +341,11 @@ async def aresolve(
     """
     config = _config(config, overrides)
     stats = stats if stats is not None else ResolverStats()
-    store = None
-    if cache is not None:
-        from airflow_doi.resolver.cache import ResolverCache
-
-        store = ResolverCache(cache, config.query)
+    store = ResolverCache(cache, config.query) if cache is not None else None
     return await answer_rows(
         list(values), _Batch(config, store, progress, stats),
         invalid=lambda value, doi, key, reason: ResolutionResult(
-            input=value, doi=doi, key=key, status="invalid", error=reason),
+            value, doi, key, status="invalid", error=reason),
         status_of=lambda result: result.status,
     )
 
@@ -413,34 +396,41 @@ async def answer_rows(
         stats.by_status[status] = stats.by_status.get(status, 0) + 1
     return results
 
-def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+
+def run_sync(coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``asyncio.run`` — or, inside a running loop (Jupyter, some workers), in a thread."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro_factory())
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(lambda: asyncio.run(coro_factory())).result()
 
 
-def resolve(
-    values: Iterable[object],
-    *,
-    config: ResolverConfig | None = None,
-    cache: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    stats: ResolverStats | None = None,
-    **overrides: Any,
-) -> list[ResolutionResult]:
-    """Blocking twin of :func:`aresolve` (same arguments, same results)."""
-    rows = list(values)
-    return _run_sync(  # type: ignore[no-any-return]
-        lambda: aresolve(
-            rows, config=config, cache=cache, progress=progress, stats=stats, **overrides
-        )
-    )
+def blocking_twin(function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of an async batch function ``afoo``, named ``foo``: same arguments,
+    same results, run by :func:`run_sync`.
+
+    The first argument (the values) is read into a list first, in the caller's thread: an
+    iterator such as a database cursor may not be read from the thread :func:`run_sync` uses.
+    """
+    signature = inspect.signature(function)
+    first = next(iter(signature.parameters))
+    name = function.__name__.removeprefix("a")
+
+    @functools.wraps(function)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments[first] = list(bound.arguments[first])
+        call: Callable[..., Coroutine[Any, Any, T]] = function
+        return run_sync(lambda: call(*bound.args, **bound.kwargs))
+
+    twin.__name__ = twin.__qualname__ = name
+    twin.__doc__ = f"Blocking twin of :func:`{function.__name__}` (same arguments, same results)."
+    return twin
+
+
+resolve = blocking_twin(aresolve)
 
 
 async def awhich_ra(
@@ -451,6 +441,7 @@ async def awhich_ra(
     Valid DOIs are sent in batches (commas inside a DOI go as ``%2C``), each batch under the
     same rate limit, breaker and retry budget as handle requests; invalid values never leave.
     """
+    # The resolve extra: aiohttp and tenacity.
     from airflow_doi.resolver.client import ProxyClient, ProxyError, which_ra_batches
     from airflow_doi.resolver.retry import GaveUpError
 
@@ -473,20 +464,20 @@ async def awhich_ra(
                     )
                 except (GaveUpError, ProxyError) as error:
                     for member in group:
-                        answers[_key(member)] = (None, error.reason)
+                        answers[ascii_upper(member)] = (None, error.reason)
                     continue
                 except Exception as error:  # one unreadable answer costs its group, not all
                     for member in group:
-                        answers[_key(member)] = (None, f"unexpected {type(error).__name__}")
+                        answers[ascii_upper(member)] = (None, f"unexpected {type(error).__name__}")
                     continue
                 for entry in listed:
                     echoed, ra = entry.get("DOI"), entry.get("RA")
                     if not isinstance(echoed, str):
                         continue
                     if isinstance(ra, str):
-                        answers[_key(echoed)] = (ra, None)
+                        answers[ascii_upper(echoed)] = (ra, None)
                     else:
-                        answers[_key(echoed)] = (None, str(entry.get("status", "Unknown")))
+                        answers[ascii_upper(echoed)] = (None, str(entry.get("status", "Unknown")))
         finally:
             await batch.limiter.aclose()
     out: list[dict[str, Any]] = []
@@ -499,15 +490,4 @@ async def awhich_ra(
     return out
 
 
-def _key(doi: str) -> str:
-    from airflow_doi.syntax import ascii_upper
-
-    return ascii_upper(doi)
-
-
-def which_ra(
-    values: Iterable[object], *, config: ResolverConfig | None = None, **overrides: Any
-) -> list[dict[str, Any]]:
-    """Blocking twin of :func:`awhich_ra`."""
-    rows = list(values)
-    return _run_sync(lambda: awhich_ra(rows, config=config, **overrides))  # type: ignore[no-any-return]
+which_ra = blocking_twin(awhich_ra)

@@ -28,11 +28,12 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from airflow_doi.resolver.result import AnswerFields
 from airflow_doi.resolver.urls import is_safe_url
 
 __all__ = ["CLAIM_LEASE", "CachedAnswer", "ResolverCache"]
@@ -72,22 +73,34 @@ BUSY_TIMEOUT: Final = 30.0
 _CHUNK = 500
 
 
-@dataclass(frozen=True)
-class CachedAnswer:
+@dataclass(frozen=True, kw_only=True)
+class CachedAnswer(AnswerFields):
+    """One row of the ``answers`` table: the proxy's answer fields
+    (:class:`~airflow_doi.resolver.result.AnswerFields`), for this key, and the requests it
+    took."""
+
     key: str
     doi: str
-    status: str
-    url: str | None
-    response_code: int | None
-    http_status: int | None
     attempts: int
-    values: tuple[dict[str, Any], ...]
-    resolved_at: datetime
-    expires_at: datetime
+
+
+#: The columns of ``answers`` besides ``query``: one per field of :class:`CachedAnswer`.
+_COLUMNS: Final[tuple[str, ...]] = tuple(f.name for f in fields(CachedAnswer))
+_COLUMN_LIST: Final = ", ".join(f'"{name}"' for name in _COLUMNS)
 
 
 def _iso(when: datetime) -> str:
     return when.astimezone(timezone.utc).isoformat()
+
+
+def _cell(value: object) -> object:
+    """A field of a :class:`CachedAnswer` as its cell: a time as UTC ISO text, the values as
+    JSON text."""
+    if isinstance(value, datetime):
+        return _iso(value)
+    if isinstance(value, (tuple, list)):
+        return json.dumps(list(value), ensure_ascii=False)
+    return value
 
 
 class ResolverCache:
@@ -130,58 +143,43 @@ class ResolverCache:
     def close(self) -> None:
         self._conn.close()
 
-    def fresh(self, keys: Iterable[str], now: datetime) -> dict[str, CachedAnswer]:
-        """Answers for ``keys`` that have not expired at ``now``."""
-        found: dict[str, CachedAnswer] = {}
+    def select_keys(
+        self, select: str, keys: Iterable[str], *params: object
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``select``, a statement ending in ``key in``, for the distinct ``keys``
+        (``params`` bound before them): in chunks under SQLite's cap on bound parameters."""
         wanted = list(dict.fromkeys(keys))
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            rows = self._conn.execute(
-                "select key, doi, status, url, response_code, http_status, attempts,"
-                ' "values", resolved_at, expires_at from answers'
-                f" where query = ? and key in ({marks})",
-                [self.query, *chunk],
-            ).fetchall()
-            for row in rows:
-                expires_at = datetime.fromisoformat(row[9])
-                if expires_at <= now or (row[3] is not None and not is_safe_url(row[3])):
-                    continue
-                found[row[0]] = CachedAnswer(
-                    key=row[0],
-                    doi=row[1],
-                    status=row[2],
-                    url=row[3],
-                    response_code=row[4],
-                    http_status=row[5],
-                    attempts=row[6],
-                    values=tuple(json.loads(row[7])),
-                    resolved_at=datetime.fromisoformat(row[8]),
-                    expires_at=expires_at,
-                )
+            yield from self._conn.execute(f"{select} ({marks})", [*params, *chunk]).fetchall()
+
+    def fresh(self, keys: Iterable[str], now: datetime) -> dict[str, CachedAnswer]:
+        """Answers for ``keys`` that have not expired at ``now``."""
+        found: dict[str, CachedAnswer] = {}
+        select = f"select {_COLUMN_LIST} from answers where query = ? and key in"
+        for row in self.select_keys(select, keys, self.query):
+            cells = dict(zip(_COLUMNS, row, strict=True))
+            expires_at = datetime.fromisoformat(cells["expires_at"])
+            url = cells["url"]
+            if expires_at <= now or (url is not None and not is_safe_url(url)):
+                continue
+            found[cells["key"]] = CachedAnswer(**{
+                **cells,
+                "values": tuple(json.loads(cells["values"])),
+                "resolved_at": datetime.fromisoformat(cells["resolved_at"]),
+                "expires_at": expires_at,
+            })
         return found
 
     def store(self, answer: CachedAnswer) -> None:
         """Write one finished key and commit at once (the checkpoint of the batch)."""
         if answer.status == "error":
             raise ValueError("error results are never cached")
+        marks = ", ".join("?" * (len(_COLUMNS) + 1))
         self._conn.execute(
-            "insert or replace into answers (key, query, doi, status, url, response_code,"
-            ' http_status, attempts, "values", resolved_at, expires_at)'
-            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                answer.key,
-                self.query,
-                answer.doi,
-                answer.status,
-                answer.url,
-                answer.response_code,
-                answer.http_status,
-                answer.attempts,
-                json.dumps(list(answer.values), ensure_ascii=False),
-                _iso(answer.resolved_at),
-                _iso(answer.expires_at),
-            ),
+            f"insert or replace into answers (query, {_COLUMN_LIST}) values ({marks})",
+            (self.query, *(_cell(getattr(answer, name)) for name in _COLUMNS)),
         )
 
     def __len__(self) -> int:

@@ -32,6 +32,7 @@ import yarl
 
 from airflow_doi.presentation import encode_path, encode_which_ra
 from airflow_doi.resolver.config import ResolverConfig, redact_url
+from airflow_doi.resolver.result import AnswerFields
 from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper
 
@@ -61,15 +62,21 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 MAX_SERVER_TEXT: Final = 200
 
 
-class RetryableError(Exception):
-    """A failure worth retrying (the proxy or the network, not the DOI, was at fault)."""
+class _RequestError(Exception):
+    """A request that failed: ``reason`` in our words, the HTTP status when one came back."""
 
-    def __init__(
-        self, reason: str, *, http_status: int | None = None, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, reason: str, *, http_status: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.http_status = http_status
+
+
+class RetryableError(_RequestError):
+    """A failure worth retrying (the proxy or the network, not the DOI, was at fault)."""
+
+    def __init__(self, reason: str, *, http_status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(reason, http_status=http_status)
         self.retry_after = retry_after
 
     @property
@@ -77,30 +84,21 @@ class RetryableError(Exception):
         return self.http_status in (403, 429)
 
 
-class ProxyError(Exception):
+class ProxyError(_RequestError):
     """An answer that retrying cannot change (a 400, a redirect, an unknown response code)."""
 
-    def __init__(
-        self, reason: str, *, http_status: int | None = None, response_code: int | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.http_status = http_status
+    def __init__(self, reason: str, *, http_status: int | None = None,
+                 response_code: int | None = None) -> None:
+        super().__init__(reason, http_status=http_status)
         self.response_code = response_code
         self.attempts = 1
 
 
-@dataclass(frozen=True)
-class Answer:
-    """A definitive answer of the proxy for one handle."""
+@dataclass(frozen=True, kw_only=True)
+class Answer(AnswerFields):
+    """A definitive answer of the proxy for one handle (``status``: resolved, no_values or
+    not_found; the fields are :class:`~airflow_doi.resolver.result.AnswerFields`)."""
 
-    status: str  # resolved | no_values | not_found
-    http_status: int
-    response_code: int
-    url: str | None
-    values: tuple[dict[str, Any], ...]
-    resolved_at: datetime
-    expires_at: datetime
     #: The lowest-index URL value as sent, safe or not; ``refusal`` says why ``url`` is None.
     url_raw: str | None = None
     refusal: str | None = None
@@ -243,13 +241,15 @@ def interpret(
         tuple(v for v in raw_values if isinstance(v, dict)) if isinstance(raw_values, list) else ()
     )
     if http_status == 404 and code == 100:
-        expires = expires_after(now, negative_ttl)
-        return Answer("not_found", http_status, code, None, (), now, expires)
+        return Answer(status="not_found", http_status=http_status, response_code=code,
+                      resolved_at=now, expires_at=expires_after(now, negative_ttl))
     if http_status == 200 and code in (1, 200):
         url, url_raw, refusal = judge_url(values) if code == 1 else (None, None, None)
-        status = "resolved" if url is not None else "no_values"
-        expires = expiry(values, now, negative_ttl)
-        return Answer(status, http_status, code, url, values, now, expires, url_raw, refusal)
+        return Answer(
+            status="resolved" if url is not None else "no_values", http_status=http_status,
+            response_code=code, url=url, values=values, resolved_at=now,
+            expires_at=expiry(values, now, negative_ttl), url_raw=url_raw, refusal=refusal,
+        )
     message = document.get("message")
     raise ProxyError(
         f"unexpected answer: HTTP {http_status} responseCode {code}"

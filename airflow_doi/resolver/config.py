@@ -12,7 +12,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow_doi._version import __version__
 from airflow_doi.presentation import DEFAULT_BASE_URL
@@ -170,8 +170,6 @@ class ResolverConfig:
     @property
     def query(self) -> str:
         """The encoded query string of a handles request (``""`` when unfiltered)."""
-        from urllib.parse import quote
-
         params = [f"type={quote(t, safe='')}" for t in self.types]
         params += [f"index={int(i)}" for i in self.indexes]
         if self.auth:

@@ -1,4 +1,8 @@
-"""What a resolution produces: one :class:`ResolutionResult` per input row.
+"""What a resolution produces: result rows, the answer fields, progress events and stats.
+
+One :class:`ResolutionResult` per input row; :class:`AnswerFields` are the fields it shares
+with the proxy's answer and the answer's cache row; :class:`ProgressEvent` and
+:class:`ResolverStats` report on the batch.
 
 Kept free of aiohttp so that consumers (the Airflow provider, the CLI writer) can import the
 types without starting any network machinery.
@@ -6,11 +10,20 @@ types without starting any network machinery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-__all__ = ["COLUMNS", "STATUSES", "ProgressEvent", "ResolutionResult", "ResolverStats"]
+__all__ = [
+    "COLUMNS",
+    "STATUSES",
+    "AnswerFields",
+    "ProgressEvent",
+    "ResolutionResult",
+    "ResolverStats",
+    "answer_fields",
+    "iso_text",
+]
 
 #: Every status a row can end in; ``error`` is the only one never cached.
 STATUSES: Final[tuple[str, ...]] = ("resolved", "no_values", "not_found", "invalid", "error")
@@ -31,8 +44,35 @@ COLUMNS: Final[tuple[str, ...]] = (
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class AnswerFields:
+    """The proxy's word on one handle, stated once: the fields that the answer it sends
+    (:class:`~airflow_doi.resolver.client.Answer`), the answer's cache row
+    (:class:`~airflow_doi.resolver.cache.CachedAnswer`) and a :class:`ResolutionResult` all
+    carry. A field added here reaches all three (and must get its column in the cache's
+    ``answers`` table)."""
+
+    status: str
+    url: str | None = None
+    response_code: int | None = None
+    http_status: int | None = None
+    values: tuple[dict[str, Any], ...] = ()
+    resolved_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+def answer_fields(answer: AnswerFields) -> dict[str, Any]:
+    """The :class:`AnswerFields` of ``answer`` by name, to build another record from it."""
+    return {f.name: getattr(answer, f.name) for f in fields(AnswerFields)}
+
+
+def iso_text(when: datetime | None) -> str | None:
+    """A row's time as ISO 8601 text (``None`` stays ``None``)."""
+    return when.isoformat() if when else None
+
+
 @dataclass(frozen=True)
-class ResolutionResult:
+class ResolutionResult(AnswerFields):
     """The outcome for one input value.
 
     ``attempts`` counts the requests sent for this key, whatever came of them (0 for an invalid
@@ -50,34 +90,17 @@ class ResolutionResult:
     input: object
     doi: str | None
     key: str | None
-    status: str
-    url: str | None = None
-    response_code: int | None = None
-    http_status: int | None = None
+    _: KW_ONLY  # the answer's fields (status, url...) and the rest go by name
     attempts: int = 0
     error: str | None = None
-    resolved_at: datetime | None = None
-    expires_at: datetime | None = None
     url_raw: str | None = None
-    values: tuple[dict[str, Any], ...] = ()
     cached: bool = False
 
     def as_row(self) -> dict[str, object]:
         """The :data:`COLUMNS` of this result; datetimes as ISO 8601 strings."""
-        return {
-            "input": self.input,
-            "doi": self.doi,
-            "key": self.key,
-            "status": self.status,
-            "url": self.url,
-            "response_code": self.response_code,
-            "http_status": self.http_status,
-            "attempts": self.attempts,
-            "error": self.error,
-            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "url_raw": self.url_raw,
-        }
+        row = {name: getattr(self, name) for name in COLUMNS}
+        row.update(resolved_at=iso_text(self.resolved_at), expires_at=iso_text(self.expires_at))
+        return row
 
 
 @dataclass
@@ -102,6 +125,9 @@ class ResolverStats:
     is not a retry). ``by_status`` counts rows; :attr:`sent_rows` and :attr:`error_share`
     are what a caller needs to fail a run on too many ``error`` rows.
     """
+
+    #: The statuses :meth:`summary` counts, in order (a subclass names its own).
+    statuses: ClassVar[tuple[str, ...]] = STATUSES
 
     rows: int = 0
     keys: int = 0
@@ -134,7 +160,7 @@ class ResolverStats:
 
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
-        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in STATUSES)
+        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in self.statuses)
         return (
             f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
             f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "

@@ -39,6 +39,16 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 
 from aiohttp import web
 
+from airflow_doi.presentation import encode_path
+from airflow_doi.resolver.agencies import (
+    AGENCIES,
+    MEDIA_TYPES,
+    agency_path,
+    csl_for,
+    hostile_body,
+    work_from_record,
+)
+from airflow_doi.resolver.agencies import expected_metadata as expected_of_work
 from airflow_doi.syntax import ascii_upper, validate
 
 __all__ = ["Faults", "ProxySimulator", "make_records", "record_url"]
@@ -139,6 +149,11 @@ def _load(
 def _retry_after(wait: float) -> dict[str, str]:
     """The ``Retry-After`` header of a 429: whole seconds until a token is back, at least 1."""
     return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
+def _too_many_requests(wait: float) -> web.Response:
+    """The plain-text 429 of doi.org's content negotiation and of an agency host."""
+    return web.Response(status=429, text="Too many requests\n", headers=_retry_after(wait))
 
 
 def _json(status: int, document: object, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -265,17 +280,13 @@ class ProxySimulator:
     def work(self, doi: str) -> Any:
         """The :class:`~airflow_doi.resolver.agencies.Work` the simulator serves for ``doi``
         (None when the DOI is not registered here)."""
-        from airflow_doi.resolver.agencies import work_from_record
-
         found = self._record(doi)
         return None if found is None else work_from_record(found[0], found[1])
 
     def expected_metadata(self, doi: str) -> dict[str, Any] | None:
         """The typed columns a correct client makes of ``doi``'s record (None: no CSL)."""
-        from airflow_doi.resolver.agencies import expected_metadata
-
         work = self.work(doi)
-        return None if work is None else expected_metadata(work)
+        return None if work is None else expected_of_work(work)
 
     def start(self) -> ProxySimulator:
         ready = threading.Event()
@@ -313,8 +324,6 @@ class ProxySimulator:
         await site.start()
         self.port = _bound_port(site, self.port)
         if self.agencies:
-            from airflow_doi.resolver.agencies import AGENCIES
-
             for name in AGENCIES:
                 self._agency_ports[name] = await self._serve(
                     lambda request, name=name: self._agency(name, request))
@@ -485,9 +494,6 @@ class ProxySimulator:
     async def _negotiate(self, request: web.BaseRequest, target: str | None, raw_target: str,
                          now: float) -> web.StreamResponse:
         """doi.org's answer to a content negotiation request: a redirect to the agency."""
-        from airflow_doi.presentation import encode_path
-        from airflow_doi.resolver.agencies import agency_path, work_from_record
-
         with self._lock:
             self.cn_requests += 1
             self.cn_by_key[ascii_upper(target) if target is not None else raw_target] += 1
@@ -496,8 +502,7 @@ class ProxySimulator:
             if wait is not None:
                 self.throttled += 1
         if wait is not None:
-            return web.Response(status=429, text="Too many requests\n",
-                                headers=_retry_after(wait))
+            return _too_many_requests(wait)
         if self.latency:
             await asyncio.sleep(self.latency)
         found = self._record(target) if target is not None else None
@@ -530,14 +535,6 @@ class ProxySimulator:
 
     async def _agency(self, agency: str, request: web.BaseRequest) -> web.StreamResponse:
         """One simulated agency's metadata service."""
-        from airflow_doi.resolver.agencies import (
-            MEDIA_TYPES,
-            agency_path,
-            csl_for,
-            hostile_body,
-            work_from_record,
-        )
-
         raw_path = request.raw_path.partition("?")[0]
         raw_doi = _agency_doi(agency, raw_path)
         try:
@@ -555,8 +552,7 @@ class ProxySimulator:
             if wait is not None:
                 self.agency_throttled += 1
         if wait is not None:
-            return web.Response(status=429, text="Too many requests\n",
-                                headers=_retry_after(wait))
+            return _too_many_requests(wait)
         if agency == "nocn":
             return web.Response(status=406, text="Not Acceptable\n")
         found = self._record(doi) if doi is not None else None

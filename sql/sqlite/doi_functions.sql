@@ -6,7 +6,7 @@
 -- are not. NULL: normalize/key/url give NULL, is_valid false, reason 'empty'.
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
 --
--- Install: airflow_doi.sqlite_udf.register(connection); this file holds no DDL.
+-- Install: airflow_doi.db.sqlite.register(connection); this file holds no DDL.
 -- Proof:   run through python sqlite3 against every conformance vector in the test suite.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.
@@ -14,7 +14,7 @@
 -- SQLite has no CREATE FUNCTION: its functions are registered by the host program. In Python:
 --
 --     import sqlite3
---     from airflow_doi.sqlite_udf import register
+--     from airflow_doi.db.sqlite import register
 --
 --     con = sqlite3.connect("catalogue.db")
 --     register(con)   # doi_normalize, doi_key, doi_is_valid, doi_reason, doi_url

@@ -1,4 +1,9 @@
-"""Airflow hooks: the doi.org proxy (rate-limited resolver) and DuckDB files.
+"""Airflow hooks and the hook-level helpers the operators work through.
+
+The hooks: :class:`DoiProxyHook` (the doi.org proxy, rate-limited) and :class:`DuckDbHook`
+(DuckDB files). The helpers: ``sql`` (a connection's DB-API hook, connection and dialect),
+``doi_column`` (normalizing and validating a DOI column), ``due_keys`` (the engine of resolve
+and enrich) with ``resolution``, ``enrichment``, ``claims`` and ``tables``, and ``repairs``.
 
 ``from airflow_doi.provider.hooks import DoiProxyHook, DuckDbHook`` works; the names are resolved on
 first use (module ``__getattr__``), so this package imports nothing by itself and Airflow's

@@ -39,16 +39,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_doi.db.statements import (
-    StatementDialect,
-    missing_columns,
-    native_cursor,
-    quote_identifier,
-)
+from airflow_doi.db.statements import StatementDialect, native_cursor, quote_identifier
+from airflow_doi.provider.hooks.tables import TableShape
 
-__all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claims_table_of"]
+__all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claim_types", "claims_table_of"]
 
 CLAIM_COLUMNS: tuple[str, ...] = ("doi_key", "owner", "token", "claimed_at", "lease_until")
+
+
+def claim_types(dialect: StatementDialect) -> tuple[str, ...]:
+    """SQL types of :data:`CLAIM_COLUMNS`, in order."""
+    text, stamp = dialect.text_type, dialect.timestamp_type
+    return (dialect.key_text, text, text, stamp, stamp)
+
+
 #: Engines whose ``SELECT ... FOR UPDATE SKIP LOCKED`` the claim uses (step 2).
 SKIP_LOCKED = frozenset({"postgres", "mysql"})
 #: Engines whose server turned out to have none (MariaDB 10.5): asked once per process.
@@ -132,21 +136,11 @@ class KeyClaims:
 
     def ensure(self, cursor: Any) -> None:
         """``CREATE TABLE IF NOT EXISTS`` the claims table; refuse a table that is not one."""
-        d = self.dialect
-        cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {quote_identifier(self.table)} ("
-            f'"doi_key" {d.key_text} NOT NULL PRIMARY KEY, "owner" {d.text_type} NOT NULL, '
-            f'"token" {d.text_type} NOT NULL, "claimed_at" {d.timestamp_type} NOT NULL, '
-            f'"lease_until" {d.timestamp_type} NOT NULL)'
-        )
-        missing = missing_columns(cursor, self.table, CLAIM_COLUMNS,
-                                  case_sensitive=d.case_sensitive_identifiers)
-        if missing:
-            raise ValueError(
-                f"the table {self.table} already exists and is not the claims table of "
-                f"{self.results_table} (no column {', '.join(missing)}); it was left untouched: "
-                "pass results_table='another_name' to resolve into another pair of tables"
-            )
+        TableShape(
+            CLAIM_COLUMNS, claim_types, not_null=CLAIM_COLUMNS, kind="table",
+            writer=f"the claims table of {self.results_table}", parameter="results_table",
+            purpose="resolve into another pair of tables",
+        ).ensure(cursor, self.dialect, self.table)
 
     def claim(self, cursor: Any, keys: Sequence[str], now: datetime) -> Claim:
         """Claim ``keys`` (the caller commits at once, before any request is sent)."""

@@ -18,22 +18,26 @@ Point a deployment at a proxy with an environment variable, e.g.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_doi.resolver.config import redact_url
+from airflow_doi.resolver.batch import resolve as resolve_batch
+from airflow_doi.resolver.config import DEFAULT_PROXY_URL, ResolverConfig, redact_url
 
 if TYPE_CHECKING:
     from airflow_doi.metadata import MetadataConfig, MetadataResult
-    from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverConfig, ResolverStats
+    from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverStats
 
-__all__ = ["DEFAULT_BASE_URL", "DoiProxyHook", "redact_url", "renamed_conn_id",
-           "resolver_config_from_connection"]
+__all__ = ["DoiProxyHook", "redact_url", "renamed_conn_id", "resolver_config_from_connection"]
 
-DEFAULT_BASE_URL = "https://doi.org"
+#: A batch's progress callback.
+OnProgress = Callable[["ProgressEvent"], None]
 
 _FORM_PREFIX = "extra__doi_proxy__"
 
@@ -53,7 +57,7 @@ def base_url_from_parts(
     """The proxy base URL of a connection: a full URL in ``host`` wins, else scheme+host+port."""
     host = (host or "").strip()
     if not host:
-        return DEFAULT_BASE_URL
+        return DEFAULT_PROXY_URL
     if "://" in host:
         return host.rstrip("/")
     scheme = (schema or "").strip() or "https"
@@ -107,8 +111,7 @@ def resolver_config_from_connection(
     ``metadata_hosts``...) are known to both, and used when ``config_class`` is
     :class:`~airflow_doi.metadata.MetadataConfig`.
     """
-    from airflow_doi.metadata.config import MetadataConfig
-    from airflow_doi.resolver import ResolverConfig
+    from airflow_doi.metadata.config import MetadataConfig  # aiohttp: on first use only
 
     config_class = config_class or ResolverConfig
     known = {f.name for f in dataclasses.fields(MetadataConfig)} - {"base_url"}
@@ -144,10 +147,6 @@ def renamed_conn_id(resolver_conn_id: str, doi_proxy_conn_id: str | None, where:
     """
     if doi_proxy_conn_id is None:
         return resolver_conn_id
-    import warnings
-
-    from airflow.exceptions import AirflowProviderDeprecationWarning
-
     warnings.warn(
         f"{where}: doi_proxy_conn_id is deprecated (Airflow masks it as '***'): pass "
         "resolver_conn_id instead", AirflowProviderDeprecationWarning, stacklevel=3,
@@ -181,8 +180,6 @@ class DoiProxyHook(BaseHook):
     def get_config(self) -> ResolverConfig:
         """The resolver configuration of the connection (read once per hook)."""
         if self._config is None:
-            from airflow_doi.resolver import ResolverConfig
-
             self._config = self._build(ResolverConfig)
         return self._config
 
@@ -190,7 +187,7 @@ class DoiProxyHook(BaseHook):
         """The enrichment configuration of the same connection: the proxy's settings plus
         its metadata extras (``agency_rate``, ``metadata_hosts``...)."""
         if self._metadata_config is None:
-            from airflow_doi.metadata.config import MetadataConfig
+            from airflow_doi.metadata.config import MetadataConfig  # aiohttp: on first use only
 
             built = self._build(MetadataConfig)
             assert isinstance(built, MetadataConfig)
@@ -198,14 +195,12 @@ class DoiProxyHook(BaseHook):
         return self._metadata_config
 
     def _build(self, config_class: type[ResolverConfig]) -> ResolverConfig:
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
         try:
             connection = self.get_connection(self.resolver_conn_id)
         except AirflowNotFoundException:
             if self.resolver_conn_id != self.default_conn_name:
                 raise
-            self.log.info("No connection %r: using %s", self.resolver_conn_id, DEFAULT_BASE_URL)
+            self.log.info("No connection %r: using %s", self.resolver_conn_id, DEFAULT_PROXY_URL)
             return resolver_config_from_connection(None, config_class=config_class,
                                                    **self.overrides)
         return resolver_config_from_connection(
@@ -213,16 +208,11 @@ class DoiProxyHook(BaseHook):
             port=connection.port, config_class=config_class, **self.overrides,
         )
 
-    def fetch_metadata(
-        self,
-        values: Iterable[object],
-        *,
-        progress: Callable[[ProgressEvent], None] | None = None,
-        stats: ResolverStats | None = None,
-    ) -> list[MetadataResult]:
+    def fetch_metadata(self, values: Iterable[object], *, progress: OnProgress | None = None,
+                       stats: ResolverStats | None = None) -> list[MetadataResult]:
         """One :class:`~airflow_doi.metadata.MetadataResult` per value, in order (DOI
         content negotiation through the same proxy); never raises for a row, no file cache."""
-        from airflow_doi.metadata import fetch
+        from airflow_doi.metadata import fetch  # aiohttp: on first use only
 
         return fetch(list(values), config=self.get_metadata_config(), progress=progress,
                      stats=stats)
@@ -231,21 +221,14 @@ class DoiProxyHook(BaseHook):
         """The hook's "connection" is its resolver configuration: sessions live per batch."""
         return self.get_config()
 
-    def resolve(
-        self,
-        values: Iterable[object],
-        *,
-        progress: Callable[[ProgressEvent], None] | None = None,
-        stats: ResolverStats | None = None,
-    ) -> list[ResolutionResult]:
+    def resolve(self, values: Iterable[object], *, progress: OnProgress | None = None,
+                stats: ResolverStats | None = None) -> list[ResolutionResult]:
         """One :class:`ResolutionResult` per value, in order; never raises for a row.
 
         No file cache is used: callers that persist results (the resolve operator's table)
         are the cache, and a second one would only hide expiry decisions.
         """
-        from airflow_doi.resolver import resolve
-
-        return resolve(list(values), config=self.get_config(), progress=progress, stats=stats)
+        return resolve_batch(list(values), config=self.get_config(), progress=progress, stats=stats)
 
     def test_connection(self) -> tuple[bool, str]:
         """Resolve the DOI Handbook's own DOI (``10.1000/182``) through the proxy."""

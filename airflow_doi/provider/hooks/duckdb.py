@@ -4,7 +4,7 @@ Connection type ``doi_duckdb`` (this project's own name: ``duckdb`` belongs to t
 provider, ``airflow-provider-duckdb``). The database file is in ``host`` (empty for an
 in-memory database); extras ``read_only`` and ``lock_wait``. A connection of type ``duckdb``
 gets the DuckDB provider's hook when that provider is installed, and this one otherwise
-(:func:`airflow_doi.provider.operators.base.sql_hook`).
+(:func:`airflow_doi.provider.hooks.sql.sql_hook`).
 
 DuckDB lets one process open a file for writing at a time: a second one fails at once with
 ``Could not set lock on file``. Tasks run side by side under a real executor, so opening the

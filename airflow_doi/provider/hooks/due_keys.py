@@ -1,27 +1,32 @@
-"""The due keys of a catalogue, asked about a batch at a time, the answers kept by key.
+"""The due-keys engine of resolve and enrich: keys asked a batch at a time, answers kept by key.
 
-The engine of :class:`~airflow_doi.provider.operators.resolve.DoiResolveOperator` and
-:class:`~airflow_doi.provider.operators.enrich.DoiEnrichOperator`: a results table beside the
-catalogue *is* the cache (one row per comparison key, ``doi_key`` primary key, with an
-``expires_at``). A run asks only about the distinct valid keys of the catalogue that have no
-row there yet, or whose row has expired (errors never get an expiry, so they are asked again
-next run). Keys are taken in key order, a batch at a time, each batch claimed first
-(:mod:`airflow_doi.provider.hooks.claims`), then upserted and committed: a task that fails or is
-killed resumes on retry after the last stored batch, and tasks running at once never ask for
-one key twice. What is asked, and how its answer becomes a row, is a :class:`KeyStep`.
+A results table beside the catalogue *is* the cache (one row per comparison key, ``doi_key``
+primary key, with an ``expires_at``). A run asks only about the distinct valid keys of the
+catalogue that have no row there yet, or whose row has expired (errors never get an expiry, so
+they are asked again next run). Keys are taken in key order, a batch at a time, each batch
+claimed first (:mod:`airflow_doi.provider.hooks.claims`), then upserted and committed: a task
+that fails or is killed resumes on retry after the last stored batch, and tasks running at once
+never ask for one key twice. What is asked, and where its answers go, is a :class:`KeyStep`
+(:func:`~airflow_doi.provider.hooks.resolution.resolution_step`,
+:func:`~airflow_doi.provider.hooks.enrichment.enrichment_step`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from airflow.sdk import get_current_context
 
 from airflow_doi.db.statements import (
     StatementDialect,
@@ -32,20 +37,24 @@ from airflow_doi.db.statements import (
 )
 from airflow_doi.provider.hooks.claims import Claim, KeyClaims, claims_table_of
 from airflow_doi.provider.hooks.sql import connect, dialect_of
-from airflow_doi.provider.progress import Progress, TaskLog, format_duration
+from airflow_doi.provider.hooks.tables import TableShape
+from airflow_doi.provider.progress import ProgressMeter, TaskLog, format_duration
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-    from airflow_doi.resolver import ProgressEvent, ResolverStats
+    from airflow_doi.resolver import ProgressEvent, ResolverConfig, ResolverStats
 
 __all__ = [
     "DueKeys",
+    "DueKeysOptions",
     "DueKeysSummary",
     "KeyStep",
     "ProxyUnavailableError",
     "Store",
     "TaskLog",
+    "answer_row",
+    "default_lease",
     "key_range",
     "prepare_tables",
     "process_due_keys",
@@ -55,47 +64,73 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Pages of keys: ``(due keys in all, [(key, DOI), ...])``.
+Pages = Iterable[tuple[int, list[tuple[Any, ...]]]]
 
-class KeyStep(Protocol):
-    """What a step asks about each key and how the answer becomes a row of its table."""
 
-    #: The verb of progress lines ("resolve", "enrich"), its -ing and past forms for the log
+def unanswered(status: str, http_status: int | None) -> bool:
+    """An ``error`` the service said nothing final about: no answer, throttled, or 5xx."""
+    return status == "error" and (http_status is None or http_status in (403, 429)
+                                  or http_status >= 500)
+
+
+def answer_row(key: str, doi: str, result: Any, columns: Sequence[str],
+               dialect: StatementDialect) -> tuple[Any, ...]:
+    """The results table row of one key: ``columns`` are ``doi_key``, ``doi`` (the answer's
+    DOI, else the one asked), then attributes of ``result``; datetimes in UTC, bound as the
+    dialect binds them."""
+    values = (getattr(result, column) for column in columns[2:])
+    return (key, result.doi or doi, *(
+        dialect.timestamp(value.astimezone(timezone.utc)) if isinstance(value, datetime)
+        else value for value in values))
+
+
+@dataclass(frozen=True)
+class KeyStep:
+    """What a run asks about each key and where the answers go."""
+
+    #: The verb of progress lines ("resolve"), its -ing and past forms for the log
     #: ("Resolving", "resolved").
     verb: str
     gerund: str
     past: str
     #: What failing is called in the error that ends the task ("the DOI proxy").
     service: str
-    #: The results table's columns, ``doi_key`` first.
-    columns: tuple[str, ...]
-
-    def describe(self) -> str:
-        """Where the requests go and how fast, for the first log line."""
-
-    def lease(self, batch_size: int) -> float:
-        """Seconds a claim on ``batch_size`` keys holds by default."""
-
-    def types(self, dialect: StatementDialect) -> tuple[str, ...]:
-        """SQL types of :attr:`columns`, in order."""
-
-    def ensure_table(self, cursor: Any, dialect: StatementDialect, results_table: str) -> None:
-        """Create the results table if missing; refuse one that is not the step's."""
-
-    def new_stats(self) -> ResolverStats:
-        """Counters for one batch (``gave_up``, ``requests``, ``retries``)."""
-
-    def ask(self, dois: list[str], progress: Callable[[ProgressEvent], None],
-            stats: ResolverStats) -> Sequence[Any]:
-        """One result per DOI, in order; never raises for a DOI."""
-
-    def row(self, key: str, doi: str, result: Any, dialect: StatementDialect) -> tuple[Any, ...]:
-        """The results table row of one key."""
+    #: Where the requests go and how fast, for the first log line.
+    description: str
+    #: The results table (``doi_key`` first).
+    shape: TableShape
+    #: The attribute of a result that holds its status.
+    status_field: str
+    #: ``ask(dois, progress, stats)``: one result per DOI, in order; never raises for a DOI.
+    ask: Callable[[list[str], Callable[[ProgressEvent], None], ResolverStats], Sequence[Any]]
+    #: Counters for one batch (``gave_up``, ``requests``, ``retries``).
+    new_stats: Callable[[], ResolverStats]
+    #: Seconds a claim on ``batch_size`` keys holds by default.
+    lease: Callable[[int], float]
 
     def status(self, result: Any) -> str:
         """The status a result is counted under."""
+        status: str = getattr(result, self.status_field)
+        return status
 
     def unanswered(self, result: Any) -> bool:
         """True for an ``error`` the service said nothing final about."""
+        return unanswered(self.status(result), result.http_status)
+
+    def row(self, key: str, doi: str, result: Any, dialect: StatementDialect) -> tuple[Any, ...]:
+        """The results table row of one key."""
+        return answer_row(key, doi, result, self.shape.columns, dialect)
+
+
+def default_lease(config: ResolverConfig, batch_size: int, *, rate: float | None = None,
+                  requests_per_key: int = 1) -> float:
+    """Seconds a claim holds its keys: twice the time a batch takes at ``rate`` (default: the
+    configured rate), plus the breaker's give-up time and the retries of each key's requests,
+    and at least 5 minutes."""
+    per_request = config.timeout * config.max_attempts
+    return max(300.0, 2 * batch_size / (rate or config.rate) + config.breaker_give_up
+               + requests_per_key * per_request)
 
 
 class ProxyUnavailableError(RuntimeError):
@@ -130,6 +165,20 @@ class DueKeysSummary:
             "elapsed_seconds": round(self.elapsed, 3),
             "by_status": dict(self.by_status),
         }
+
+
+class DueKeysOptions(TypedDict, total=False):
+    """The optional arguments of :func:`process_due_keys`, passed on by the steps' own
+    functions (``resolve_due_keys(..., batch_size=100)``)."""
+
+    key_column: str
+    doi_column: str
+    valid_column: str
+    batch_size: int
+    after: str | None
+    upto: str | None
+    owner: str | None
+    lease: float | None
 
 
 def key_range(key: str, dialect: StatementDialect, after: str | None,
@@ -180,14 +229,9 @@ def task_owner() -> str:
     """Who claims keys: the running task (DAG, run, task, map index: the same for each of its
     tries, so a retry takes its killed try's claims back at once), else host and process."""
     try:
-        from airflow.sdk import get_current_context
-
         ti = get_current_context()["ti"]
         return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
     except Exception:  # not in a task: plain Python
-        import os
-        import socket
-
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -299,31 +343,14 @@ def process_due_keys(
     claims = KeyClaims(claims_table_of(results_table), results_table, dialect,
                        owner or task_owner(), lease or step.lease(batch_size))
     run = _Run(step, claims, table, results_table, batch_size, log)
-    log.info("%s %s through %s", step.gerund, table, step.describe())
+    log.info("%s %s through %s", step.gerund, table, step.description)
+    # extra columns too: checked now, not after hours of requests.
+    columns = {"key_column": key_column, "doi_column": doi_column,
+               "valid_column": valid_column, **(extra_columns or {})}
     with Store(db_hook, dialect) as store:
-        # extra columns too: checked now, not after hours of requests.
-        columns = {"key_column": key_column, "doi_column": doi_column,
-                   "valid_column": valid_column, **(extra_columns or {})}
         store.transaction(lambda cursor: prepare_tables(
-            cursor, dialect, table, {k: v for k, v in columns.items() if v}, step, claims))
-        with store.session() as (conn, cursor):
-            source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
-            key = f"c.{quote_identifier(key_column)}"
-            # The due keys are selected once, in the database, and numbered; pages are ranges
-            # of that number (no re-scan of the catalogue per page, and a key stored by an
-            # earlier page is not met again).
-            numbered = distinct_pages(
-                cursor, dialect, value=key, source=source, where=where, params=params,
-                page_size=batch_size,
-                aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
-                # Committed once numbered: a claim rolled back (contention) must not take the
-                # list with it, and SQLite must not hold a read lock while others write.
-                filled=conn.commit,
-            )
-            # Where the file is let go of between steps, the list comes along.
-            pages: Iterable[tuple[int, list[tuple[Any, ...]]]] = (
-                list(numbered) if store.per_step else numbered)
-        with closing(numbered):  # closed (its table dropped) even on a raise
+            cursor, dialect, table, {k: v for k, v in columns.items() if v}, step.shape, claims))
+        with _due_pages(store, due, doi_column, batch_size, after, upto) as pages:
             for due_keys, page in pages:
                 if run.progress.total == 0:
                     run.started(due_keys)
@@ -336,21 +363,41 @@ def process_due_keys(
 
 
 def prepare_tables(cursor: Any, dialect: StatementDialect, table: str, columns: dict[str, str],
-                   step: KeyStep, claims: KeyClaims) -> None:
+                   shape: TableShape, claims: KeyClaims) -> None:
     """Check the catalogue's columns; create the results and claims tables if missing."""
     require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
-    step.ensure_table(cursor, dialect, claims.results_table)
+    shape.ensure(cursor, dialect, claims.results_table)
     claims.ensure(cursor)
+
+
+@contextmanager
+def _due_pages(store: Store, due: DueKeys, doi_column: str, batch_size: int,
+               after: str | None, upto: str | None) -> Iterator[Pages]:
+    """The due keys with a DOI each, ``batch_size`` at a time.
+
+    They are selected once, in the database, and numbered; pages are ranges of that number (no
+    re-scan of the catalogue per page, and a key stored by an earlier page is not met again).
+    The numbered list is dropped on leaving, even on a raise.
+    """
+    dialect = store.dialect
+    with store.session() as (conn, cursor):
+        source, where, params = due.parts(datetime.now(timezone.utc), dialect, after, upto)
+        numbered = distinct_pages(
+            cursor, dialect, value=f"c.{quote_identifier(due.key_column)}", source=source,
+            where=where, params=params, batch_size=batch_size,
+            aggregate=(f"MIN(c.{quote_identifier(doi_column)})", dialect.text_type),
+            # Committed once numbered: a claim rolled back (contention) must not take the
+            # list with it, and SQLite must not hold a read lock while others write.
+            filled=conn.commit,
+        )
+        # Where the file is let go of between steps, the list comes along.
+        pages: Pages = list(numbered) if store.per_step else numbered
+    with closing(numbered):
+        yield pages
 
 
 #: Keys a batch needs for "none of them answered" to mean that the proxy is down.
 _FAILED_BATCH = 4
-
-
-def unanswered(status: str, http_status: int | None) -> bool:
-    """An ``error`` the service said nothing final about: no answer, throttled, or 5xx."""
-    return status == "error" and (http_status is None or http_status in (403, 429)
-                                  or http_status >= 500)
 
 
 class _LeaseRenewal:
@@ -359,8 +406,6 @@ class _LeaseRenewal:
     connection of its own."""
 
     def __init__(self, db_hook: DbApiHook, claims: KeyClaims, claim: Claim) -> None:
-        import threading
-
         self.db_hook, self.claims, self.claim = db_hook, claims, claim
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="doi-claim-lease", daemon=True)
@@ -399,7 +444,7 @@ class _Run:
         self.results_table = results_table
         self.log = log
         self.summary = DueKeysSummary()
-        self.progress = Progress(f"{step.verb} {table}", 0, log, unit="keys", every=10.0)
+        self.progress = ProgressMeter(f"{step.verb} {table}", 0, log, unit="keys", every=10.0)
         self.elsewhere: dict[str, str] = {}
         self.clock = time.monotonic()
 
@@ -452,26 +497,30 @@ class _Run:
         rows = [step.row(k, d, r, dialect) for k, d, r in kept]
 
         def store_answers(cursor: Any) -> None:
-            upsert_rows(cursor, dialect, self.results_table, step.columns, rows,
-                        key="doi_key", types=step.types(dialect))
+            upsert_rows(cursor, dialect, self.results_table, step.shape.columns, rows,
+                        key="doi_key", types=step.shape.types(dialect))
             self.claims.finish(cursor, claim)
 
         store.transaction(store_answers)
-        summary = self.summary
-        summary.batches += 1
-        summary.stored_keys += len(rows)
-        summary.requests += stats.requests
-        summary.retries += stats.retries
-        summary.by_status.update(step.status(r) for _, _, r in kept)
-        self.progress.done = base + len(mine)
-        self.progress.report()
+        self._count(stats, [r for _, _, r in kept], base + len(mine))
         if failed:
             reason = stats.gave_up or (results[-1].error if results else None)
             raise ProxyUnavailableError(
-                f"{step.service} failed ({reason}); {summary.stored_keys} keys stored, "
+                f"{step.service} failed ({reason}); {self.summary.stored_keys} keys stored, "
                 f"{len(mine) - len(rows)} keys of this batch and the ones not reached yet stay "
                 "due for the next try, which asks only for those"
             )
+
+    def _count(self, stats: ResolverStats, stored: list[Any], done: int) -> None:
+        """Add a stored batch to the summary and the progress line."""
+        summary = self.summary
+        summary.batches += 1
+        summary.stored_keys += len(stored)
+        summary.requests += stats.requests
+        summary.retries += stats.retries
+        summary.by_status.update(self.step.status(r) for r in stored)
+        self.progress.done = done
+        self.progress.report()
 
     def wait_for_elsewhere(self, store: Store) -> None:
         """Keys another task held when their turn came: wait until they are stored there, or

@@ -17,46 +17,51 @@ from __future__ import annotations
 
 from contextlib import closing
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow_doi.db.statements import (
-    missing_columns,
+    StatementDialect,
     quote_identifier,
     require_columns,
     sibling_table,
     upsert_rows,
 )
 from airflow_doi.provider.hooks.sql import connect, dialect_of
+from airflow_doi.provider.hooks.tables import TableShape
+from airflow_doi.provider.progress import TaskLog
+from airflow_doi.repair import REPAIR_COLUMNS
+from airflow_doi.repair.verify import RepairStats, repair
+
+if TYPE_CHECKING:
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+    from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook
+
+__all__ = ["REPAIR_SHAPE", "REPAIR_TABLE", "REPAIR_TABLE_COLUMNS", "repair_types", "store_repairs"]
 
 #: The table's default name, beside the catalogue.
 REPAIR_TABLE = "doi_repair"
 #: Its columns: the raw cell (the key), the suggestion, the rule chain, whether the proxy
 #: confirmed it (null: not decided), why a row was left undecided, and when it was checked.
-REPAIR_TABLE_COLUMNS = ("raw_value", "doi_suggestion", "doi_suggestion_rule",
-                        "doi_suggestion_verified", "error", "checked_at")
+REPAIR_TABLE_COLUMNS = ("raw_value", *REPAIR_COLUMNS, "error", "checked_at")
 
 
-def _ensure_table(cursor: Any, dialect: Any, table: str) -> None:
-    text, stamp = dialect.text_type, dialect.timestamp_type
-    cursor.execute(
-        f"CREATE TABLE IF NOT EXISTS {quote_identifier(table)} ("
-        f'"raw_value" {dialect.key_text} NOT NULL PRIMARY KEY, "doi_suggestion" {text}, '
-        f'"doi_suggestion_rule" {text}, "doi_suggestion_verified" {dialect.boolean_type}, '
-        f'"error" {text}, "checked_at" {stamp})'
-    )
-    missing = missing_columns(cursor, table, REPAIR_TABLE_COLUMNS,
-                              case_sensitive=dialect.case_sensitive_identifiers)
-    if missing:
-        raise ValueError(
-            f"the repair table {table} already exists and is not one DoiResolveOperator wrote "
-            f"(no column {', '.join(missing)}); it was left untouched: pass "
-            "repair_table='another_name' to write the suggestions elsewhere"
-        )
+def repair_types(dialect: StatementDialect) -> tuple[str, ...]:
+    """SQL types of :data:`REPAIR_TABLE_COLUMNS`, in order."""
+    text = dialect.text_type
+    return (dialect.key_text, text, text, dialect.boolean_type, text, dialect.timestamp_type)
+
+
+REPAIR_SHAPE = TableShape(
+    REPAIR_TABLE_COLUMNS, repair_types, not_null=(), kind="repair table",
+    writer="one DoiResolveOperator wrote", parameter="repair_table",
+    purpose="write the suggestions elsewhere",
+)
 
 
 def store_repairs(
-    db_hook: Any,
-    proxy_hook: Any,
+    db_hook: DbApiHook,
+    proxy_hook: DoiProxyHook,
     *,
     table: str,
     raw_column: str,
@@ -64,11 +69,9 @@ def store_repairs(
     repair_table: str | None = None,
     key_column: str = "doi_key",
     valid_column: str = "doi_valid",
-    log: Any,
+    log: TaskLog,
 ) -> dict[str, int]:
     """Suggest and verify repairs for the due damaged cells of ``table``; counts for XCom."""
-    from airflow_doi.repair.verify import RepairStats, repair
-
     repair_table = repair_table or sibling_table(table, REPAIR_TABLE)
     for name in (table, raw_column, results_table, repair_table, key_column, valid_column):
         quote_identifier(name)
@@ -78,7 +81,7 @@ def store_repairs(
         cursor = dialect.cursor(conn)
         require_columns(cursor, table, {"repair_column": raw_column},
                         case_sensitive=dialect.case_sensitive_identifiers)
-        _ensure_table(cursor, dialect, repair_table)
+        REPAIR_SHAPE.ensure(cursor, dialect, repair_table)
         conn.commit()
         cursor.execute(
             f"SELECT DISTINCT {raw} FROM {quote_identifier(table)} AS c "
@@ -95,11 +98,10 @@ def store_repairs(
         stats = RepairStats()
         results = repair(cells, verify=True, config=proxy_hook.get_config(), stats=stats)
         now = dialect.timestamp(datetime.now(timezone.utc))
-        rows = [(cell, r.suggestion, r.rule, r.verified, r.error, now)
+        rows = [(cell, *r.as_row().values(), r.error, now)
                 for cell, r in zip(cells, results, strict=True)]
         upsert_rows(cursor, dialect, repair_table, REPAIR_TABLE_COLUMNS, rows, key="raw_value",
-                    types=(dialect.text_type,) * 3
-                    + (dialect.boolean_type, dialect.text_type, dialect.timestamp_type))
+                    types=repair_types(dialect))
         conn.commit()
     verified = sum(r.verified is True for r in results)
     log.info("Repair: stored %d cells in %s (%d verified suggestions); %s",

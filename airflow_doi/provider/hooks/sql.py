@@ -1,17 +1,17 @@
-"""Hook-level SQL helpers: a connection's DB-API hook, its connection (waiting on a DuckDB
-file held by another process) and its dialect. Operators, assets and the report's Airflow
-branch all reach a database through these."""
+"""A SQL connection's DB-API hook, its connection (waiting for a held DuckDB file), its dialect.
+
+Operators, assets and the report's Airflow branch all reach a database through these.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from airflow.providers.common.sql.hooks.sql import DbApiHook
 from airflow.sdk import BaseHook
 
 from airflow_doi.db.statements import StatementDialect, dialect_named
-
-if TYPE_CHECKING:
-    from airflow.providers.common.sql.hooks.sql import DbApiHook
+from airflow_doi.provider.hooks.duckdb import DuckDbHook, lock_wait_of, wait_for_file
 
 __all__ = ["connect", "dialect_of", "sql_hook"]
 
@@ -28,16 +28,12 @@ def sql_hook(conn_id: str, hook_params: dict[str, Any] | None = None) -> DbApiHo
     theirs) and this project's :class:`~airflow_doi.provider.hooks.duckdb.DuckDbHook`
     otherwise.
     """
-    from airflow.providers.common.sql.hooks.sql import DbApiHook
-
     connection = BaseHook.get_connection(conn_id)
     try:
         hook = connection.get_hook(hook_params=hook_params)  # type: ignore[no-untyped-call]
     except Exception as error:
         if connection.conn_type not in _DUCKDB_TYPES or "Unknown hook type" not in str(error):
             raise
-        from airflow_doi.provider.hooks.duckdb import DuckDbHook
-
         hook = DuckDbHook(duckdb_conn_id=conn_id, **(hook_params or {}))
     if not isinstance(hook, DbApiHook):
         raise TypeError(
@@ -50,8 +46,6 @@ def sql_hook(conn_id: str, hook_params: dict[str, Any] | None = None) -> DbApiHo
 def connect(hook: DbApiHook) -> Any:
     """``hook.get_conn()``; on a DuckDB file held by another process, waits for it (the
     connection's ``lock_wait`` extra) whichever provider's hook it is."""
-    from airflow_doi.provider.hooks.duckdb import DuckDbHook, lock_wait_of, wait_for_file
-
     if isinstance(hook, DuckDbHook) or dialect_of(hook).name != "duckdb":
         return hook.get_conn()  # ours waits by itself
     connection = BaseHook.get_connection(hook.get_conn_id())

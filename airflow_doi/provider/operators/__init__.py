@@ -3,7 +3,8 @@
 They are thin: the rules live in :mod:`airflow_doi.syntax`, the HTTP side in
 :mod:`airflow_doi.resolver` (through
 :class:`~airflow_doi.provider.hooks.doi_proxy.DoiProxyHook`) and the SQL in
-:mod:`airflow_doi.db.statements`. One import line, the Airflow convention::
+:mod:`airflow_doi.db.statements` and :mod:`airflow_doi.provider.hooks`; their bases are in
+:mod:`~airflow_doi.provider.operators.base`. One import line, the Airflow convention::
 
     from airflow_doi.provider.operators import (
         DoiEnrichOperator, DoiNormalizeOperator, DoiResolveOperator, DoiValidateOperator)

@@ -1,0 +1,287 @@
+"""What the commands that talk to the proxy (``resolve``, ``enrich``, ``repair``) share: one
+set of options with the resolver's own defaults, the configuration they ask for, the checks
+made before any file is read, and the progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_doi.cli import LOGGER
+from airflow_doi.cli._files import csv_options, input_error, report_reading, say
+from airflow_doi.resolver.config import ResolverConfig
+
+__all__ = [
+    "DEFAULT_MAX_ERROR_SHARE",
+    "EXIT_ERRORS",
+    "Input",
+    "Output",
+    "add_proxy_options",
+    "ask",
+    "check_backends",
+    "finish",
+    "progress_bar",
+    "progress_wanted",
+    "proxy_config",
+    "read_input",
+    "require_network_extra",
+    "too_many_errors",
+]
+
+#: Exit status when too many rows ended in ``status=error``.
+EXIT_ERRORS = 3
+#: Default --max-error-share: a few stragglers on a long run are normal (a re-run with
+#: --cache sends only them again); a dead proxy or a wrong --base-url fails every row.
+DEFAULT_MAX_ERROR_SHARE = 0.1
+#: The resolver's defaults, shown and used by the options (stated once, in ResolverConfig).
+_DEFAULTS: dict[str, Any] = {
+    item.name: item.default for item in dataclasses.fields(ResolverConfig)
+    if item.default is not dataclasses.MISSING
+}
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+#: The ResolverConfig fields each proxy command takes as an option (``--rate`` for ``rate``):
+#: (field, type, help); the defaults are ResolverConfig's.
+_TUNING: tuple[tuple[str, Callable[[str], Any], str], ...] = (
+    ("base_url", str, "proxy base URL"),
+    ("rate", float, "requests per second"),
+    ("burst", int, "requests allowed back to back"),
+    ("concurrency", int, "requests in flight at most"),
+    ("contact", str, "contact e-mail named in the User-Agent"),
+    ("redis_url", str, "share the rate limit through this Redis"),
+    ("timeout", float, "seconds per request"),
+    ("max_attempts", int, "retry budget per DOI"),
+    ("backoff_base", float, "first backoff, seconds"),
+)
+
+
+def add_proxy_options(
+    parser: argparse.ArgumentParser, *, cache_help: str, give_up_help: str, error_share_help: str
+) -> None:
+    """The options of every command that talks to the proxy (resolve, enrich, repair): one set
+    of names and defaults, so a setting learnt on one command means the same on the other."""
+    for name, kind, text in _TUNING:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=_DEFAULTS[name],
+                            help=text)
+    parser.add_argument("--cache", type=Path, help=cache_help)
+    parser.add_argument("--breaker-give-up", type=float,
+                        default=_DEFAULTS["breaker_give_up"], help=give_up_help)
+    parser.add_argument("--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE,
+                        metavar="F", help=error_share_help)
+
+
+def proxy_config(args: argparse.Namespace, *, config_class: Any = None, **extra: Any) -> Any:
+    """The :class:`~airflow_doi.resolver.ResolverConfig` (or ``config_class``) the options of
+    :func:`add_proxy_options` ask for (raises ``ValueError``/``TypeError`` on bad values)."""
+    options = {name: getattr(args, name) for name, _, _ in _TUNING}
+    options["breaker_give_up"] = args.breaker_give_up
+    try:
+        return (config_class or ResolverConfig)(**options, **extra)
+    except (TypeError, ValueError) as error:
+        # The library names its fields; the user typed options: say --rate, not rate.
+        message = str(error)
+        for name in sorted([*options, *extra], key=len, reverse=True):
+            if message.startswith(f"{name} "):
+                message = f"--{name.replace('_', '-')}{message[len(name):]}"
+                break
+        raise type(error)(message) from None
+
+
+def require_network_extra() -> None:
+    """Import what the [resolve] extra installs, so that a base install stops (exit 2, the
+    extra named) before anything is read or any file, the cache included, is created."""
+    import aiohttp  # noqa: F401
+    import aiolimiter  # noqa: F401
+    import tenacity  # noqa: F401
+
+
+def check_backends(args: argparse.Namespace) -> None:
+    """Open the ``--cache`` file and reach the ``--redis-url`` server before any request:
+    a wrong path or a dead Redis is one clear input error (``ValueError``), not every row
+    ending in ``status=error`` with advice about the proxy."""
+    from airflow_doi.resolver.cache import ResolverCache
+
+    if args.cache is not None:
+        try:
+            ResolverCache(args.cache).close()
+        except (sqlite3.Error, OSError) as error:
+            raise ValueError(
+                f"--cache {args.cache}: cannot be used as the cache ({error}): give the path "
+                "of a new file in a writable directory, or of a cache an earlier run wrote"
+            ) from None
+    if args.redis_url:
+        import redis
+
+        try:
+            client = redis.Redis.from_url(args.redis_url, socket_connect_timeout=5,
+                                          socket_timeout=5)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        except (redis.RedisError, ValueError, OSError) as error:
+            raise ValueError(
+                f"--redis-url {args.redis_url}: Redis cannot be reached ({error}): start it, "
+                "correct the URL, or leave out --redis-url to keep the rate limit in this "
+                "process"
+            ) from None
+
+
+@contextmanager
+def progress_bar(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A tqdm bar on a terminal (log lines printed above it, not through it), else nothing."""
+    if not terminal:
+        yield None
+        return
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    # A pseudo-terminal that reports no size (script(1), some CI consoles and IDE panes) has
+    # 0 rows, and tqdm draws nothing there: give it 80 by 24.
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    sizing: dict[str, Any] = ({"dynamic_ncols": True} if size.columns and size.lines
+                              else {"ncols": 80, "nrows": 24})
+    bar = tqdm(total=0, unit="doi", file=sys.stderr, **sizing)
+
+    def update(event: Any) -> None:
+        if bar.total != event.total:
+            bar.total = event.total
+            bar.refresh()
+        bar.set_postfix(retries=event.retries, refresh=False)
+        bar.update(event.done - bar.n)  # update() rate-limits redraws; refresh() would not
+
+    try:
+        with logging_redirect_tqdm([logging.getLogger(LOGGER)], tqdm_class=tqdm):
+            yield update
+    finally:
+        bar.close()
+
+
+@dataclass
+class Input:
+    """What a proxy command read before asking anything: the cells, the flags, the reader."""
+
+    #: The DOI column's cells as read (``input`` is written from these).
+    values: list[object]
+    #: The cells to ask about: missing-value markers and malformed rows as None.
+    sent: list[object]
+    #: Per row, whether the CSV row was malformed (empty when the file had none).
+    flags: list[bool]
+    reader: Any
+    out_format: Any
+
+
+def read_input(args: argparse.Namespace) -> Input:
+    """Check the output path, read ``--column`` and reach the backends: every input error
+    (``ValueError``, ``TableInputError``) before the first request."""
+    from airflow_doi.files.jobs import read_cells
+    from airflow_doi.files.read import detect_format
+    from airflow_doi.files.write import check_output
+
+    out_format = detect_format(args.output, args.format)
+    check_output(args.input, args.output)
+    values, judged, flags, reader = read_cells(
+        args.input, args.column, input_format=args.input_format, options=csv_options(args))
+    check_backends(args)
+    sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
+    return Input(values, sent, flags, reader, out_format)
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """Whether to draw a progress bar (a terminal, and not ``--no-progress``); stops at once,
+    before any file is read, when an extra the run needs is missing (the bar's tqdm, the
+    [resolve] extra)."""
+    terminal = sys.stderr.isatty() and not args.no_progress
+    if terminal:
+        import tqdm  # noqa: F401  (the progress bar's extra, checked before any work starts)
+    require_network_extra()
+    return terminal
+
+
+@dataclass(frozen=True)
+class Output:
+    """How a proxy command writes its rows and judges its run."""
+
+    columns: Sequence[str]
+    #: Columns written as whole numbers; every other column is text.
+    integers: Collection[str]
+    #: Columns that carry raw input or server-supplied text (--escape-formulas guards them).
+    guarded: Collection[str]
+    #: The column that holds each row's outcome, and how its error value is written.
+    status: str
+    ended: str
+    #: What to check when too many rows ended in error.
+    advice: str
+
+
+def ask(function: Callable[..., list[Any]], read: Input, args: argparse.Namespace,
+        config: Any, terminal: bool, stats: Any) -> list[Any]:
+    """``function`` (``resolve``, ``fetch``) over the cells read, with ``--cache``, the
+    progress bar on a terminal and ``stats`` counting."""
+    with progress_bar(terminal) as progress:
+        return function(read.sent, config=config, cache=args.cache, progress=progress,
+                        stats=stats)
+
+
+def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[str, object]],
+           summary: str, output: Output,
+           note: Callable[[list[dict[str, object]]], None] | None = None) -> int:
+    """Write ``rows``, say the summary (then ``note``'s lines) and how the file was read, and
+    return the exit status: 2 when the output cannot be written, 3 when too many rows ended
+    in error, else 0."""
+    from airflow_doi.files.jobs import write_rows
+    from airflow_doi.files.read import TableInputError
+
+    try:
+        write_rows(args.output, read.out_format, rows, args.escape_formulas, read.reader.dialect,
+                   columns=output.columns, integers=output.integers, guarded=output.guarded)
+    except TableInputError as error:
+        return input_error(command, error)
+    say(command, f"{args.output}: {summary}")
+    if note is not None:
+        note(rows)
+    repaired = sum(row["error"] == "bad_encoding" for row in rows)
+    report_reading(command, read.reader, {args.column: repaired} if repaired else {},
+                   csv_out=read.out_format == "csv")
+    if too_many_errors(command, args, rows, output.status, output.ended, output.advice):
+        return EXIT_ERRORS
+    return 0
+
+
+def too_many_errors(command: str, args: argparse.Namespace, rows: list[dict[str, object]],
+                    status: str, ended: str, advice: str) -> bool:
+    """Whether more than ``--max-error-share`` of the rows sent (all but ``invalid``) ended
+    with ``status`` error; if so, says so (``ended``: how the status is written) with
+    ``advice`` (what to check)."""
+    tried = [row for row in rows if row[status] != "invalid"]
+    failed = sum(row[status] == "error" for row in tried)
+    if not tried or failed / len(tried) <= args.max_error_share:
+        return False
+    say(command, f"error: {failed:,} of {len(tried):,} rows sent ended in {ended} "
+        f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
+        f"{args.output} holds every row: {advice}, then run again (with --cache only the "
+        "failed rows are sent again)")
+    return True

@@ -1,0 +1,410 @@
+"""The column passes the file commands share: normalize a file's DOI column into a copy, read
+a column's cells, write result rows, and copy every row out with columns appended.
+
+Each pass reads through :func:`airflow_doi.files.read.read_table` (so a file one command
+accepts, or refuses, every command accepts, or refuses, in the same words) and writes through
+:func:`airflow_doi.files.write.writing` (the output appears only when complete). No pass ever
+drops a row: a CSV row that could not be aligned with the header is kept and marked
+:data:`MALFORMED_REASON`. The command line (:mod:`airflow_doi.cli`) only turns flags into
+these arguments and results into messages and exit codes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_doi.columns import analyse
+from airflow_doi.files import DEFAULT_CHUNK_ROWS, MALFORMED_REASON
+from airflow_doi.files.read import (
+    MALFORMED_FLAG,
+    CsvOptions,
+    Format,
+    TableInputError,
+    TableReader,
+    added_names,
+    detect_format,
+    match_column,
+    read_table,
+    require_column,
+    text_column,
+)
+from airflow_doi.files.write import check_output, escape_formulas, writing
+from airflow_doi.presentation import DEFAULT_BASE_URL
+from airflow_doi.syntax import cell_text
+
+__all__ = [
+    "BAD_ENCODING",
+    "DEFAULT_CHUNK_ROWS",
+    "MALFORMED_REASON",
+    "NORMALIZE_COLUMNS",
+    "Summary",
+    "append_columns",
+    "normalize_file",
+    "normalize_table",
+    "read_cells",
+    "repair_cells",
+    "result_rows",
+    "write_rows",
+]
+
+#: The columns ``normalize`` appends, before a prefix.
+NORMALIZE_COLUMNS: tuple[str, ...] = ("doi", "doi_key", "doi_valid", "doi_reason", "doi_url")
+#: Why a cell that is not UTF-8 is not looked at (the standard's reason name).
+BAD_ENCODING = "bad_encoding"
+_TEXT = pa.large_string()
+
+
+@dataclass
+class Summary:
+    """Counts of a ``normalize`` pass for its one-line report, and the cells repaired."""
+
+    rows: int = 0
+    valid: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    #: Column -> cells that were not UTF-8 (written with U+FFFD).
+    repaired: Counter[str] = field(default_factory=Counter)
+    #: The names of the appended columns (``NORMALIZE_COLUMNS``, unless renamed for a clash).
+    added: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        reasons = ", ".join(f"{name}={count:,}" for name, count in sorted(self.reasons.items()))
+        invalid = self.rows - self.valid
+        detail = f" ({reasons})" if reasons else ""
+        rows = "1 row" if self.rows == 1 else f"{self.rows:,} rows"
+        return f"{rows}: {self.valid:,} valid, {invalid:,} not{detail}"
+
+
+def normalize_file(
+    source: Path,
+    target: Path,
+    *,
+    column: str,
+    decode: str = "auto",
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    input_format: str | None = None,
+    output_format: str | None = None,
+    prefix: str = "",
+    base_url: str | None = None,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    na_values: tuple[str, ...] | None = None,
+    escape_formulas: bool = False,
+) -> tuple[Summary, int, list[str]]:
+    """Stream ``source`` to ``target`` with the DOI columns added.
+
+    ``encoding`` and ``delimiter`` are found from the file when None; ``na_values`` are the
+    DOI column's missing-value markers (None: pandas' defaults). Returns the summary, the
+    number of malformed CSV rows (kept, flagged ``malformed_row``) and a few of them.
+    """
+    summary, reader = normalize_table(
+        source, target, column=column, decode=decode, chunk_rows=chunk_rows,
+        input_format=input_format, output_format=output_format, prefix=prefix,
+        base_url=base_url, options=CsvOptions(encoding, delimiter, na_values),
+        escape=escape_formulas,
+    )
+    return summary, reader.malformed_count, reader.malformed
+
+
+def normalize_table(
+    source: Path,
+    target: Path,
+    *,
+    column: str,
+    decode: str,
+    chunk_rows: int,
+    input_format: str | None,
+    output_format: str | None,
+    prefix: str,
+    base_url: str | None,
+    options: CsvOptions,
+    escape: bool,
+) -> tuple[Summary, TableReader]:
+    """The work of :func:`normalize_file`; also returns the reader that read the file."""
+    if decode not in ("auto", "always", "never"):
+        raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
+    check_output(source, target)
+    out_format = detect_format(target, output_format)
+    base = base_url or DEFAULT_BASE_URL
+
+    def one_pass(reader: TableReader) -> Summary:
+        found = require_column(reader, column, source)
+        added = _added(reader, found, NORMALIZE_COLUMNS, prefix, source)
+        schema = output_schema(reader.schema, out_format)
+        for name, kind in zip(added, (_TEXT, _TEXT, pa.bool_(), _TEXT, _TEXT), strict=True):
+            schema = schema.append(pa.field(name, kind))
+        guard = escape and out_format == "csv"
+        summary = _stream(reader, target, out_format, schema, found, decode, base, guard)
+        summary.added = added
+        return summary
+
+    return read_table(
+        source, detect_format(source, input_format), one_pass,
+        chunk_rows=chunk_rows, options=options,
+    )
+
+
+def _added(reader: TableReader, found: str, ours: Sequence[str], prefix: str | None,
+           source: Path) -> list[str]:
+    """The names ``ours`` take in this file (renamed where the file has them already)."""
+    try:
+        return added_names(tuple(ours), reader.names, found, prefix)
+    except TableInputError as error:
+        raise TableInputError(f"{source}: {error}") from None
+
+
+def output_schema(schema: pa.Schema, out_format: Format) -> pa.Schema:
+    """The input's schema as written: CSV holds text, so a binary column is written as text."""
+    if out_format != "csv":
+        return schema
+    return pa.schema([
+        pa.field(item.name, _TEXT) if _is_binary(item.type) else item for item in schema
+    ])
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+
+
+def _read_ahead(batches: Iterable[Any], pool: ThreadPoolExecutor) -> Iterator[Any]:
+    """``batches``, each one read on ``pool`` while the caller works on the one before."""
+    iterator = iter(batches)
+    coming = pool.submit(next, iterator, None)
+    while (batch := coming.result()) is not None:
+        coming = pool.submit(next, iterator, None)
+        yield batch
+
+
+def _stream(
+    reader: TableReader, target: Path, out_format: Format, schema: pa.Schema, column: str,
+    decode: str, base: str, escape: bool,
+) -> Summary:
+    """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
+    summary = Summary()
+    # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
+    # release the GIL, so writing a batch overlaps reading and analysing the next one.
+    # Likewise the next batch is read while this one is analysed.
+    background, ahead = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+    with writing(target, out_format, schema, reader.dialect) as writer:
+        try:
+            pending: Future[None] | None = None
+            for batch in _read_ahead(reader.batches, ahead):
+                table = _normalized(reader, batch, schema, column, decode, base, escape,
+                                    summary)
+                if pending is not None:
+                    pending.result()  # at most one batch waits: memory stays bounded
+                pending = background.submit(writer.write_table, table)
+            if pending is not None:
+                pending.result()
+        except BaseException:
+            # Ctrl-C or an error: the batch being written is finished before the file is
+            # closed (and removed), but the read-ahead is not waited for: Arrow's reader can
+            # take long to wind down, and its next batch is not wanted.
+            ahead.shutdown(wait=False, cancel_futures=True)
+            background.shutdown(wait=True, cancel_futures=True)
+            raise
+        background.shutdown()
+        ahead.shutdown()
+    return summary
+
+
+def _normalized(
+    reader: TableReader, batch: pa.RecordBatch, schema: pa.Schema, column: str, decode: str,
+    base: str, escape: bool, summary: Summary,
+) -> pa.Table:
+    """One batch with the DOI columns appended; ``summary`` counts it."""
+    flags = None
+    if reader.flags_malformed:
+        flags = batch.column(MALFORMED_FLAG)
+        batch = batch.drop_columns([MALFORMED_FLAG])
+    columns, repaired, doi_text = _copied(reader, batch, schema, escape, column)
+    summary.repaired.update(repaired)
+    if doi_text is None:  # a Parquet text column, copied as it is
+        doi_text = text_column(batch.column(column))
+    dois, overrides = doi_text
+    dois = reader.missing_as_null(dois)  # NA, N/A, NULL...: read as missing
+    result = analyse(dois, decode, overrides)  # type: ignore[arg-type]
+    added = [result.doi, result.key(), result.valid_array, result.reason, result.url(base)]
+    if flags is not None and pc.any(flags).as_py():
+        # A row that could not be aligned with the header is never a valid DOI row.
+        null = pa.scalar(None, _TEXT)
+        added = [
+            pc.if_else(flags, null, added[0]),
+            pc.if_else(flags, null, added[1]),
+            pc.if_else(flags, False, added[2]),
+            pc.if_else(flags, pa.scalar(MALFORMED_REASON, _TEXT), added[3]),
+            pc.if_else(flags, null, added[4]),
+        ]
+    summary.rows += batch.num_rows
+    summary.valid += pc.sum(added[2]).as_py() or 0
+    reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
+    summary.reasons.update({item["values"]: item["counts"] for item in reasons})
+    return pa.Table.from_arrays([*columns, *added], schema=schema)
+
+
+def _copied(
+    reader: TableReader, batch: pa.RecordBatch, schema: pa.Schema, escape: bool,
+    column: str | None = None,
+) -> tuple[list[Any], Counter[str], tuple[Any, dict[int, object]] | None]:
+    """The batch's own columns as written (text where the output needs text, formulas
+    escaped when asked), the cells per column that were not UTF-8, and ``column`` as
+    (text, overrides) when it had to be read as text."""
+    columns: list[Any] = []
+    repaired: Counter[str] = Counter()
+    doi_text = None
+    for index, (name, values) in enumerate(zip(batch.schema.names, batch.columns, strict=True)):
+        kept = values  # Parquet columns keep their own types, unless CSV needs text
+        if reader.all_text or schema.field(index).type != values.type:
+            kept, bad = text_column(values)
+            if bad:
+                repaired[name] += len(bad)
+            if name == column:
+                doi_text = (kept, bad)
+        columns.append(escape_formulas(kept) if escape else kept)
+    return columns, repaired, doi_text
+
+
+def read_cells(
+    path: Path, column: str, *, input_format: str | None, options: CsvOptions,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> tuple[list[object], list[object], list[bool], TableReader]:
+    """The cells of ``column`` as read, the same with missing-value markers (``NA``...) as
+    None (what is judged), their malformed-row flags (empty when the file had none) and the
+    reader that read them.
+
+    CSV cells that are not UTF-8 stay bytes, so the resolver judges them as it judges any
+    bytes (``bad_encoding``); a malformed CSV row becomes ``malformed_row`` in the output
+    (see :func:`result_rows`).
+    """
+
+    def one_pass(reader: TableReader) -> tuple[list[object], list[object], list[bool]]:
+        found = require_column(reader, column, path)
+        values: list[object] = []
+        judged: list[object] = []
+        flags: list[bool] = []
+        for batch in reader.batches:
+            raw = batch.column(found)
+            cells = reader.missing_as_null(raw)
+            values.extend(raw.to_pylist())
+            judged.extend(cells.to_pylist() if cells is not raw
+                          else values[len(values) - len(raw):])
+            if reader.flags_malformed:
+                flags.extend(batch.column(MALFORMED_FLAG).to_pylist())
+        return values, judged, flags
+
+    (values, judged, flags), reader = read_table(
+        path, detect_format(path, input_format), one_pass,
+        chunk_rows=chunk_rows, options=options, columns=[column],
+    )
+    return values, judged, flags, reader
+
+
+def result_rows(
+    results: Iterable[Any], values: Sequence[object], flags: Sequence[bool], status: str
+) -> list[dict[str, object]]:
+    """One output row per result (``as_row()``): ``input`` as text; a malformed CSV row's
+    ``status`` column is ``invalid`` with the reason in ``error``."""
+    rows = []
+    for index, result in enumerate(results):
+        row = result.as_row()
+        row["input"] = cell_text(values[index])
+        if flags and flags[index]:
+            row.update({"doi": None, "key": None, status: "invalid", "error": MALFORMED_REASON})
+        rows.append(row)
+    return rows
+
+
+def repair_cells(
+    values: Sequence[object], flags: Sequence[bool]
+) -> tuple[list[str | None], list[str | None]]:
+    """The cells to suggest repairs for, as text, and per row why it must not be looked at
+    (or None).
+
+    A malformed CSV row and a cell that is not UTF-8 are never repaired: the first cannot be
+    trusted to hold the DOI, the second would be "repaired" by dropping the bytes that
+    ``--encoding`` would have read.
+    """
+    cells: list[str | None] = []
+    reasons: list[str | None] = []
+    for index, value in enumerate(values):
+        reason = MALFORMED_REASON if flags and flags[index] else None
+        if reason is None and isinstance(value, (bytes, bytearray)):
+            try:
+                value = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                reason = BAD_ENCODING
+        cells.append(None if reason else cell_text(value))
+        reasons.append(reason)
+    return cells, reasons
+
+
+def write_rows(
+    path: Path, fmt: Format, rows: list[dict[str, object]], escape: bool, dialect: Any = None,
+    *, columns: Sequence[str], integers: Collection[str], guarded: Collection[str],
+) -> None:
+    """Write ``rows`` (dicts by column) as CSV or Parquet: ``integers`` as int64, the rest as
+    text; on CSV with ``escape``, the ``guarded`` columns get formula escaping."""
+    fields = [pa.field(name, pa.int64() if name in integers else pa.string()) for name in columns]
+    schema = pa.schema(fields)
+    arrays = []
+    for item in fields:
+        array = pa.array([row[item.name] for row in rows], item.type)
+        if escape and fmt == "csv" and item.name in guarded:
+            array = escape_formulas(array)
+        arrays.append(array)
+    with writing(path, fmt, schema, dialect) as writer:
+        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+
+def append_columns(
+    source: Path, target: Path, column: str, added: Mapping[str, list[object]],
+    kinds: Mapping[str, str], *, input_format: str | None, output_format: Format,
+    options: CsvOptions, escape: bool, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> tuple[TableReader, dict[str, int]]:
+    """Every row and column of ``source`` copied to ``target``, then the ``added`` columns
+    (one value per row, typed by ``kinds``: Arrow type names such as ``large_string``;
+    named apart from the file's own). Returns the
+    reader and the cells per column that were not UTF-8 (written with U+FFFD).
+
+    The file must have as many rows as on the first read, else nothing is put in place."""
+    ours = tuple(added)
+    types = {name: getattr(pa, kinds[name])() for name in ours}
+    rows = len(next(iter(added.values()))) if added else 0
+
+    def one_pass(reader: TableReader) -> Counter[str]:
+        found = match_column(reader.names, column)[0]
+        schema = output_schema(reader.schema, output_format)
+        for name, new in zip(ours, _added(reader, found, ours, None, source), strict=True):
+            schema = schema.append(pa.field(new, types[name]))
+        guard = escape and output_format == "csv"
+        repaired: Counter[str] = Counter()
+        done = 0
+        with writing(target, output_format, schema, reader.dialect) as writer:
+            for batch in reader.batches:
+                if reader.flags_malformed:
+                    batch = batch.drop_columns([MALFORMED_FLAG])
+                columns, bad, _ = _copied(reader, batch, schema, guard)
+                repaired.update(bad)
+                end = done + batch.num_rows
+                columns += [pa.array(added[name][done:end], types[name]) for name in ours]
+                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+                done = end
+            if done != rows:  # the output file is not put in place
+                raise TableInputError(
+                    f"{source}: had {rows:,} rows on the first read and {done:,} on the "
+                    "second; was it changed meanwhile? run again once it is complete"
+                )
+        return +repaired
+
+    repaired, reader = read_table(
+        source, detect_format(source, input_format), one_pass,
+        chunk_rows=chunk_rows, options=options,
+    )
+    return reader, dict(repaired)
