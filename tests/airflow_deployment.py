@@ -312,12 +312,14 @@ class Deployment:
             conn.execute(f'CREATE DATABASE "{self.database}"')
         self._database_created = True
 
-    def create_assets(self, assets: Iterable[tuple[str, str]]) -> None:
-        """Make the asset rows ``(name, uri)`` exist, as an earlier run that emitted them would
-        have. Airflow 3.3 creates an asset emitted through an alias with a check, then an
-        INSERT (``TaskInstance.register_asset_changes_in_db``): two tasks emitting one new
-        asset in the same instant both insert, and the loser's task is set to failed, without
-        a retry, though its work succeeded. A test about something else creates them first."""
+    def create_assets(self, assets: Iterable[tuple[str, str]], alias: str | None = None) -> None:
+        """Make the asset rows ``(name, uri)`` exist, and their link to ``alias``, as an
+        earlier run that emitted them through that alias would have. Airflow 3.3 creates an
+        asset emitted through an alias, and its link to the alias, with a check, then an INSERT
+        (``TaskInstance.register_asset_changes_in_db``): two tasks emitting one new asset in
+        the same instant both insert (``idx_asset_name_uri_unique``, then
+        ``asset_alias_asset_pkey``), and the loser's task is set to failed, without a retry,
+        though its work succeeded. A test about something else creates them first."""
         import psycopg
 
         with psycopg.connect(_with_database(self.admin_dsn, self.database),
@@ -327,6 +329,15 @@ class Deployment:
                     'INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) '
                     "VALUES (%s, %s, 'asset', '{}', now(), now()) ON CONFLICT DO NOTHING",
                     (name, uri))
+            if alias is None:
+                return
+            conn.execute('INSERT INTO asset_alias (name, "group") VALUES (%s, %s) '
+                         "ON CONFLICT DO NOTHING", (alias, "asset"))
+            for name, uri in assets:
+                conn.execute(
+                    "INSERT INTO asset_alias_asset (alias_id, asset_id) SELECT a.id, s.id "
+                    "FROM asset_alias a, asset s WHERE a.name = %s AND s.name = %s "
+                    "AND s.uri = %s ON CONFLICT DO NOTHING", (alias, name, uri))
 
     def _drop_database(self) -> None:
         if not self._database_created:

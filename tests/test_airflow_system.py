@@ -242,7 +242,8 @@ def test_two_enrichment_runs_at_once_ask_each_key_once(
             "load_sample": False, "run_dbt": False, "resolve_batch_size": 100}
     # The tables' assets exist, as after any earlier run: this test is about the claims, not
     # Airflow's race on creating one new asset from two tasks at once (Deployment.create_assets).
-    deployment.create_assets(_table_assets(catalogue, "doi_resolution", "doi_metadata"))
+    deployment.create_assets(_table_assets(catalogue, "doi_resolution", "doi_metadata"),
+                             alias="doi_enrich_catalogue")  # the DAG's AssetAlias
     with ProxySimulator(auto_records=True, latency=0.002) as sim:
         _proxy(deployment, sim.url, rate=300)
         started = time.monotonic()

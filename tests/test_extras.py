@@ -103,7 +103,8 @@ def test_the_wheel_carries_the_native_core(wheel: Path, venvs: dict[str, Path],
                                            workdir: Path) -> None:
     """pip compiled both native libraries (a C compiler is present here) into the wheel."""
     names = zipfile.ZipFile(wheel).namelist()
-    assert any(n.startswith("airflow_doi/_native.") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("airflow_doi/native/_core.") and n.endswith(".so")
+               for n in names), names
     assert any(n.startswith("airflow_doi/native/_doi_duckdb.") and n.endswith(".so") for n in names)
     probe = "from airflow_doi.native import arrow; print(arrow.status())"
     result = _run(venvs["base"], f'python -c "{probe}"', workdir, terminal=False)

@@ -1,8 +1,9 @@
-"""What the two file commands (``normalize``, ``resolve``) share: their file options and the
-way they report a file they cannot use, so both read, fail and write alike.
+"""What every file command (``normalize``, ``resolve``, ``enrich``, ``repair``, ``report``)
+shares: the file options and the way a file that cannot be used is reported, so all read,
+fail and write alike.
 
-The reading itself is :mod:`airflow_doi.files.read`; this module only turns flags into its
-arguments and its findings into stderr lines. Standard library only (``--help`` must work on
+The work is :mod:`airflow_doi.files`'s; this module only turns flags into its arguments and
+its findings into stderr lines. Standard library only (``--help`` must work on
 any install).
 """
 

@@ -22,6 +22,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from airflow_doi.resolver.agencies import work_for
+from airflow_doi.syntax import ascii_upper
+
 #: The sample shipped with the repository: a few hundred DOI cells in every messy form.
 SAMPLE = Path("examples/data/messy_dois.csv")
 SAMPLE_COLUMN = "doi_raw"
@@ -93,9 +96,7 @@ def registry_records(path: Path) -> dict[str, Any]:
     simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
     retracted journal article, so the demo's report lists one."""
 
-    from airflow_doi.resolver.agencies import work_for
     from airflow_doi.resolver.simulator import make_records
-    from airflow_doi.syntax import ascii_upper
 
     lines = path.read_text(encoding="utf-8").splitlines()
     records = make_records(line.strip() for line in lines if line.strip() and

@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 from typing import Any
+from urllib.parse import unquote, urlparse
+
+from airflow_doi.db.connect import database_path
+from airflow_doi.resolver.config import redact_url
 
 __all__ = [
     "InstallError", "install", "install_mariadb", "mariadb_statements", "qualified",
@@ -92,7 +96,6 @@ def _count(text: str) -> int:
 def install(url: str, dialect: str, text: str, *, schema: str | None = None) -> tuple[int, str]:
     """Run ``text`` (the generated file of ``dialect``) against ``url``; returns the number of
     functions and where they went (for the user; the URL's password is never shown)."""
-    from airflow_doi.resolver.config import redact_url
 
     schema = _schema(schema)
     shown = redact_url(url)
@@ -114,7 +117,6 @@ def _said(error: BaseException) -> str:
 def _duckdb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
     import duckdb
 
-    from airflow_doi.db.connect import database_path
 
     try:
         path = database_path(url)  # duckdb:///rel, duckdb:////abs
@@ -224,8 +226,6 @@ def mariadb_refusal(error: BaseException, database: str) -> str:
 
 
 def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
-    from urllib.parse import unquote, urlparse
-
     import pymysql  # type: ignore[import-untyped,unused-ignore]
 
     parsed = urlparse(url)
