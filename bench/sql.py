@@ -43,6 +43,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,20 +157,18 @@ def bench_postgres(rows: int, repeat: int, dsn: str, sql_root: Path) -> float:
     return report("postgres", rows, upper, key)
 
 
-def spark_statements(text: str) -> list[str]:
-    body = "\n".join(line for line in text.split("\n") if not line.startswith("--"))
-    return [s.strip() for s in body.split(";\n") if s.strip()]
-
-
-def bench_spark(rows: int, repeat: int, sql_root: Path) -> float:
-    """A local session on one core (``local[1]``): the ratio, not the core count, is the
-    figure, and a second core would only measure the machine's other load."""
+def local_spark(app: str) -> Any:
+    """A quiet local session on one core (``local[1]``): the ratio, not the core count, is the
+    figure, and a second core would only measure the machine's other load. Its Python workers
+    (``mapInArrow``) run this interpreter."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master("local[1]")
-        .appName("airflow-doi-bench")
+        .appName(app)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
@@ -177,9 +176,18 @@ def bench_spark(rows: int, repeat: int, sql_root: Path) -> float:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def bench_spark(rows: int, repeat: int, sql_root: Path) -> float:
+    """A local session on one core (``local[1]``): the ratio, not the core count, is the
+    figure, and a second core would only measure the machine's other load."""
+    from airflow_doi.db.install import statements
+
+    spark = local_spark("airflow-doi-bench")
     try:
         text = (sql_root / "sql/spark/doi_functions.sql").read_text(encoding="utf-8")
-        for statement in spark_statements(text):
+        for statement in statements(text):
             spark.sql(statement)
         messy = MESSY_SQL.replace("i %", "id %").replace("|| i", "|| id")
         frame = spark.range(rows).selectExpr(f"{messy} AS x").cache()

@@ -67,7 +67,7 @@ def _venv(root: Path, wheel: Path, extra: str) -> Path:
 @pytest.fixture(scope="module")
 def venvs(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("venvs")
-    extras = ("", "pandas", "resolve", "report")
+    extras = ("", "pandas", "polars", "resolve", "report")
     return {extra or "base": _venv(root, wheel, extra) for extra in extras}
 
 
@@ -222,6 +222,25 @@ def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path],
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "airflow-doi[pandas]" in output, output
+
+
+def test_polars_extra_namespace(venvs: dict[str, Path], workdir: Path) -> None:
+    """[polars] installs what ``import airflow_doi.polars`` needs; a base install names it."""
+    script = workdir / "frames.py"
+    script.write_text(
+        "import polars as pl\n"
+        "import airflow_doi.polars  # registers .doi\n"
+        "frame = pl.LazyFrame({'raw': ['doi:10.1000/ABC', 'https://doi.org/10.1000/abc', None]})\n"
+        "print(frame.select(pl.col('raw').doi.key()).collect().to_series().to_list())\n",
+        encoding="utf-8",
+    )
+    result = _run(venvs["polars"], "python frames.py", workdir, terminal=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "['10.1000/ABC', '10.1000/ABC', None]"
+    missing = _run(venvs["base"], "python -c 'import airflow_doi.polars'", workdir,
+                   terminal=False)
+    assert missing.returncode != 0
+    assert "airflow-doi[polars]" in missing.stdout + missing.stderr, missing.stderr
 
 
 def test_base_install_imports_only_the_standard_library(venvs: dict[str, Path],

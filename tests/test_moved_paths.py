@@ -14,6 +14,10 @@ from tests.conftest import ROOT
 MOVED = [
     ("airflow_doi.native_core", "status", "airflow_doi.native", "status"),
     ("airflow_doi.native_tables", "render", "airflow_doi.native.tables", "render"),
+    ("airflow_doi.native_arrow", "run", "airflow_doi.native.arrow", "run"),
+    ("airflow_doi._arrow", "analyse", "airflow_doi.columns", "analyse"),
+    ("airflow_doi.sniff", "sniff", "airflow_doi.files.sniff", "sniff"),
+    ("airflow_doi.sql_install", "shipped_sql", "airflow_doi.db.install", "shipped_sql"),
     ("airflow_doi.duckdb_native", "connect", "airflow_doi.native.duckdb", "connect"),
     ("airflow_doi.io_tables", "read_table", "airflow_doi.files.read", "read_table"),
     ("airflow_doi.io_tables", "writing", "airflow_doi.files.write", "writing"),
@@ -33,6 +37,19 @@ def test_an_old_path_gives_the_same_object_and_says_where_it_lives_now(old, name
     with pytest.warns(DeprecationWarning, match=f"import {now} from {new}"):
         value = getattr(module, name)
     assert value is getattr(importlib.import_module(new), now)
+
+
+def test_renamed_members_still_answer_and_warn():
+    from airflow_doi.db.statements import dialect_named
+    from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
+
+    dialect = dialect_named("postgres")
+    with pytest.warns(DeprecationWarning, match="call marks"):
+        assert dialect.p(3) == dialect.marks(3) == "%s, %s, %s"
+    operator = DoiNormalizeOperator(task_id="n", conn_id="c", table="t", doi_column="d",
+                                    batch_size="250")
+    with pytest.warns(DeprecationWarning, match="check_batch_size"):
+        assert operator.page_size == 250
 
 
 def test_an_old_path_knows_only_the_names_that_moved():

@@ -78,7 +78,8 @@ def test_every_python_block_is_covered() -> None:
     """A new ``python`` block must get a test here (doctest blocks run in test_readme.py)."""
     plain = [head for head, text in blocks("python") if not text.lstrip().startswith(">>>")]
     assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
-                                    ENRICHMENT, "Airflow provider"])
+                                    ENRICHMENT, "Airflow provider", "Arrow", "Polars",
+                                    "PySpark", "Dask"])  # PySpark: tests/test_sql_spark.py
     bash = [head for head, _ in blocks("bash")]
     assert bash[1:] == ["pandas", "Command line", "Files as people export them",
                         "Quality report", ENRICHMENT]  # Quality report: tests/test_report.py
@@ -94,6 +95,38 @@ def test_pandas_block() -> None:
     assert list(report.columns) == ["doi", "key", "valid", "reason"]
     assert report["reason"].tolist()[2:] == ["bad_directory", "empty"]
     assert s.doi.url().tolist()[0] == "https://doi.org/10.1000/ABC"
+
+
+def test_arrow_block() -> None:
+    import pyarrow as pa
+
+    namespace: dict[str, object] = {}
+    exec(compile(block_under("python", "Arrow"), "README:Arrow", "exec"), namespace)
+    arrow, column = namespace["arrow"], namespace["column"]
+    keys = arrow.key(column)  # type: ignore[attr-defined]
+    assert isinstance(keys, pa.ChunkedArray) and [len(c) for c in keys.chunks] == [2, 2]
+    assert keys.to_pylist() == ["10.1000/ABC", None, "10.1000/ABC", None]
+    reasons = [row["reason"] for row in arrow.validate(column).to_pylist()]  # type: ignore[attr-defined]
+    assert reasons == [None, "empty", None, "bad_directory"]
+    assert arrow.url(column).to_pylist()[0] == "https://doi.org/10.1000/ABC"  # type: ignore[attr-defined]
+
+
+def test_polars_block() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(block_under("python", "Polars"), "README:Polars", "exec"), namespace)
+    keyed = namespace["keyed"]
+    counts = dict(keyed.group_by("key").len().rows())  # type: ignore[attr-defined]
+    assert counts == {"10.1000/ABC": 2, None: 2}
+    assert keyed["check"].struct.field("reason").to_list() == [  # type: ignore[index]
+        None, None, "bad_directory", "empty"]
+
+
+def test_dask_block() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(block_under("python", "Dask"), "README:Dask", "exec"), namespace)
+    keyed = namespace["keyed"]
+    assert keyed["key"].nunique().compute() == 1  # type: ignore[index]
+    assert keyed.npartitions == 4  # type: ignore[attr-defined]
 
 
 def test_native_status_block() -> None:

@@ -18,9 +18,30 @@ from airflow_doi.db.connect import database_path
 from airflow_doi.resolver.config import redact_url
 
 __all__ = [
-    "InstallError", "install", "install_mariadb", "mariadb_statements", "qualified",
-    "shipped_dialects", "shipped_sql",
+    "NORMALIZE_FUNCTIONS",
+    "InstallError",
+    "install",
+    "install_mariadb",
+    "mariadb_statements",
+    "normalized_columns",
+    "qualified",
+    "shipped_dialects",
+    "shipped_sql",
+    "statements",
 ]
+
+#: The generated functions a normalized column is made of, in the order of
+#: :func:`normalized_columns`: the DOI, its key, its valid flag and its reason.
+NORMALIZE_FUNCTIONS: tuple[str, str, str, str] = (
+    "doi_normalize", "doi_key", "doi_is_valid", "doi_reason",
+)
+
+
+def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
+    """The four columns a DOI column is normalized into, for a prefix (the normalize
+    operator's, and Spark's ``with_doi_columns``): ``NORMALIZE_FUNCTIONS`` of the column."""
+    return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
+
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -170,6 +191,13 @@ def _postgres(url: str, text: str, schema: str | None, shown: str) -> tuple[int,
     finally:
         con.close()
     return _count(text), f"schema {row[0] if row else schema} of {shown}"
+
+
+def statements(text: str) -> list[str]:
+    """The statements of a generated file whose statements end a line with ``;`` (every
+    dialect's but MariaDB's, see :func:`mariadb_statements`), without its comment lines."""
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+    return [part.strip() for part in body.split(";\n") if part.strip()]
 
 
 def mariadb_statements(text: str) -> list[str]:

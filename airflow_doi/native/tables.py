@@ -119,7 +119,14 @@ static const unsigned char DOI_URL_ESCAPE_BYTE[256] = {{
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m airflow_doi.native.tables [--check]``: write ``doi_tables.h`` (in a checkout,
+    after changing the Python constants), or with ``--check`` only say whether it is current."""
     args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--check"]):
+        print("usage: python -m airflow_doi.native.tables [--check]\n"
+              "writes native/doi_tables.h from the Python constants; --check only compares",
+              file=sys.stderr)
+        return 2
     text = render()
     if args == ["--check"]:
         if HEADER.read_text(encoding="utf-8") != text:

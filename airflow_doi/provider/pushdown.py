@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from airflow_doi.db.install import (
+    NORMALIZE_FUNCTIONS,
     InstallError,
     install_mariadb,
     mariadb_refusal,
@@ -52,7 +53,7 @@ PUSHDOWN_ENGINES: tuple[str, ...] = (
 )
 
 #: The four expressions the operators need, by the public SQL function they come from.
-FUNCTIONS = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason")
+FUNCTIONS = NORMALIZE_FUNCTIONS
 
 
 def check_mode(mode: object) -> Mode:

@@ -24,7 +24,12 @@ from typing import Any, Final, cast
 import numpy as np
 import pyarrow as pa
 
-from airflow_doi.db.connect import DatabaseUrlError, is_database_url, open_read_only
+from airflow_doi.db.connect import (
+    SQL_SCHEMES,
+    DatabaseUrlError,
+    is_database_url,
+    open_read_only,
+)
 from airflow_doi.db.statements import column_names, quote_identifier, require_columns
 from airflow_doi.files.read import (
     MALFORMED_FLAG,
@@ -40,7 +45,8 @@ from airflow_doi.files.read import (
 from airflow_doi.resolver.config import redact_url
 from airflow_doi.syntax import cell_text
 
-__all__ = ["Column", "as_table", "read_column", "read_resolution_table"]
+#: SQL_SCHEMES is db.connect's, still exported where it was first.
+__all__ = ["SQL_SCHEMES", "Column", "as_table", "read_column", "read_resolution_table"]
 
 _CHUNK_ROWS: Final[int] = 200_000
 _TEXT: Final[pa.DataType] = pa.large_string()

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from airflow_doi.db.install import normalized_columns
 from airflow_doi.db.statements import (
     StatementDialect,
     add_missing_columns,
@@ -44,11 +45,6 @@ __all__ = ["DoiColumn", "ReasonCounts", "ValuePages", "normalized_columns"]
 _STAGE_PREFIX = "doi_normalize_stage_"
 _EXAMPLES_PER_REASON = 3
 _EXAMPLE_WIDTH = 80
-
-
-def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
-    """The four output column names for a prefix: DOI, key, valid flag, reason."""
-    return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
 
 
 def _validate_cell(value: object, decode: Decode = "auto") -> Validation:

@@ -7,6 +7,7 @@ its due keys asked of the proxy (resolve, enrich).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -72,6 +73,13 @@ class DoiSqlOperator(BaseOperator):
         self.batch_size = batch_size
         if isinstance(batch_size, int):
             check_batch_size(batch_size)  # fail at parse time when it is not templated
+
+    @property
+    def page_size(self) -> int:
+        """Deprecated: ``check_batch_size(self.batch_size)``, the one name of this value."""
+        warnings.warn("DoiSqlOperator.page_size is deprecated: use "
+                      "check_batch_size(self.batch_size)", DeprecationWarning, stacklevel=2)
+        return check_batch_size(self.batch_size)
 
     def get_db_hook(self) -> DbApiHook:
         """The connection's own hook, which must speak the DB-API (common-sql ``DbApiHook``)."""
