@@ -127,7 +127,7 @@ def test_polars_streams_a_lazy_scan_batch_by_batch(tmp_path: Any) -> None:
     assert result.rows() == [("10.1000/ABC", 50_000), (None, 50_000)]
 
 
-def test_dask_partitions_through_the_pandas_accessor() -> None:
+def test_dask_partitions_through_the_pandas_accessor(vector_engine: str) -> None:
     import dask.dataframe as dd
 
     values = [v["input"] for v in _vectors("auto")] * 3
@@ -139,4 +139,4 @@ def test_dask_partitions_through_the_pandas_accessor() -> None:
     expected = _expected(values, "auto")
     assert [None if pd.isna(k) else k for k in keyed["key"]] == expected["key"]
     assert keyed["valid"].tolist() == expected["valid"]
-    assert frame.npartitions == 4
+    assert frame.npartitions == 4, vector_engine

@@ -6,7 +6,7 @@
 -- are not. NULL: normalize/key/url give NULL, is_valid false, reason 'empty'.
 -- Join on doi_key(x): it upper-cases ASCII a-z only (never UPPER()).
 --
--- Install: run each statement with spark.sql() in the session (TEMPORARY functions live as long as the session); see sql/databricks for persistent functions.
+-- Install: airflow_doi.spark.register(spark), or run each statement with spark.sql() in the session (TEMPORARY functions live as long as the session); see sql/databricks for persistent functions.
 -- Proof:   run on Spark SQL (pyspark, local mode) against every conformance vector.
 -- Rules this dialect cannot honour:
 --   none: every rule of the contract holds.

@@ -18,8 +18,9 @@ class Spark(JavaRegexDialect):
     title = "Apache Spark SQL 4 (temporary SQL functions)"
     proof = "run on Spark SQL (pyspark, local mode) against every conformance vector."
     install = (
-        "run each statement with spark.sql() in the session (TEMPORARY functions live as long"
-        " as the session); see sql/databricks for persistent functions."
+        "airflow_doi.spark.register(spark), or run each statement with spark.sql() in the"
+        " session (TEMPORARY functions live as long as the session); see sql/databricks for"
+        " persistent functions."
     )
     text_type = "STRING"
     temporary = True
