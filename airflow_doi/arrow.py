@@ -82,13 +82,13 @@ def _answer(values: Any, decode: Decode,
 def _read(values: Any) -> tuple[pa.ChunkedArray, list[int] | None]:
     """The column as a chunked array, and its chunk lengths (None for a single array)."""
     if isinstance(values, pa.ChunkedArray):
-        column = values
+        column, chunked = values, True
     elif isinstance(values, pa.Array):
-        column = pa.chunked_array([values])
+        column, chunked = pa.chunked_array([values]), False
     elif hasattr(values, "__arrow_c_array__"):
-        column = pa.chunked_array([pa.array(values)])
+        column, chunked = pa.chunked_array([pa.array(values)]), False
     elif hasattr(values, "__arrow_c_stream__"):
-        column = pa.chunked_array(values)
+        column, chunked = pa.chunked_array(values), True
     else:
         raise TypeError(
             f"expected one column of Arrow data (a pyarrow Array or ChunkedArray, or an object "
@@ -105,8 +105,6 @@ def _read(values: Any) -> tuple[pa.ChunkedArray, list[int] | None]:
             f"expected a column of strings, not {column.type}: cast it to string first (a "
             "number's text in Arrow is not always Python's str(), so it is not done silently)"
         )
-    chunked = isinstance(values, pa.ChunkedArray) or not (
-        isinstance(values, pa.Array) or hasattr(values, "__arrow_c_array__"))
     return column, [len(chunk) for chunk in column.chunks] if chunked else None
 
 

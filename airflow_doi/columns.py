@@ -260,9 +260,6 @@ class Analysis:
         )
         return pc.cast(pa.DictionaryArray.from_arrays(indices, _REASON_VALUES), _STRING)
 
-    def reason_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.reason_codes[self.reason_codes >= 0], minlength=len(REASONS))
-        return {reason: int(count) for reason, count in zip(REASONS, counts, strict=True) if count}
 
     def key(self) -> pa.ChunkedArray:
         # Byte-wise a-z -> A-Z: on UTF-8 that is exactly syntax.ascii_upper (bytes of non-ASCII

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
-
 try:
     import polars as pl
 except ModuleNotFoundError as error:  # the namespace is the [polars] extra's
@@ -44,10 +42,7 @@ def _on_series(function: Callable[..., Any], **options: Any) -> Callable[[pl.Ser
     """``function`` of :mod:`airflow_doi.arrow` over one Polars Series, as a Series."""
 
     def run(series: pl.Series) -> pl.Series:
-        answer = function(series.to_arrow(), **options)
-        if isinstance(answer, pa.ChunkedArray):
-            answer = answer.combine_chunks()
-        return pl.Series(series.name, answer)
+        return pl.Series(series.name, function(series.to_arrow(), **options))
 
     return run
 

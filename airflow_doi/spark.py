@@ -22,9 +22,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from airflow_doi.arrow import validate
+from airflow_doi.columns import analyse
 from airflow_doi.db.install import (
     NORMALIZE_FUNCTIONS,
     normalized_columns,
@@ -41,7 +40,7 @@ __all__ = ["FUNCTIONS", "Engine", "register", "with_doi_columns"]
 Engine = Literal["sql", "arrow"]
 
 #: The SQL functions :func:`register` creates, each of one string argument.
-FUNCTIONS: tuple[str, ...] = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason", "doi_url")
+FUNCTIONS: tuple[str, ...] = (*NORMALIZE_FUNCTIONS, "doi_url")
 
 
 def register(spark: SparkSession) -> tuple[str, ...]:
@@ -60,7 +59,7 @@ def with_doi_columns(frame: DataFrame, column: str, *, prefix: str = "doi",
 
     ``engine="sql"`` (the default) calls the session's SQL functions (registered when the
     session lacks them): they run in the JVM and need nothing on the executors.
-    ``engine="arrow"`` sends Arrow batches through :mod:`airflow_doi.arrow` in Python workers
+    ``engine="arrow"`` sends Arrow batches through :mod:`airflow_doi.columns` in Python workers
     (``mapInArrow``), on the native core: several times faster (``bench/dataframes.py``), and
     it needs airflow-doi installed where the executors' Python runs. The answers are the same.
     Raises ``ValueError`` when ``column`` is not one of ``frame``'s columns or a new column
@@ -92,7 +91,7 @@ def with_doi_columns(frame: DataFrame, column: str, *, prefix: str = "doi",
 
 def _with_arrow_columns(frame: DataFrame, column: str,
                         names: tuple[str, str, str, str]) -> DataFrame:
-    """The four columns from one :func:`airflow_doi.arrow.validate` pass per Arrow batch."""
+    """The four columns from one :func:`airflow_doi.columns.analyse` pass per Arrow batch."""
     from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
     kinds = (StringType(), StringType(), BooleanType(), StringType())
@@ -108,9 +107,9 @@ def _with_arrow_columns(frame: DataFrame, column: str,
 
 def _normalized_batch(batch: pa.RecordBatch, column: str,
                       names: tuple[str, str, str, str]) -> pa.RecordBatch:
-    outcome = validate(batch.column(column))
-    doi = outcome.field("doi").cast(pa.string())
-    added = [doi, pc.ascii_upper(doi), outcome.field("valid"),
-             outcome.field("reason").cast(pa.string())]
+    outcome = analyse(batch.column(column))
+    added = [outcome.doi.combine_chunks().cast(pa.string()),
+             outcome.key().combine_chunks().cast(pa.string()), outcome.valid_array,
+             outcome.reason.cast(pa.string())]
     return pa.RecordBatch.from_arrays([*batch.columns, *added],
                                       names=[*batch.schema.names, *names])

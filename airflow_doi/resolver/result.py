@@ -61,9 +61,13 @@ class AnswerFields:
     expires_at: datetime | None = None
 
 
+#: The names of :class:`AnswerFields`, in order (read once: :func:`answer_fields` runs per key).
+_ANSWER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AnswerFields))
+
+
 def answer_fields(answer: AnswerFields) -> dict[str, Any]:
     """The :class:`AnswerFields` of ``answer`` by name, to build another record from it."""
-    return {f.name: getattr(answer, f.name) for f in fields(AnswerFields)}
+    return {name: getattr(answer, name) for name in _ANSWER_NAMES}
 
 
 def iso_text(when: datetime | None) -> str | None:
