@@ -15,8 +15,11 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+
+from airflow_doi.files import BEFORE_PUT_IN_PLACE
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -168,6 +171,8 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; ``argv`` None: this process's own arguments (the installed command),
     else a call from Python (a task, a notebook, a test), whose process is left alone."""
+    if argv is None:
+        BEFORE_PUT_IN_PLACE.append(_ignore_ctrl_c)
     try:
         return _run(argv)
     except KeyboardInterrupt:
@@ -178,8 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None:
             # The work is done (or given up): a Ctrl-C on the way out must not print a
             # traceback from the interpreter's shutdown.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore_ctrl_c()
+            BEFORE_PUT_IN_PLACE.remove(_ignore_ctrl_c)
     return 130  # pragma: no cover (_leave_now does not return)
+
+
+def _ignore_ctrl_c() -> None:
+    """From now on this process ignores Ctrl-C: its output is complete (and being put in
+    place), or it is on its way out."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _leave_now(code: int) -> None:

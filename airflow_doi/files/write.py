@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_doi.files import BEFORE_PUT_IN_PLACE
 from airflow_doi.files.read import Format, TableInputError, value_offsets
 from airflow_doi.files.sniff import CsvDialect
 
@@ -89,6 +90,11 @@ def writing(
         yield writer
 
 
+def _putting_in_place() -> None:
+    for hook in BEFORE_PUT_IN_PLACE:
+        hook()
+
+
 @contextmanager
 def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
     """(where to write, the output it becomes) for ``path`` (see :func:`output_target`): the
@@ -99,11 +105,11 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
         # Standard output, a FIFO, a device: what is written there cannot be taken back, and
         # a pass may start again (read_table), so the output is made whole in a temporary
         # file first, then copied out.
-
         handle, temporary = tempfile.mkstemp(prefix="airflow-doi-", suffix=".tmp")
         os.close(handle)
         try:
             yield temporary, final
+            _putting_in_place()
             with open(temporary, "rb") as made:
                 if os.fspath(path) == "-" or _is_stdout(final):
                     sys.stdout.flush()
@@ -119,6 +125,7 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
     os.close(handle)
     try:
         yield temporary, final
+        _putting_in_place()
         os.replace(temporary, final)
     finally:
         if os.path.exists(temporary):
