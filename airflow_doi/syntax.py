@@ -19,6 +19,7 @@ from typing import Final, Literal, NamedTuple, get_args
 
 __all__ = [
     "REASONS",
+    "RULES_VERSION",
     "Decode",
     "Doi",
     "InvalidDoiError",
@@ -46,6 +47,13 @@ Reason = Literal[
 
 #: Reason codes in the order they are checked; the first failure is the one reported.
 REASONS: Final[tuple[str, ...]] = get_args(Reason)
+
+#: Which reading of the rules this module is. It changes whenever some input gets another answer
+#: (DOI, key, valid flag or reason) on any face, so that what was computed under other rules is
+#: computed again: the fingerprints the normalize operator stores beside a table name it, and
+#: a run finds the rows written under another version stale. ``tests/test_rules_version.py``
+#: pins the answers this version stands for and fails, saying to change it, when they change.
+RULES_VERSION: Final[str] = "1"
 
 #: Stripped from both ends before anything else: the Unicode White_Space property, plus the
 #: zero-width space and the byte-order mark that copy-paste leaves behind. Spelled out (rather

@@ -35,7 +35,7 @@ def _expected_names(db: Database, table: str) -> tuple[str, str]:
     return f"sqlite://{Path(db.path).resolve()}", table
 
 
-def test_normalize_lineage_maps_the_doi_column_to_the_four_columns(database: Database) -> None:
+def test_normalize_lineage_maps_the_doi_column_to_the_five_columns(database: Database) -> None:
     from openlineage.client.serde import Serde
 
     from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
@@ -48,7 +48,8 @@ def test_normalize_lineage_maps_the_doi_column_to_the_four_columns(database: Dat
     [source], [target] = lineage.inputs, lineage.outputs
     assert (source.namespace, source.name) == (target.namespace, target.name) == (namespace, name)
     fields = target.facets["columnLineage"].fields
-    assert sorted(fields) == ["work_doi", "work_doi_key", "work_doi_reason", "work_doi_valid"]
+    assert sorted(fields) == ["work_doi", "work_doi_fingerprint", "work_doi_key",
+                              "work_doi_reason", "work_doi_valid"]
     for column in fields.values():
         [field] = column.inputFields
         assert (field.namespace, field.name, field.field) == (namespace, name, "doi_raw")
@@ -225,7 +226,7 @@ def test_example_dag_on_postgres_emits_task_events_only_under_the_sql_operators_
 
     assert lineage(complete["normalize"]) == {
         column: [(*catalogue, "doi_raw")] for column in ("doi", "doi_key", "doi_valid",
-                                                         "doi_reason")}
+                                                         "doi_reason", "doi_fingerprint")}
     assert lineage(complete["resolve"]) == {"doi_key": [(*catalogue, "doi_key")],
                                             "doi": [(*catalogue, "doi")]}
     # ... as SQLExecuteQueryOperator's parser reads the same copy of the two columns

@@ -289,9 +289,12 @@ def test_normalize_writes_the_standard_columns(database: Database) -> None:
     from airflow_doi import validate
 
     summary = _normalize(database)
-    assert summary == {"distinct_values": 10, "valid_values": 7, "null_rows": 1}
-    summary_again = _normalize(database)  # idempotent
-    assert summary_again == summary
+    assert summary == {"rows_written": len(VALUES), "full_refresh": False,
+                       "other_settings_rows": 0}
+    # Incremental: nothing changed, nothing written; a full refresh writes every row again.
+    assert _normalize(database)["rows_written"] == 0
+    # As a template renders it: text.
+    assert _normalize(database, full_refresh="True")["rows_written"] == len(VALUES)
     rows = database.run(
         f"SELECT id, doi_raw, doi, doi_key, doi_valid, doi_reason "
         f"FROM {quote_identifier(database.table)} ORDER BY id"
@@ -309,12 +312,12 @@ def test_normalize_writes_the_standard_columns(database: Database) -> None:
 def test_normalize_never_touches_a_users_table_named_like_its_stage(database: Database) -> None:
     """The staging table is a TEMPORARY one with a per-run name: a user's table called
     ``doi_normalize_stage`` (the old fixed name) keeps its rows, and no stage is left behind."""
-    from airflow_doi.provider.hooks.doi_column import _STAGE_PREFIX
+    from airflow_doi.provider.hooks.normalize import _STAGE_PREFIX
 
     theirs = quote_identifier(sibling_table(database.table, "doi_normalize_stage"))
     database.run(f"CREATE TABLE {theirs} (raw TEXT, doi TEXT)")
     database.run(f"INSERT INTO {theirs} VALUES (?, ?)", [("mine", "10.1000/mine")])
-    _normalize(database)
+    _normalize(database, mode="python")
     assert database.run(f"SELECT raw, doi FROM {theirs}") == [("mine", "10.1000/mine")]
     assert _STAGE_PREFIX.startswith("doi_normalize_stage_")
 
@@ -650,8 +653,8 @@ def test_normalize_keeps_each_rows_case_under_nocase(tmp_path: Path,
     db.run("CREATE TABLE catalogue (id INTEGER, doi_raw TEXT COLLATE NOCASE)")
     values = ["10.1000/abc", "10.1000/ABC", "doi:10.1000/Abc", "10.1000/abc", "10.1000/aBc"]
     db.run("INSERT INTO catalogue VALUES (?, ?)", list(enumerate(values)))
-    summary = _normalize(db)  # batch_size=3: the keyset crosses a page boundary
-    assert summary["distinct_values"] == 4
+    summary = _normalize(db, mode="python")  # batch_size=3: pages cross a boundary
+    assert summary["rows_written"] == 5
     assert db.run("SELECT doi_raw, doi, doi_key FROM catalogue ORDER BY id") == [
         ("10.1000/abc", "10.1000/abc", "10.1000/ABC"),
         ("10.1000/ABC", "10.1000/ABC", "10.1000/ABC"),
@@ -667,7 +670,7 @@ def test_existing_upper_case_column_is_matched_as_the_engine_does(database: Data
     table = quote_identifier(database.table)
     database.run(f'ALTER TABLE {table} ADD COLUMN "DOI" TEXT')
     database.run(f"UPDATE {table} SET \"DOI\" = 'old'")
-    assert _normalize(database)["valid_values"] == 7
+    assert _normalize(database)["rows_written"] == len(VALUES)
     conn = database.connect()
     try:
         names = column_names(conn.cursor(), database.table)  # type: ignore[attr-defined]

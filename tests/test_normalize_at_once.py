@@ -114,9 +114,9 @@ def test_three_normalize_tasks_at_once_all_succeed_with_one_answer(
         assert process.returncode == 0, err[-3000:]
     summaries: list[dict[str, Any]] = [json.loads(out.strip().splitlines()[-1])
                                        for out, _ in outputs]
-    valid = sum(validate(raw).valid for raw in set(raws) if raw is not None)
-    assert all(s == {"distinct_values": 3, "valid_values": valid, "null_rows": 500}
-               for s in summaries), summaries
+    # Each row is written once: by whichever task got to it first (the others find it current,
+    # or wait for the first one's write and then find it current).
+    assert sum(s["rows_written"] for s in summaries) == len(raws), summaries
     rows = engine.run(f"SELECT raw, norm, norm_key, norm_valid, norm_reason, COUNT(*) "
                       f"FROM {table} GROUP BY raw, norm, norm_key, norm_valid, norm_reason")
     expected = []

@@ -5,45 +5,51 @@ the parser directly (the C core through :func:`airflow_doi.native.validate` wher
 built, else :mod:`airflow_doi.syntax`), so SQLite answers exactly like Python
 (``decode="auto"``) and NULL behaves as in every other engine: normalize/key/url give NULL,
 ``doi_is_valid`` gives 0 and ``doi_reason`` gives ``'empty'``.
+
+The functions of one connection share the parse of the last cell they read: an ``UPDATE`` that
+sets ``doi_normalize(x)``, ``doi_key(x)``, ``doi_is_valid(x)`` and ``doi_reason(x)`` parses each
+row's cell once, not four times. ``doi__md5`` (the fingerprint of
+:mod:`airflow_doi.db.incremental`, SQLite having no MD5 of its own) is registered beside them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
 
 from airflow_doi.native import validate
 from airflow_doi.presentation import DEFAULT_BASE_URL, encode_path
-from airflow_doi.syntax import ascii_upper
+from airflow_doi.syntax import Validation, ascii_upper
 
 __all__ = ["FUNCTIONS", "register"]
 
-
-def doi_normalize(value: str | bytes | None) -> str | None:
-    return validate(value).doi
-
-
-def doi_key(value: str | bytes | None) -> str | None:
-    doi = validate(value).doi
-    return None if doi is None else ascii_upper(doi)
-
-
-def doi_is_valid(value: str | bytes | None) -> int:
-    return int(validate(value).valid)
-
-
-def doi_reason(value: str | bytes | None) -> str | None:
-    return validate(value).reason
-
-
-def doi_url(value: str | bytes | None) -> str | None:
-    doi = validate(value).doi
-    return None if doi is None else DEFAULT_BASE_URL + encode_path(doi)
-
-
+Cell = str | bytes | None
 Result = str | int | None
 
-FUNCTIONS: dict[str, Callable[[str | bytes | None], Result]] = {
+
+def doi_normalize(result: Validation) -> str | None:
+    return result.doi
+
+
+def doi_key(result: Validation) -> str | None:
+    return None if result.doi is None else ascii_upper(result.doi)
+
+
+def doi_is_valid(result: Validation) -> int:
+    return int(result.valid)
+
+
+def doi_reason(result: Validation) -> str | None:
+    return result.reason
+
+
+def doi_url(result: Validation) -> str | None:
+    return None if result.doi is None else DEFAULT_BASE_URL + encode_path(result.doi)
+
+
+#: Each SQL function, as an answer drawn from the cell's validation.
+FUNCTIONS: dict[str, Callable[[Validation], Result]] = {
     "doi_normalize": doi_normalize,
     "doi_key": doi_key,
     "doi_is_valid": doi_is_valid,
@@ -52,19 +58,47 @@ FUNCTIONS: dict[str, Callable[[str | bytes | None], Result]] = {
 }
 
 
-def _safe(function: Callable[[str | bytes | None], Result]) -> Callable[[object], Result]:
-    # A non-text cell (an INTEGER column, say) is not a DOI: answer like a bad string rather
-    # than raise inside SQLite, which would abort the whole statement.
-    def call(value: object) -> Result:
+class _LastCell:
+    """The validation of the last cell a connection's functions read, kept for the next call.
+
+    A connection runs one statement at a time, so its functions are called one after another,
+    and the four calls of one row meet the same cell.
+    """
+
+    def __init__(self) -> None:
+        self.cell: object = None
+        self.result: Validation = validate(None)
+
+    def __call__(self, value: object) -> Validation:
+        # A non-text cell (an INTEGER column, say) is not a DOI: answer like a bad string rather
+        # than raise inside SQLite, which would abort the whole statement.
         if value is not None and not isinstance(value, (str, bytes)):
             value = str(value)
-        return function(value)
+        if type(value) is not type(self.cell) or value != self.cell:
+            self.cell, self.result = value, validate(value)
+        return self.result
 
-    call.__name__ = function.__name__
+
+def _answer(name: str, function: Callable[[Validation], Result],
+            judge: _LastCell) -> Callable[[object], Result]:
+    def call(value: object) -> Result:
+        return function(judge(value))
+
+    call.__name__ = name
     return call
 
 
+def doi__md5(value: object) -> str | None:
+    """The MD5 of a cell as lower-case hex (of its UTF-8 text; a BLOB's own bytes)."""
+    if value is None:
+        return None
+    data = value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
 def register(connection: sqlite3.Connection) -> None:
-    """Register the five DOI functions (deterministic) on ``connection``."""
+    """Register the five DOI functions (deterministic) and ``doi__md5`` on ``connection``."""
+    judge = _LastCell()
     for name, function in FUNCTIONS.items():
-        connection.create_function(name, 1, _safe(function), deterministic=True)
+        connection.create_function(name, 1, _answer(name, function, judge), deterministic=True)
+    connection.create_function("doi__md5", 1, doi__md5, deterministic=True)

@@ -16,9 +16,12 @@ __all__ = ["ProgressMeter", "TaskLog", "format_duration"]
 
 
 class TaskLog(Protocol):
-    """Anything with a logging-style ``info`` (a ``Logger``, a task's ``self.log``)."""
+    """Anything with a logging-style ``info`` and ``warning`` (a ``Logger``, a task's
+    ``self.log``)."""
 
     def info(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+
+    def warning(self, msg: Any, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def format_duration(seconds: float | None) -> str:

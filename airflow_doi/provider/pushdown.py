@@ -37,7 +37,9 @@ from airflow_doi.db.install import (
 from airflow_doi.db.sqlite import register
 from airflow_doi.db.statements import StatementDialect
 
-__all__ = ["PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "plan"]
+__all__ = [
+    "PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "from_normalized", "plan",
+]
 
 Mode = Literal["auto", "sql", "python"]
 _MODES: tuple[str, ...] = get_args(Mode)
@@ -108,9 +110,11 @@ def plan(
 
 def column_sql(
     conn: Any, dialect: StatementDialect, column: str, functions_schema: str | None = None,
+    qualifier: str | None = None,
 ) -> dict[str, str]:
-    """SQL expressions of the plain identifier ``column`` for the four :data:`FUNCTIONS`,
-    written in the engine's own dialect (run them on :func:`native_cursor`).
+    """SQL expressions of the plain identifier ``column`` (after ``qualifier.``, a table alias,
+    when given) for the four :data:`FUNCTIONS`, written in the engine's own dialect (run them
+    on :func:`native_cursor`).
 
     On SQLite the functions are registered on ``conn`` (the task's own connection) first; on
     MariaDB they are created or replaced in the database ``functions_schema``.
@@ -120,15 +124,16 @@ def column_sql(
     engine = dialect.name
     if dialect.fold_upper:
         column = column.upper()
+    source = (f"{qualifier}." if qualifier else "") + dialect.quote(column)
     if engine == "sqlite":
         register(conn)
-        return {name: f"{name}({dialect.quote(column)})" for name in FUNCTIONS}
+        return {name: f"{name}({source})" for name in FUNCTIONS}
     if engine == "mysql":
         if not functions_schema:
             raise ValueError("MariaDB push-down needs functions_schema")
         _install_mariadb(conn, functions_schema)
         schema = dialect.quote(functions_schema)
-        return {name: f"{schema}.{name}({dialect.quote(column)})" for name in FUNCTIONS}
+        return {name: f"{schema}.{name}({source})" for name in FUNCTIONS}
     try:
         from sqlglot import exp
     except ImportError as error:  # pragma: no cover - the [airflow] extra installs it
@@ -139,14 +144,15 @@ def column_sql(
     if engine == "postgres":
         with conn.cursor() as cursor:
             cursor.execute(_pg_temp_functions())
-        text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
+        text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
+                        to=exp.DataType.build("text"))
         argument = text.sql(dialect="postgres")
         return {name: f"pg_temp.{name}({argument})" for name in FUNCTIONS}
-    return dict(zip(FUNCTIONS, _inline(engine, column), strict=True))
+    return dict(zip(FUNCTIONS, _inline(engine, column, qualifier), strict=True))
 
 
 @functools.lru_cache(maxsize=32)
-def _inline(engine: str, column: str) -> tuple[str, ...]:
+def _inline(engine: str, column: str, qualifier: str | None = None) -> tuple[str, ...]:
     """The :data:`FUNCTIONS`' bodies around ``CAST(column AS text)`` (generating them takes
     sqlglot a good part of a second: once per process and column)."""
     from sqlglot import exp
@@ -156,8 +162,31 @@ def _inline(engine: str, column: str) -> tuple[str, ...]:
 
     dialect = DIALECTS[engine]
     binding = dialect.dbt_binding or dialect.binding
-    text = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("text"))
+    text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
+                    to=exp.DataType.build("text"))
     return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
+
+
+#: The generator's dialect for each engine the operators derive columns from a DOI on.
+_SQLGEN_DIALECTS = {"postgres": "postgres", "duckdb": "duckdb", "mysql": "mariadb"}
+
+
+@functools.lru_cache(maxsize=32)
+def from_normalized(engine: str, doi: str, table: str | None = None) -> tuple[str, str] | None:
+    """The key of the normalized DOI in the column (or derived column) ``doi`` (of ``table``,
+    an alias, when given), and
+    whether its suffix is reserved, in the engine's own dialect; None where the operators
+    compute each column from the source instead (SQLite's registered functions share one parse
+    per row anyway; warehouses get the four bodies)."""
+    name = _SQLGEN_DIALECTS.get(engine)
+    if name is None:
+        return None
+    from sqlglot import exp
+
+    from airflow_doi.sqlgen.dialects import DIALECTS
+    from airflow_doi.sqlgen.render import from_normalized as derive
+
+    return derive(DIALECTS[name], exp.column(doi, table=table, quoted=True))
 
 
 def _install_mariadb(conn: Any, schema: str) -> None:

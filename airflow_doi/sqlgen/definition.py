@@ -549,7 +549,8 @@ def _ascii_upper_of_ascii(value: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this="DOI__ASCII_UPPER", expressions=[value])
 
 
-def _reserved(value: exp.Expression) -> exp.Expression:
+def reserved(value: exp.Expression) -> exp.Expression:
+    """Whether a normalized DOI's suffix is reserved (Z39.84 4.3: ``*/`` first)."""
     return re_match(value, _RESERVED)
 
 
@@ -584,7 +585,7 @@ def doi_is_valid(s: exp.Expression, parts: Parts) -> exp.Expression:
     return exp.Case(
         ifs=_fast_branches(
             s,
-            lambda doi: _not(_reserved(doi)),
+            lambda doi: _not(reserved(doi)),
             hopeless=exp.false(),
             from_dt=parts.valid,
             url_dt=parts.url_dt(),
@@ -595,7 +596,7 @@ def doi_is_valid(s: exp.Expression, parts: Parts) -> exp.Expression:
 
 def doi_reason(s: exp.Expression, parts: Parts) -> exp.Expression:
     def reserved_or_null(doi: exp.Expression) -> exp.Expression:
-        return exp.Case(ifs=[exp.If(this=_reserved(doi), true=lit("reserved_suffix"))])
+        return exp.Case(ifs=[exp.If(this=reserved(doi), true=lit("reserved_suffix"))])
 
     return exp.Case(
         ifs=_fast_branches(s, reserved_or_null, from_dt=parts.reason, url_dt=parts.url_dt()),

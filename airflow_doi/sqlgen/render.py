@@ -173,6 +173,14 @@ def public_body(dialect: Dialect, name: str, arg: exp.Expression, binding: Bindi
         return dialect.to_sql(builder(arg, PARTS[binding](arg)))
 
 
+def from_normalized(dialect: Dialect, doi: exp.Expression) -> tuple[str, str]:
+    """The key of a normalized DOI ``doi`` (NULL for NULL) and whether its suffix is reserved,
+    in ``dialect``: with the DOI computed once per row, the other columns follow from it
+    (the reason is ``doi_reason`` only where the DOI is NULL)."""
+    return (dialect.to_sql(definition.key_of(doi.copy())),
+            dialect.to_sql(definition.reserved(doi.copy())))
+
+
 def step_body(dialect: Dialect, name: str, param: str) -> str:
     return dialect.to_sql(definition.STEPS[name](exp.column(param)))
 

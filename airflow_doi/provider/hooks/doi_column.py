@@ -1,15 +1,12 @@
-"""A catalogue's DOI column in SQL: normalized into four columns, or counted by invalid reason.
+"""A catalogue's DOI column in SQL: its distinct values page by page, its rows counted by reason.
 
-Each runs in the database, or page by page in the worker.
-
-Where the engine has the rules in SQL (:mod:`airflow_doi.provider.pushdown`), normalizing is
-one ``UPDATE`` and counting one ``GROUP BY``. Otherwise work is per *distinct* source value,
-so a catalogue where every DOI appears ten times costs a tenth: the distinct values are
-numbered once into a session TEMPORARY table (:func:`~airflow_doi.db.statements.distinct_pages`)
-and read page by page, each value judged in Python by :func:`airflow_doi.native.validate` (the
-one implementation of the rules). Normalized pages go to a second temporary table with bound
-parameters, applied at the end with one set-based ``UPDATE``, so the table is scanned twice,
-not once per page. Worker memory stays bounded by the batch size.
+Normalizing it is :mod:`airflow_doi.provider.hooks.normalize`, which reads the values through
+here. Where the engine has the rules in SQL (:mod:`airflow_doi.provider.pushdown`), counting is
+one ``GROUP BY``. Otherwise work is per *distinct* source value, so a catalogue where every DOI
+appears ten times costs a tenth: the distinct values are numbered once into a session TEMPORARY
+table (:func:`~airflow_doi.db.statements.distinct_pages`) and read page by page, each value
+judged in Python by :func:`airflow_doi.native.validate` (the one implementation of the rules).
+Worker memory stays bounded by the batch size.
 
 Source values are grouped, ordered and matched byte-wise (``COLLATE BINARY`` on SQLite,
 ``COLLATE "C"`` on PostgreSQL): under a case-insensitive column collation ``10.1000/abc`` and
@@ -18,37 +15,31 @@ Source values are grouped, ordered and matched byte-wise (``COLLATE BINARY`` on 
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from airflow_doi.db.install import normalized_columns
 from airflow_doi.db.statements import (
     StatementDialect,
-    add_missing_columns,
     distinct_pages,
-    insert_values,
     native_cursor,
     quote_identifier,
 )
 from airflow_doi.native import validate
 from airflow_doi.provider.progress import ProgressMeter, TaskLog
-from airflow_doi.provider.pushdown import FUNCTIONS, column_sql
+from airflow_doi.provider.pushdown import column_sql
 from airflow_doi.syntax import Decode, Validation
 
-__all__ = ["DoiColumn", "ReasonCounts", "ValuePages", "normalized_columns"]
+__all__ = ["DoiColumn", "ReasonCounts", "StoredReasons", "ValuePages", "judge_cell"]
 
-#: Prefix of the per-run staging table: a TEMPORARY table with a random suffix, so it can never
-#: be (or shadow) a table of the user's, and is only ever emptied and dropped by that name.
-_STAGE_PREFIX = "doi_normalize_stage_"
 _EXAMPLES_PER_REASON = 3
 _EXAMPLE_WIDTH = 80
 
 
-def _validate_cell(value: object, decode: Decode = "auto") -> Validation:
-    # A DOI column should be text; a number or a date in it is reported, never a crash.
+def judge_cell(value: object, decode: Decode = "auto") -> Validation:
+    """A cell of a DOI column judged: a number or a date in it is judged as its text, never a
+    crash."""
     if value is not None and not isinstance(value, (str, bytes, bytearray)):
         value = str(value)
     return validate(value, decode=decode)
@@ -85,22 +76,12 @@ class DoiColumn:
         return f"{quote_identifier(self.name)}{self.dialect.binary_collation}"
 
     def distinct_values(self, verb: str, batch_size: int,
-                        aggregate: tuple[str, str] | None = None) -> ValuePages:
-        """The column's distinct non-NULL values (with ``aggregate`` beside each), ``batch_size``
-        at a time, counted on the ``verb`` progress line."""
-        return ValuePages(self, verb, batch_size, aggregate)
-
-    def add_columns(self, columns: tuple[str, str, str, str]) -> None:
-        """Add the four normalized columns where missing."""
-        text, boolean = self.dialect.text_type, self.dialect.boolean_type
-        added = add_missing_columns(
-            self.conn, self.cursor, self.table,
-            dict(zip(columns, (text, text, boolean, text), strict=True)),
-            case_sensitive=self.dialect.case_sensitive_identifiers,
-            if_not_exists=self.dialect.name in ("postgres", "duckdb"),
-        )
-        if added:
-            self.log.info("Added columns %s to %s", ", ".join(added), self.table)
+                        aggregate: tuple[str, str] | None = None,
+                        where: str | None = None) -> ValuePages:
+        """The column's distinct non-NULL values (of the rows ``where`` holds, ANSI), with
+        ``aggregate`` beside each, ``batch_size`` at a time, counted on the ``verb`` progress
+        line."""
+        return ValuePages(self, verb, batch_size, aggregate, where)
 
     def lock_for_update(self) -> None:
         """Take the engine's lock for an ``UPDATE`` of every row, if it has one (a second
@@ -109,130 +90,96 @@ class DoiColumn:
         if lock:
             native_cursor(self.cursor).execute(lock.format(table=self.dialect.quote(self.table)))
 
-    def normalize_in_database(
-        self, columns: tuple[str, str, str, str], functions_schema: str | None,
-    ) -> dict[str, int]:
-        """One ``UPDATE`` of every row, the rules inlined (see :mod:`.pushdown`)."""
-        dialect, cursor = self.dialect, self.cursor
-        table, source = self.quoted
-        self.add_columns(columns)
-        exprs = column_sql(self.conn, dialect, self.name, functions_schema)
-        assignments = ", ".join(
-            f"{dialect.quote(target)} = {exprs[name]}"
-            for target, name in zip(columns, FUNCTIONS, strict=True)
-        )
-        # Written in the engine's own dialect (the generated bodies are): no translation.
-        # WHERE 1 = 1: BigQuery refuses an UPDATE without a WHERE clause.
-        self.lock_for_update()
-        native_cursor(cursor).execute(
-            f"UPDATE {dialect.quote(self.table)} SET {assignments} WHERE 1 = 1")
-        self.conn.commit()
-        valid = quote_identifier(columns[2])
-        cursor.execute(
-            f"SELECT COUNT(DISTINCT {self.binary}), "
-            f"COUNT(DISTINCT CASE WHEN {valid} THEN {self.binary} END), "
-            f"COUNT(*) - COUNT({source}) FROM {table}"
-        )
-        distinct, valid_values, null_rows = (int(n or 0) for n in cursor.fetchone())
-        return {"distinct_values": distinct, "valid_values": valid_values,
-                "null_rows": null_rows}
-
-    def normalize_in_worker(
-        self, columns: tuple[str, str, str, str], decode: Decode, batch_size: int,
-    ) -> dict[str, int]:
-        """Page by page: distinct values judged here, staged, applied with one ``UPDATE``."""
-        dialect, cursor, conn = self.dialect, self.cursor, self.conn
-        table, source = self.quoted
-        doi, key, valid, reason = (quote_identifier(c) for c in columns)
-        text, boolean = dialect.text_type, dialect.boolean_type
-        self.add_columns(columns)
-        stage = f"{_STAGE_PREFIX}{uuid.uuid4().hex[:16]}"
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {stage} (raw {text}{dialect.stage_key}, doi {text}, "
-            f"doi_key {text}, doi_valid {boolean}, doi_reason {text})"
-        )
-        if dialect.stage_index:
-            native_cursor(cursor).execute(dialect.stage_index.format(stage=stage))
-        conn.commit()
-        pages = self.distinct_values("normalize", batch_size)
-        valid_values = 0
-        for page in pages:
-            rows = []
-            for (raw,) in page:
-                result = _validate_cell(raw, decode)
-                valid_values += result.valid
-                rows.append((raw, result.doi, result.key, result.valid, result.reason))
-            insert_values(cursor, dialect, f"INSERT INTO {stage}", rows,
-                          types=(text, text, text, boolean, text))
-            conn.commit()
-        # One pass over the table for every page at once, as the push-down's UPDATE does.
-        self.lock_for_update()
-        cursor.execute(_apply_statement(dialect, table, self.binary, (doi, key, valid, reason),
-                                        stage))
-        cursor.execute(
-            f"UPDATE {table} SET {doi} = NULL, {key} = NULL, {valid} = {dialect.marks()}, "
-            f"{reason} = {dialect.marks()} WHERE {source} IS NULL",
-            (False, "empty"),
-        )
-        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
-        (null_rows,) = cursor.fetchone()
-        cursor.execute(f"DROP TABLE {stage}")
-        conn.commit()
-        if pages.progress is not None:
-            pages.progress.report(force=True)
-        return {
-            "distinct_values": pages.progress.done if pages.progress is not None else 0,
-            "valid_values": valid_values,
-            "null_rows": int(null_rows),
-        }
-
-    def count_reasons_in_database(self, functions_schema: str | None) -> ReasonCounts:
-        """One ``GROUP BY`` over the rule's reason, two example values per reason."""
+    def count_reasons_in_database(self, functions_schema: str | None,
+                                  stored: StoredReasons | None = None) -> ReasonCounts:
+        """One ``GROUP BY`` over the rule's reason, two example values per reason; with
+        ``stored``, the stored reason of each current row (the rule only for stale ones)."""
         # In the engine's own dialect, as the generated body is: no translation.
         dialect = self.dialect
         source, table = dialect.quote(self.name), dialect.quote(self.table)
         reason = column_sql(self.conn, dialect, self.name, functions_schema)["doi_reason"]
+        if stored is not None:
+            reason = (f"CASE WHEN {dialect.translate(stored.stale)} THEN {reason} "
+                      f"ELSE {dialect.translate(stored.reason)} END")
         cursor = native_cursor(self.cursor)
         cursor.execute(
             f"SELECT r, COUNT(*), MIN(v), MAX(v) FROM (SELECT {reason} AS r, "
             f"{source}{dialect.binary_collation} AS v FROM {table}) AS doi_reasons GROUP BY r"
         )
-        reasons: Counter[str] = Counter()
-        examples: dict[str, list[str]] = {}
-        total_rows = 0
+        counts = _Tally()
         for name, count, low, high in cursor.fetchall():
-            total_rows += int(count)
-            if name is None:
-                continue
-            reasons[str(name)] += int(count)
-            shown = [repr(v)[:_EXAMPLE_WIDTH] for v in dict.fromkeys((low, high)) if v is not None]
-            examples[str(name)] = shown or ["NULL"]
-        return ReasonCounts(total_rows, reasons, examples)
+            counts.add_group(name, count, low, high)
+        return counts.result()
 
-    def count_reasons_in_worker(self, batch_size: int) -> ReasonCounts:
-        """Page by page in the worker: distinct values and their row counts, judged here."""
+    def count_reasons_in_worker(self, batch_size: int,
+                                stored: StoredReasons | None = None) -> ReasonCounts:
+        """Page by page in the worker: distinct values and their row counts, judged here;
+        with ``stored``, only the stale rows' values, the current rows counted by their stored
+        reason in one ``GROUP BY``."""
         table, source = self.quoted
         cursor = self.cursor
-        reasons: Counter[str] = Counter()
-        examples: dict[str, list[str]] = {}
-        cursor.execute(f"SELECT COUNT(*) FROM {table}")
-        (total_rows,) = (int(n) for n in cursor.fetchone())
-        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL")
+        counts = _Tally()
+        stale = "1 = 1"
+        if stored is not None:
+            stale = stored.stale
+            cursor.execute(
+                f"SELECT {stored.reason}, COUNT(*), MIN({self.binary}), MAX({self.binary}) "
+                f"FROM {table} WHERE NOT {stale} GROUP BY {stored.reason}"
+            )
+            for name, count, low, high in cursor.fetchall():
+                counts.add_group(name, count, low, high)
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {stale}")
+        counts.total_rows += int(cursor.fetchone()[0])
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {source} IS NULL AND {stale}")
         (null_rows,) = cursor.fetchone()
         if null_rows:
-            reasons["empty"] += int(null_rows)
-            examples["empty"] = ["NULL"]
+            counts.add("empty", int(null_rows), None)
         aggregate = ("COUNT(*)", self.dialect.integer_type)
-        for page in self.distinct_values("validate", batch_size, aggregate):
+        where = f"{source} IS NOT NULL AND {stale}"
+        for page in self.distinct_values("validate", batch_size, aggregate, where):
             for value, count in page:
-                reason = _validate_cell(value).reason
-                if reason is None:
-                    continue
-                reasons[reason] += int(count)
-                shown = examples.setdefault(reason, [])
-                if len(shown) < _EXAMPLES_PER_REASON:
-                    shown.append(repr(value)[:_EXAMPLE_WIDTH])
-        return ReasonCounts(total_rows, reasons, examples)
+                reason = judge_cell(value).reason
+                if reason is not None:
+                    counts.add(reason, int(count), value)
+        return counts.result()
+
+
+@dataclass(frozen=True)
+class StoredReasons:
+    """The reason a normalize run stored in each row (``reason``, a quoted column) and which
+    rows are stale (``stale``, a predicate: their stored reason is not to be trusted), ANSI."""
+
+    reason: str
+    stale: str
+
+
+@dataclass
+class _Tally:
+    """Rows counted by reason, with a few examples of each."""
+
+    total_rows: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, reason: str, count: int, value: object) -> None:
+        """``count`` rows of ``reason``, ``value`` one of them (None: NULL)."""
+        self.reasons[reason] += count
+        shown = self.examples.setdefault(reason, [])
+        example = "NULL" if value is None else repr(value)[:_EXAMPLE_WIDTH]
+        if len(shown) < _EXAMPLES_PER_REASON and example not in shown:
+            shown.append(example)
+
+    def add_group(self, reason: object, count: object, low: object, high: object) -> None:
+        """One row of a ``GROUP BY`` reason: its rows, its smallest and largest value."""
+        self.total_rows += int(count)  # type: ignore[call-overload]
+        if reason is None:
+            return
+        for value in dict.fromkeys((low, high)):
+            self.add(str(reason), 0, value)
+        self.reasons[str(reason)] += int(count)  # type: ignore[call-overload]
+
+    def result(self) -> ReasonCounts:
+        return ReasonCounts(self.total_rows, self.reasons, self.examples)
 
 
 class ValuePages:
@@ -241,9 +188,10 @@ class ValuePages:
     with it."""
 
     def __init__(self, column: DoiColumn, verb: str, batch_size: int,
-                 aggregate: tuple[str, str] | None) -> None:
+                 aggregate: tuple[str, str] | None, where: str | None = None) -> None:
         self.column, self.verb = column, verb
         self.batch_size, self.aggregate = batch_size, aggregate
+        self.where = where
         self.progress: ProgressMeter | None = None
 
     def __iter__(self) -> Iterator[list[tuple[Any, ...]]]:
@@ -251,36 +199,11 @@ class ValuePages:
         table, source = column.quoted
         for total, page in distinct_pages(
             column.cursor, column.dialect, value=column.binary, source=table,
-            where=f"{source} IS NOT NULL", batch_size=self.batch_size, aggregate=self.aggregate,
+            where=self.where or f"{source} IS NOT NULL", batch_size=self.batch_size,
+            aggregate=self.aggregate,
         ):
             if self.progress is None:
                 self.progress = ProgressMeter(f"{self.verb} {column.table}", total, column.log,
                                               unit="values")
             yield page
             self.progress.advance(len(page))
-
-
-def _apply_statement(
-    dialect: StatementDialect, table: str, source: str, targets: tuple[str, str, str, str],
-    stage: str,
-) -> str:
-    """Copy the staged values onto the catalogue rows whose source value matches.
-
-    ``source`` is the quoted source column with the dialect's binary collation, which takes
-    precedence over the column's own in the comparison.
-    """
-    stage_columns = ("doi", "doi_key", "doi_valid", "doi_reason")
-    if dialect.update_from:
-        assignments = ", ".join(
-            f"{target} = m.{staged}"
-            for target, staged in zip(targets, stage_columns, strict=True)
-        )
-        return (
-            f"UPDATE {table} SET {assignments} FROM {stage} AS m "
-            f"WHERE {table}.{source} = m.raw"
-        )
-    assignments = ", ".join(
-        f"{target} = (SELECT m.{staged} FROM {stage} AS m WHERE {table}.{source} = m.raw)"
-        for target, staged in zip(targets, stage_columns, strict=True)
-    )
-    return f"UPDATE {table} SET {assignments} WHERE {source} IN (SELECT raw FROM {stage})"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from airflow.sdk import BaseHook, BaseOperator
 
 from airflow_doi._moved import moved
+from airflow_doi.db.sqlite import register as register_sqlite
 from airflow_doi.db.statements import (
     fold_identifier,
     quote_identifier,
@@ -153,6 +154,8 @@ class DoiColumnOperator(DoiSqlOperator):
         where = plan(check_mode(self.mode), dialect.name, decode, functions_schema)
         self.log.info("%s %s.%s %s", gerund, self.table, self.doi_column, where.why)
         with closing(sql_hooks.connect(hook)) as conn:
+            if dialect.name == "sqlite":
+                register_sqlite(conn)  # the rules and the fingerprint's MD5, in either mode
             cursor = dialect.cursor(conn)
             require_columns(cursor, self.table, {"doi_column": self.doi_column},
                             case_sensitive=dialect.case_sensitive_identifiers)

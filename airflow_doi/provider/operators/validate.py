@@ -2,7 +2,9 @@
 
 It reads the column as it is (it does not need :class:`DoiNormalizeOperator` to have run),
 counts its invalid rows by reason (:class:`~airflow_doi.provider.hooks.doi_column.DoiColumn`:
-one ``GROUP BY`` in the database, or page by page with :func:`airflow_doi.syntax.validate`),
+one ``GROUP BY`` in the database, or page by page with :func:`airflow_doi.syntax.validate`;
+where :class:`DoiNormalizeOperator` stored the reasons, the current rows' stored reason is
+read instead of parsed again, and only rows added or edited since are judged),
 and fails the task (or only warns) when the share of invalid rows is above
 ``max_invalid_share``. The log names the most common reasons with a few example values, which
 is what someone fixing the source needs.
@@ -10,10 +12,14 @@ is what someone fixing the source needs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_doi.db.incremental import NormalizedColumns, fingerprint_sql, stale_sql
+from airflow_doi.db.statements import missing_columns
+from airflow_doi.provider.hooks.doi_column import DoiColumn, StoredReasons
 from airflow_doi.provider.lineage import dataset, operator_lineage
 from airflow_doi.provider.operators.base import DoiColumnOperator, check_batch_size
 
@@ -34,7 +40,13 @@ class DoiValidateOperator(DoiColumnOperator):
         Templated. See :mod:`airflow_doi.provider.pushdown`.
     :param functions_schema: MariaDB only: a database in which the operator may create (or
         replace) the generated ``doi_*`` functions (see :class:`DoiNormalizeOperator`).
+    :param normalized_prefix: the ``output_prefix`` of a :class:`DoiNormalizeOperator` on the
+        same column: where its five columns are there, the reasons it stored are read for the
+        rows that are current (same rules, ``decode="auto"``, cell unchanged) and only the
+        others are judged; None: always judge every row. Templated.
     """
+
+    template_fields: Sequence[str] = (*DoiColumnOperator.template_fields, "normalized_prefix")
 
     def __init__(
         self,
@@ -43,9 +55,11 @@ class DoiValidateOperator(DoiColumnOperator):
         allow_empty: bool = False,
         on_breach: Literal["fail", "warn"] = "fail",
         top: int = 5,
+        normalized_prefix: str | None = "doi",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.normalized_prefix = normalized_prefix
         if not 0.0 <= max_invalid_share <= 1.0:
             raise ValueError("max_invalid_share must be between 0 and 1")
         if on_breach not in ("fail", "warn"):
@@ -57,12 +71,13 @@ class DoiValidateOperator(DoiColumnOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         with self.open_column("Validating") as (column, where, functions_schema):
+            stored = self._stored_reasons(column)
             if where.in_database:
                 total_rows, reasons, examples = column.count_reasons_in_database(
-                    functions_schema)
+                    functions_schema, stored)
             else:
                 total_rows, reasons, examples = column.count_reasons_in_worker(
-                    check_batch_size(self.batch_size))
+                    check_batch_size(self.batch_size), stored)
         if self.allow_empty:
             reasons.pop("empty", None)
         invalid = sum(reasons.values())
@@ -89,6 +104,25 @@ class DoiValidateOperator(DoiColumnOperator):
                 raise AirflowFailException(message)
             self.log.warning("%s", message)
         return summary
+
+    def _stored_reasons(self, column: DoiColumn) -> StoredReasons | None:
+        """The reasons the normalize step stored, where its five columns are all there (and
+        the engine has a fingerprint to tell the current rows)."""
+        if not self.normalized_prefix:
+            return None
+        columns = NormalizedColumns.of(self.doi_column, self.normalized_prefix)
+        self.check_identifiers(*columns.written)
+        quoted = columns.quoted()
+        fingerprint = fingerprint_sql(column.dialect, quoted.source, "auto")
+        if fingerprint is None or missing_columns(
+                column.cursor, self.table, list(columns.written),
+                case_sensitive=column.dialect.case_sensitive_identifiers):
+            column.conn.commit()
+            return None
+        column.conn.commit()
+        self.log.info("Reading the reasons stored in %s by the normalize step for the rows "
+                      "unchanged since; judging only the others", quoted.reason)
+        return StoredReasons(quoted.reason, stale_sql(quoted, fingerprint))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Reads ``table``; writes nothing."""
