@@ -179,6 +179,7 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert set(simulator.requests_by_key.values()) == {1}
     assert simulator.cn_requests == len(SAMPLE_KEYS)  # enrich: one negotiation per key
     assert set(simulator.cn_by_key.values()) == {1}
+    assert f"Normalized catalogue: wrote {SAMPLE_ROWS} rows" in first.stdout + first.stderr
 
     simulator.reset_counts()
     second = _dags_test(env, airflow_home)  # the defaults: enrich the table as it is
@@ -187,6 +188,9 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert _task_states(airflow_home, second)["dbt_build"] == "skipped"
     assert simulator.request_count == 0  # every key is fresh in doi_resolution
     assert simulator.cn_requests == 0  # ... and in doi_metadata
+    # The table is unchanged: normalize writes nothing, and validate reads what it stored.
+    assert "Normalized catalogue: wrote 0 rows" in second.stdout + second.stderr
+    assert "Reading the reasons stored in" in second.stdout + second.stderr
 
     # Asking for the sample again on a table that now holds rows: refused, nothing deleted.
     third = _dags_test(env, airflow_home, load_sample=True)
@@ -277,6 +281,15 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
             "WHERE record_id IS NOT NULL"
         ).fetchone()
     assert joined == (8,)
+    table = f"{postgres_schema}.catalogue"
+    assert f"Normalized {table}: wrote {SAMPLE_ROWS} rows" in result.stdout + result.stderr
+
+    # The same DAG again on the unchanged table (the nightly run): nothing to write or ask.
+    simulator.reset_counts()
+    again = _dags_test(env, airflow_home, catalogue_table=table)
+    assert _succeeded(again), _explain(again)
+    assert f"Normalized {table}: wrote 0 rows" in again.stdout + again.stderr
+    assert simulator.request_count == 0 and simulator.cn_requests == 0
 
 
 #: A user's own table: five rows, the DOI column among other columns of theirs.

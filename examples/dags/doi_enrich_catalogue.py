@@ -173,6 +173,7 @@ DBT_RELATIONS: dict[str, tuple[str, ...]] = {
     "reading_list": ("course", "week", "cited_as"),
     "stg_reading_list": ("course", "week", "cited_as", "doi_key"),
     "stg_catalogue": ("sql_doi_key",),
+    "catalogue_doi_keys": ("doi_raw", "doi_key", "keyed_by"),
     "reading_list_holdings": ("doi_key", "copies", "resolution_status", "resolved_url"),
     "reading_list_metadata": ("doi_key", "metadata_status", "retracted"),
 }
@@ -234,8 +235,8 @@ def dbt_build() -> str:
                 print(completed.stderr[-5_000:], file=sys.stderr)
                 raise RuntimeError(f"dbt {command[0]} failed with exit code "
                                    f"{completed.returncode}")
-    for model in ("stg_catalogue", "stg_reading_list", "reading_list_holdings",
-                  "reading_list_metadata"):
+    for model in ("stg_catalogue", "catalogue_doi_keys", "stg_reading_list",
+                  "reading_list_holdings", "reading_list_metadata"):
         context["outlet_events"][CATALOGUE_TABLES].add(
             table_asset(params["catalogue_conn_id"], sibling_table(table, model))
         )

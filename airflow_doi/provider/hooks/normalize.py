@@ -65,6 +65,10 @@ _STALE_PREFIX = "doi_stale_rows_"
 #: their ``ctid``s (a first run, a full refresh, a new release's rules): the write is the whole
 #: table then, and so is the lock.
 _CTID_ROWS: Final[int] = 200_000
+#: Engines where a run first looks for one stale row (a scan that stops at the first), so that a
+#: run on an unchanged table neither builds nor sends its ``UPDATE``. Not the warehouses, which
+#: bill each scan: there the ``UPDATE`` of no row costs what the look would.
+_LOOK_FIRST: Final[frozenset[str]] = frozenset({"duckdb", "sqlite", "mysql"})
 #: The alias of the table an ``UPDATE`` rewrites, where its columns must be told apart from a
 #: derived table's.
 _T = "doi__t"
@@ -155,6 +159,14 @@ class NormalizeRun:
             yield _Rows(None)
             return
         stale = stale_sql(self.columns.quoted(), self._known_fingerprint())
+        if self.dialect.name in _LOOK_FIRST:
+            cursor = self.column.cursor
+            cursor.execute(f"SELECT 1 FROM {quote_identifier(self.column.table)} "
+                           f"WHERE {stale} LIMIT 1")
+            found = cursor.fetchall()
+            self.column.conn.commit()
+            yield _Rows(stale, count=None if found else 0)
+            return
         if self.dialect.name != "postgres":
             yield _Rows(stale)
             return
