@@ -97,6 +97,8 @@ class NormalizeRun:
         self.dialect: StatementDialect = column.dialect
         self.fingerprint = self._fingerprint()
         self.full = full_refresh or self.fingerprint is None
+        #: The table had no fingerprints: every row is stale, no need to look for them first.
+        self.new_fingerprints = False
 
     # --- the run ----------------------------------------------------------------------------
 
@@ -108,8 +110,8 @@ class NormalizeRun:
         if self.fingerprint is None:
             log.warning("%s has no MD5 known to the operator, so no row can be told current: "
                         "every run rewrites every row", self.dialect.name)
-        self._add_columns()
-        other = 0 if self.full else self._rows_under_other_settings()
+        self.new_fingerprints = self._add_columns()
+        other = 0 if self.full or self.new_fingerprints else self._rows_under_other_settings()
         if other:
             log.info("%d rows of %s were normalized under other rules or another decode: "
                      "they are rewritten", other, self.column.table)
@@ -123,7 +125,8 @@ class NormalizeRun:
         return {"rows_written": written, "full_refresh": self.full,
                 "other_settings_rows": other}
 
-    def _add_columns(self) -> None:
+    def _add_columns(self) -> bool:
+        """Add the columns where missing; whether the fingerprint was among them."""
         text, boolean = self.dialect.text_type, self.dialect.boolean_type
         types = dict(zip(self.columns.written, (text, text, boolean, text, text), strict=True))
         if self.fingerprint is None:
@@ -135,6 +138,7 @@ class NormalizeRun:
         )
         if added:
             self.column.log.info("Added columns %s to %s", ", ".join(added), self.column.table)
+        return self.columns.fingerprint in added
 
     def _rows_under_other_settings(self) -> int:
         """Rows whose fingerprint names other rules or another ``decode`` (a scan that reads
@@ -159,6 +163,11 @@ class NormalizeRun:
             yield _Rows(None)
             return
         stale = stale_sql(self.columns.quoted(), self._known_fingerprint())
+        if self.new_fingerprints:
+            # Every row is stale, unless another run filled them meanwhile (two first runs at
+            # once): the UPDATE's own condition tells, without a look or a list first.
+            yield _Rows(stale)
+            return
         if self.dialect.name in _LOOK_FIRST:
             cursor = self.column.cursor
             cursor.execute(f"SELECT 1 FROM {quote_identifier(self.column.table)} "
