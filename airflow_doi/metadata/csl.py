@@ -13,6 +13,7 @@ the row's note, never a crash: the rest of the record is still used.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from airflow_doi.resolver.urls import is_safe_url
+from airflow_doi.syntax import ascii_upper
 
 __all__ = [
     "CSL_MEDIA_TYPE",
@@ -29,6 +31,7 @@ __all__ = [
     "clean_text",
     "describe_ignored",
     "kept_json",
+    "plain_text",
     "read_document",
     "typed_fields",
 ]
@@ -68,6 +71,19 @@ def clean_text(value: object, limit: int = _DEFAULT_LIMIT) -> str | None:
     return text[:limit] or None
 
 
+#: A markup tag as agencies leave them in titles (JATS face markup ``<i>``, ``<sub>``,
+#: ``<scp>``, MathML's ``<mml:mi>``): a ``<`` followed by a name, never ``p < 0.05``.
+_TAG: Final = re.compile(r"</?[A-Za-z][A-Za-z0-9:.-]*(?:\s[^<>]*)?/?>")
+
+
+def plain_text(value: object, limit: int = _DEFAULT_LIMIT) -> str | None:
+    """:func:`clean_text` of a title-like value with its markup taken off: entities read
+    (``&amp;`` is ``&``), then tags dropped (``<i>Tidal</i>`` is ``Tidal``)."""
+    if not isinstance(value, str):
+        return clean_text(value, limit)
+    return clean_text(_TAG.sub("", html.unescape(value)), limit)
+
+
 def read_document(body: bytes) -> dict[str, Any]:
     """The CSL object of a response body, or :class:`CslError`.
 
@@ -99,9 +115,13 @@ def _finite(text: str) -> float | None:
 
 
 def _first_text(value: object, limit: int) -> str | None:
-    if isinstance(value, list):
-        value = next((item for item in value if isinstance(item, str)), None)
-    return clean_text(value, limit) if isinstance(value, str) else None
+    """The first text of a value or of a list (empty and markup-only items skipped)."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        text = plain_text(item, limit) if isinstance(item, str) else None
+        if text:
+            return text
+    return None
 
 
 def _date_parts(issued: object) -> tuple[str | None, int | None]:
@@ -133,11 +153,24 @@ def _date_parts(issued: object) -> tuple[str | None, int | None]:
     return None, None
 
 
-def _joined(value: object) -> str | None:
+#: An ISSN written without its hyphen (``12345679``), as some records carry it.
+_BARE_ISSN: Final = re.compile(r"\d{7}[\dXx]")
+
+
+def _issn(text: str) -> str:
+    """An ISSN in its standard form, ``1234-5679`` (X upper case); other text as it is."""
+    if _BARE_ISSN.fullmatch(text):
+        text = f"{text[:4]}-{text[4:]}"
+    return text[:8] + text[8:].upper() if len(text) == 9 and text[4] == "-" else text
+
+
+def _joined(value: object, issn: bool = False) -> str | None:
     items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     kept: list[str] = []
     for item in items:
         text = clean_text(item) if isinstance(item, str) else None
+        if text and issn:
+            text = _issn(text)
         if text and text not in kept:
             kept.append(text)
     return ", ".join(kept)[:300] or None
@@ -175,15 +208,20 @@ def _license(value: object) -> str | None:
     return url if is_safe_url(url) else None
 
 
-def _updates(value: object) -> str | None:
+def _updates(value: object, own: object = None) -> str | None:
+    """``type:DOI`` items joined with ``; ``; an item pointing at the record itself (``own``,
+    its DOI) is left out: a notice is not its own update."""
     if not isinstance(value, list):
         return None
+    own_key = ascii_upper(own.strip()) if isinstance(own, str) else None
     items: list[str] = []
     for item in value:
         if not isinstance(item, Mapping):
             continue
         kind = clean_text(item.get("type")) if isinstance(item.get("type"), str) else None
         doi = clean_text(item.get("DOI"), 300) if isinstance(item.get("DOI"), str) else None
+        if doi and own_key and ascii_upper(doi) == own_key:
+            continue
         text = f"{kind or 'update'}:{doi}" if doi else kind
         if text and text not in items:
             items.append(text)
@@ -216,9 +254,9 @@ def typed_fields(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
         "issued": issued,
         "year": year,
         "container_title": _first_text(get["container-title"], _LIMITS["container_title"]),
-        "publisher": clean_text(get["publisher"], _LIMITS["publisher"])
+        "publisher": plain_text(get["publisher"], _LIMITS["publisher"])
         if isinstance(get["publisher"], str) else None,
-        "issn": _joined(get["ISSN"]),
+        "issn": _joined(get["ISSN"], issn=True),
         "isbn": _joined(get["ISBN"]),
         "volume": clean_text(get["volume"]),
         "issue": clean_text(get["issue"]),
@@ -227,8 +265,8 @@ def typed_fields(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
         "first_author": _author(authors[0]) if isinstance(authors, list) and authors else None,
         "language": clean_text(get["language"]) if isinstance(get["language"], str) else None,
         "license_url": _license(get["license"]),
-        "updated_by": _updates(get["updated-by"]),
-        "update_to": _updates(get["update-to"]),
+        "updated_by": _updates(get["updated-by"], document.get("DOI")),
+        "update_to": _updates(get["update-to"], document.get("DOI")),
     }
     return fields, ignored
 

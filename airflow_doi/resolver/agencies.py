@@ -12,6 +12,13 @@ with made-up works:
 * ``medra``: book chapters at ``/{DOI}``, with ISBNs, page ranges and editors;
 * ``nocn``: an agency without content negotiation: 406 to every request.
 
+Crossref's works are also served as records of its REST API's list queries
+(:func:`crossref_item_for`: Crossref's own type names, titles as lists with face markup and
+entities, empty ``container-title`` lists, ``[[null]]`` dates, organisations as ``name``, an
+ISSN without its hyphen, an update link to the record itself), and DataCite's as JSON:API
+records of its ``/dois`` batch lookup (:func:`datacite_record_for`), after the public schemas
+and documentation, in our own words.
+
 A :class:`Work` describes a record independently of CSL; :func:`csl_for` renders it and
 :func:`expected_metadata` gives the typed columns a correct reader must produce, so tests
 compare against the work, not against our own parser. Special DOIs (:data:`HOSTILE_WORKS`)
@@ -35,10 +42,13 @@ __all__ = [
     "AGENCIES",
     "FAULTS",
     "HOSTILE_WORKS",
+    "RA_NAMES",
     "SHOWCASE_WORKS",
     "Work",
     "agency_path",
+    "crossref_item_for",
     "csl_for",
+    "datacite_record_for",
     "expected_metadata",
     "work_for",
     "work_from_record",
@@ -46,6 +56,10 @@ __all__ = [
 
 #: Agencies served, in port order.
 AGENCIES: Final[tuple[str, ...]] = ("crossref", "datacite", "medra", "nocn")
+#: What doi.org's Which RA? says of each agency's DOIs.
+RA_NAMES: Final[dict[str, str]] = {
+    "crossref": "Crossref", "datacite": "DataCite", "medra": "mEDRA", "nocn": "JaLC",
+}
 #: The misbehaviours a work can carry (``Work.fault``).
 FAULTS: Final[tuple[str, ...]] = (
     "html_200", "truncated", "latin1", "wrong_types", "huge", "deep", "redirect_loop",
@@ -192,6 +206,21 @@ SHOWCASE_WORKS: Final[tuple[Work, ...]] = (
          "Lantern House Publishing", (), (), "3", None, "55-70", (("Novak", "Jonas"),), "en",
          updated_by=(("correction", "10.5555/showcase.erratum"),)),
     Work("10.5555/showcase.nocn", "nocn", "report", "A Report Without Negotiation", (2016,)),
+    # Records as they come: an organisation named only, no journal (an empty list in the
+    # list query), no date at all ([[null]]), a preprint (Crossref's "posted-content").
+    Work("10.5555/showcase.preprint", "crossref", "article", "Layered Soils & the Salinity of "
+         "Markets", (), None, "Quayside Press",
+         authors=("The Pretend Soil Consortium", ("Silva", "Ines")), language="en"),
+    # A correction notice whose update links include the notice itself.
+    Work("10.5555/showcase.erratum", "crossref", "article-journal",
+         "Correction to: Quiet Harbours and the Literacy of Bridges", (2018, 1),
+         "Review of Example Sciences", "Lantern House Publishing", ("12345679",), (), "4",
+         None, "12", authors=None, language="en",
+         update_to=(("correction", "10.5555/showcase.corrected"),)),
+    Work("10.5555/showcase.dataset.2", "datacite", "dataset",
+         "Harbour Depths, 1990-2020", (2020, 7, 1), "Commons of Imaginary Measurements",
+         "Institute for Pretend Research", authors=(("Tanaka", "Hiro"), ("Byrne", "Esi")),
+         language="en"),
 )
 #: One DOI per fault: ``10.5555/hostile.<fault>`` (a journal article otherwise).
 HOSTILE_WORKS: Final[dict[str, Work]] = {
@@ -236,7 +265,8 @@ def agency_path(agency: str, encoded_doi: str) -> str:
 
 
 def _date(parts: tuple[int, ...]) -> dict[str, Any]:
-    return {"date-parts": [list(parts)]}
+    """A CSL (and Crossref) date; a work without one gets ``[[null]]``, as agencies send it."""
+    return {"date-parts": [list(parts) if parts else [None]]}
 
 
 def _people(authors: tuple[tuple[str, str] | str, ...]) -> list[dict[str, Any]]:
@@ -257,16 +287,35 @@ def _updates(items: tuple[tuple[str, str], ...], when: tuple[int, ...]) -> list[
             for kind, doi in items]
 
 
+def _marked_up(title: str) -> str:
+    """A title as Crossref keeps it: face markup on its last word, ``&`` as an entity."""
+    head, _, last = title.rpartition(" ")
+    marked = f"{head} <i>{last}</i>" if head else f"<i>{last}</i>"
+    return marked.replace("&", "&amp;")
+
+
+def _update_links(work: Work) -> list[dict[str, Any]]:
+    """``update-to`` as Crossref sends a notice's: its targets, and (as real notices do) a
+    link to the notice itself, which a reader must leave out."""
+    links = _updates(work.update_to, work.issued)
+    if links:
+        links.append({"type": work.update_to[0][0], "DOI": work.doi,
+                      "label": work.update_to[0][0].capitalize(), "updated": _date(work.issued)})
+    return links
+
+
 def csl_for(work: Work) -> dict[str, Any]:
     """The CSL-JSON object the work's agency sends."""
-    csl: dict[str, Any] = {"type": work.csl_type, "title": work.title, "DOI": work.doi,
+    title = _marked_up(work.title) if work.agency == "crossref" else work.title
+    csl: dict[str, Any] = {"type": work.csl_type, "title": title, "DOI": work.doi,
                            "issued": _date(work.issued)}
     doi_url = f"{DEFAULT_PROXY_URL}/{work.doi}"
     if work.agency == "crossref":
+        created = work.issued[0] if work.issued else 2000
         csl.update({
             "source": "Crossref", "URL": doi_url,
             "published-print": _date(work.issued),
-            "created": {"date-parts": [[work.issued[0], 1, 1]], "timestamp": 1_600_000_000_000},
+            "created": {"date-parts": [[created, 1, 1]], "timestamp": 1_600_000_000_000},
             "reference-count": 3,
             "reference": [{"key": f"ref{i}", "unstructured": f"Cited work number {i}."}
                           for i in range(1, 4)],
@@ -284,7 +333,7 @@ def csl_for(work: Work) -> dict[str, Any]:
         if work.updated_by:
             csl["updated-by"] = _updates(work.updated_by, work.issued)
         if work.update_to:
-            csl["update-to"] = _updates(work.update_to, work.issued)
+            csl["update-to"] = _update_links(work)
     elif work.agency == "datacite":
         csl.update({"id": doi_url, "URL": doi_url,
                     "copyright": "Creative Commons Attribution 4.0 International",
@@ -309,12 +358,113 @@ def csl_for(work: Work) -> dict[str, Any]:
     return csl
 
 
+#: CSL types -> Crossref's own names, as its REST API writes them.
+_CROSSREF_TYPE_NAMES: Final[dict[str, str]] = {
+    "article-journal": "journal-article", "chapter": "book-chapter", "article": "posted-content",
+    "paper-conference": "proceedings-article", "dataset": "dataset", "book": "book",
+    "report": "report",
+}
+
+
+def crossref_item_for(work: Work) -> dict[str, Any]:
+    """The work as a record of Crossref's REST API (``/works``: its list queries' items)."""
+    doi_url = f"{DEFAULT_PROXY_URL}/{work.doi}"
+    created = work.issued[0] if work.issued else 2000
+    item: dict[str, Any] = {
+        "indexed": {"date-parts": [[2025, 1, 2]], "timestamp": 1_735_800_000_000},
+        "reference-count": 3, "publisher": work.publisher, "content-domain":
+        {"domain": [], "crossmark-restriction": False}, "short-container-title": [],
+        "DOI": work.doi.lower(), "type": _CROSSREF_TYPE_NAMES.get(work.csl_type, "other"),
+        "created": {"date-parts": [[created, 1, 1]], "timestamp": 1_600_000_000_000},
+        "source": "Crossref", "is-referenced-by-count": 0,
+        "title": [_marked_up(work.title)], "prefix": work.doi.partition("/")[0],
+        "member": "99999", "container-title":
+        [work.container_title] if work.container_title else [],
+        "issued": _date(work.issued), "published-print": _date(work.issued),
+        "URL": doi_url, "score": 1,
+    }
+    if work.publisher is None:
+        del item["publisher"]
+    if work.issn:  # a second ISSN without its hyphen, as some records carry it
+        item["ISSN"] = [work.issn[0], *(i.replace("-", "") for i in work.issn[1:])]
+        item["issn-type"] = [{"type": "print", "value": _issn_form(i)} for i in work.issn]
+    if work.isbn:
+        item["ISBN"] = list(work.isbn)
+    for name, value in (("volume", work.volume), ("issue", work.issue), ("page", work.page),
+                        ("language", work.language)):
+        if value is not None:
+            item[name] = value
+    if work.authors is not None:
+        item["author"] = [
+            {"name": a, "sequence": "first" if i == 0 else "additional", "affiliation": []}
+            if isinstance(a, str) else
+            {"given": a[1], "family": a[0], "sequence": "first" if i == 0 else "additional",
+             "affiliation": []}
+            for i, a in enumerate(work.authors)
+        ]
+    if work.license_url:
+        item["license"] = [
+            {"start": _date(work.issued), "content-version": "tdm", "delay-in-days": 0,
+             "URL": "https://example.org/text-mining-terms"},
+            {"start": _date(work.issued), "content-version": "vor", "delay-in-days": 0,
+             "URL": work.license_url},
+        ]
+    if work.updated_by:
+        item["updated-by"] = _updates(work.updated_by, work.issued)
+    if work.update_to:
+        item["update-to"] = _update_links(work)
+    return item
+
+
+def datacite_record_for(work: Work) -> dict[str, Any]:
+    """The work as a JSON:API record of DataCite's REST API (``/dois``)."""
+    creators: list[dict[str, Any]] = []
+    for author in work.authors or ():
+        if isinstance(author, str):
+            creators.append({"name": author, "nameType": "Organizational", "affiliation": [],
+                             "nameIdentifiers": []})
+        else:
+            family, given = author
+            creators.append({"name": f"{family}, {given}", "nameType": "Personal",
+                             "givenName": given, "familyName": family, "affiliation": [],
+                             "nameIdentifiers": []})
+    issued = "-".join(f"{p:02d}" if i else f"{p:04d}" for i, p in enumerate(work.issued))
+    attributes: dict[str, Any] = {
+        "doi": work.doi.lower(), "prefix": work.doi.partition("/")[0],
+        "identifiers": [], "creators": creators,
+        "titles": [{"title": work.title}, {"title": "Data and code", "titleType": "Subtitle"}],
+        "publisher": work.publisher,
+        "container": ({"type": "DataRepository", "title": work.container_title}
+                      if work.container_title else {}),
+        "publicationYear": work.issued[0] if work.issued else None,
+        "subjects": [], "contributors": [],
+        "dates": [{"date": issued, "dateType": "Issued"},
+                  {"date": "2024-03-04", "dateType": "Available"}] if work.issued else [],
+        "language": work.language,
+        "types": {"ris": "DATA", "bibtex": "misc", "citeproc": work.csl_type,
+                  "schemaOrg": "Dataset", "resourceTypeGeneral": "Dataset"},
+        "relatedIdentifiers": [], "sizes": [], "formats": [], "version": "1.0",
+        "rightsList": [{"rights": "Creative Commons Attribution 4.0 International"}],
+        "descriptions": [{"description": f"Observations behind {work.title.lower()}.",
+                          "descriptionType": "Abstract"}],
+        "url": f"https://repository.example/{work.doi}", "state": "findable",
+    }
+    return {"id": work.doi.lower(), "type": "dois", "attributes": attributes,
+            "relationships": {"client": {"data": {"id": "example.repo", "type": "clients"}}}}
+
+
+def _issn_form(issn: str) -> str:
+    """An ISSN with its hyphen (a work may hold one without, as a record may)."""
+    return f"{issn[:4]}-{issn[4:]}" if len(issn) == 8 and "-" not in issn else issn
+
+
 def expected_metadata(work: Work) -> dict[str, Any] | None:
     """The typed columns a correct reader makes of the work's CSL-JSON (None: the agency has
     no content negotiation, so the key ends ``no_metadata``)."""
     if work.agency == "nocn":
         return None
-    issued = f"{work.issued[0]:04d}" + "".join(f"-{p:02d}" for p in work.issued[1:])
+    issued = (f"{work.issued[0]:04d}" + "".join(f"-{p:02d}" for p in work.issued[1:])
+              if work.issued else None)
     first = None
     if work.authors:
         author = work.authors[0]
@@ -325,8 +475,9 @@ def expected_metadata(work: Work) -> dict[str, Any] | None:
 
     return {
         "title": work.title, "csl_type": work.csl_type, "issued": issued,
-        "year": work.issued[0], "container_title": work.container_title,
-        "publisher": work.publisher, "issn": ", ".join(dict.fromkeys(work.issn)) or None,
+        "year": work.issued[0] if work.issued else None,
+        "container_title": work.container_title, "publisher": work.publisher,
+        "issn": ", ".join(dict.fromkeys(_issn_form(i) for i in work.issn)) or None,
         "isbn": ", ".join(dict.fromkeys(work.isbn)) or None, "volume": work.volume,
         "issue": work.issue, "page": work.page,
         "author_count": None if work.authors is None else len(work.authors),
