@@ -108,7 +108,7 @@ class NormalizeRun:
         (``rows_written``, ``full_refresh``, ``other_settings_rows``)."""
         log = self.column.log
         if self.fingerprint is None:
-            log.warning("%s has no MD5 known to the operator, so no row can be told current: "
+            log.warning("%s has no hash known to the operator, so no row can be told current: "
                         "every run rewrites every row", self.dialect.name)
         self.new_fingerprints = self._add_columns()
         other = 0 if self.full or self.new_fingerprints else self._rows_under_other_settings()
@@ -142,7 +142,7 @@ class NormalizeRun:
 
     def _rows_under_other_settings(self) -> int:
         """Rows whose fingerprint names other rules or another ``decode`` (a scan that reads
-        one short column: no MD5)."""
+        one short column: no hash)."""
         cursor = self.column.cursor
         fingerprint = quote_identifier(self.columns.fingerprint)
         cursor.execute(
