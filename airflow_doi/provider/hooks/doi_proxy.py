@@ -58,7 +58,7 @@ _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "agency_rate", "metadata_ttl")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot",
          "agency_burst", "max_redirects", "max_csl_bytes")
-_STRINGS = ("contact", "redis_url", "redis_namespace")
+_STRINGS = ("contact", "redis_url", "redis_namespace", "request_count_key")
 #: Extras holding a list: a JSON list, or text with commas.
 _LISTS = ("metadata_hosts", "types", "indexes")
 
