@@ -4,7 +4,9 @@ A :class:`Pace` says how fast one kind of request may go to one host: ``rate`` r
 second, at most ``burst`` of them back to back, and optionally at most ``concurrency`` in
 flight. A :class:`Pacer` keeps it with GCRA (the generic cell rate algorithm: a leaky bucket
 kept as one number, the theoretical arrival time ``tat`` of the next request). A request may
-leave once ``now >= tat - (burst - 1) / rate``; leaving moves ``tat`` on by ``1 / rate``. So
+leave at ``tat - (burst - 1) / rate`` (or now, if that is past); taking that place moves
+``tat`` on by ``1 / rate``, and the request sleeps until its place comes (a place reserved,
+not polled for: a wake-up a little late delays that request, never the pace). So
 requests are spaced ``1 / rate`` apart, never more than ``burst`` at once, and no window of
 any length holds more than ``burst + rate * length`` of them: a server whose own bucket
 allows ``burst`` back to back never refuses us (a moving window of "20 per second" let all
@@ -21,8 +23,8 @@ concurrency cap of its own). The rate can be lowered while a batch runs (:meth:`
 when a server announces its limit (``x-rate-limit-limit`` / ``x-rate-limit-interval``,
 :func:`announced_rate`); in Redis the lower rate holds for every process sharing the pace.
 
-With ``count_key`` every request that leaves is also counted in Redis, in the same atomic
-step that lets it leave: the provider counts a task's requests there, so that those of a try
+With ``count_key`` every request is also counted in Redis as it leaves (after its wait,
+just before it is sent): the provider counts a task's requests there, so that those of a try
 killed mid-batch are still in the run's summary.
 """
 
