@@ -47,7 +47,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from airflow_doi.resolver import ResolutionResult, ResolverConfig, aresolve, resolve
 
-#: Names exported lazily: they need the ``resolve`` extra (aiohttp, aiolimiter, tenacity, limits).
+#: Names exported lazily: they need the ``resolve`` extra (aiohttp, tenacity, redis).
 _LAZY: dict[str, str] = dict.fromkeys(
     ("resolve", "aresolve", "ResolverConfig", "ResolutionResult"), "airflow_doi.resolver"
 )

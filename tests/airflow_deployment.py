@@ -556,3 +556,113 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class CeleryDeployment(Deployment):
+    """The same deployment on the CeleryExecutor, as the README's Celery section sets it up:
+    a Redis broker (``broker_url``: a database number of its own) and a queue of its own (so
+    runs of this suite elsewhere on the same Redis never take each other's tasks), task
+    results in the metadata database, and ``workers`` ``airflow celery worker`` processes of
+    ``worker_concurrency`` tasks each (``w1``, ``w2``...), started after the other components.
+
+    :meth:`kill_worker` SIGKILLs a worker's whole process tree (the worker, its pool children,
+    the task supervisors and the task processes they forked), as a lost machine would end it.
+    """
+
+    def __init__(self, root: Path, *, admin_dsn: str, broker_url: str, workers: int = 2,
+                 worker_concurrency: int = 2, **kwargs: Any) -> None:
+        super().__init__(root, admin_dsn=admin_dsn, **kwargs)
+        self.broker_url = broker_url
+        self.queue = f"airflow_doi_{secrets.token_hex(4)}"
+        self.workers = [f"w{n}" for n in range(1, workers + 1)]
+        self.worker_concurrency = worker_concurrency
+        #: Components this test killed on purpose (not a failure of the deployment).
+        self.killed: set[str] = set()
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        env.update({
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            "AIRFLOW__CELERY__BROKER_URL": self.broker_url,
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + _with_database(
+                self.admin_dsn, self.database, driver="psycopg2"),
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_concurrency),
+            "AIRFLOW__OPERATORS__DEFAULT_QUEUE": self.queue,
+        })
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout: float = 180.0) -> Deployment:
+        super().start(timeout)
+        env = self.environment()
+        for name in self.workers:
+            with (self.log_dir / f"worker-{name}.log").open("wb") as log:
+                self.processes[f"worker-{name}"] = subprocess.Popen(
+                    [AIRFLOW, "celery", "worker", "--celery-hostname", f"{name}@%h",
+                     "--queues", self.queue, "--skip-serve-logs"],
+                    env=env, cwd=self.home, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + timeout
+        for name in self.workers:  # celery says "<name>@host ready." once it consumes
+            while " ready." not in _tail(self.log_dir / f"worker-{name}.log", 400):
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise DeploymentError(f"worker {name} not ready in time\n"
+                                          + self.log_tails())
+                time.sleep(0.25)
+        self.timings["workers"] = time.monotonic() - (deadline - timeout)
+        return self
+
+    def _check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None and name not in self.killed:
+                raise DeploymentError(f"{name} exited with {process.returncode}\n"
+                                      + self.log_tails())
+
+    def worker_tree(self, name: str) -> list[int]:
+        """The pids of worker ``name`` and every process below it."""
+        import psutil
+
+        main = psutil.Process(self.processes[f"worker-{name}"].pid)
+        return [main.pid, *(child.pid for child in main.children(recursive=True))]
+
+    def task_processes(self, name: str) -> list[str]:
+        """The task instance ids whose task process runs under worker ``name``."""
+        found = []
+        for pid in self.worker_tree(name):
+            command = _cmdline(pid)
+            if command.startswith("airflow worker -- "):
+                found.append(command.removeprefix("airflow worker -- ").strip())
+        return found
+
+    def kill_worker(self, name: str) -> list[int]:
+        """SIGKILL worker ``name``'s whole process tree at once; the pids killed."""
+        import psutil
+
+        pids = self.worker_tree(name)
+        self.killed.add(f"worker-{name}")
+        processes = []
+        for pid in pids:
+            try:
+                process = psutil.Process(pid)
+                process.suspend()  # none of them may act on another's death meanwhile
+                processes.append(process)
+            except psutil.NoSuchProcess:
+                pass
+        for process in processes:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(processes, timeout=10)
+        return pids
+
+    def log_tails(self, lines: int = 40) -> str:
+        parts = [super().log_tails(lines)]
+        for name in self.workers:
+            path = self.log_dir / f"worker-{name}.log"
+            if path.exists():
+                parts.append(f"----- worker {name} ({path}), last {lines} lines -----\n"
+                             + _tail(path, lines))
+        return "\n".join(parts)

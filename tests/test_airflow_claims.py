@@ -532,3 +532,53 @@ def test_a_users_table_named_like_the_claims_table_is_refused_untouched(engine: 
     assert "is not the claims table" in result.stderr and "left untouched" in result.stderr
     assert engine.run(f"SELECT id, note FROM {table} ORDER BY id") == [
         (1, "mine"), (2, "also mine")]
+
+
+RANGE = """
+import json, sys
+from airflow_doi.provider.operators.resolve import resolve_key_range
+print(json.dumps(resolve_key_range(conn_id="cat", table=sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_a_killed_range_asks_one_batch_again_and_its_requests_still_count(
+        engine: Engine, redis_url: str) -> None:
+    """#35: a key range is asked and committed a batch at a time (``resolve_key_range``'s
+    default 100), so a process killed mid-range asks again at most the batch it was in; the
+    killed process's requests were counted in Redis as they left (``request_count_key``),
+    so the next try's summary reports them."""
+    import signal
+    import uuid
+
+    keys = [f"10.5555/R{i:04d}" for i in range(600)]
+    engine.load(keys)
+    counter = f"airflow-doi-test:requests:{uuid.uuid4().hex}"
+    with ProxySimulator(auto_records=True, latency=0.005) as sim:
+        env = _env(engine, sim.url, rate=100, redis_url=redis_url, request_count_key=counter,
+                   redis_namespace=f"airflow-doi-test:{uuid.uuid4().hex}")
+        first = subprocess.Popen([sys.executable, "-c", RANGE, engine.table], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while sim.request_count < 250 and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run sent too few requests"
+            time.sleep(0.01)
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+        time.sleep(0.3)  # what it sent has arrived
+        asked_before = sim.request_count
+        stored = {k for (k,) in engine.run(f"SELECT doi_key FROM {engine.results}")}
+        second = subprocess.run([sys.executable, "-c", RANGE, engine.table], env=env,
+                                capture_output=True, text=True, timeout=300, check=False)
+        assert second.returncode == 0, second.stderr[-3000:]
+        summary = json.loads(second.stdout.strip().splitlines()[-1])
+        asked_again = [k for k, n in sim.requests_by_key.items() if n > 1]
+        record_figure({"figure": "killed_range", "keys": len(keys),
+                       "stored_before_kill": len(stored), "requests_before_kill": asked_before,
+                       "asked_again": len(asked_again), "summary": summary})
+        assert 0 < len(stored) < len(keys) and len(stored) % 100 == 0  # whole batches
+        assert not set(asked_again) & stored
+        assert len(asked_again) <= 100, len(asked_again)  # the batch it was killed in
+        assert summary["requests_by_earlier_tries"] == asked_before
+        assert summary["requests"] + summary["requests_by_earlier_tries"] == sim.request_count
+    assert len(engine.run(f"SELECT doi_key FROM {engine.results}")) == len(keys)

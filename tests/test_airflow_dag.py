@@ -460,6 +460,22 @@ def test_every_task_of_the_dag_is_retried(airflow_home: Path) -> None:
             assert count >= 2 and delay >= 60, (dag_id, task_id, count, delay)
 
 
+def test_the_parallelism_knob_caps_the_mapped_tasks_of_one_run(airflow_home: Path) -> None:
+    """``AIRFLOW_DOI_EXAMPLE_PARALLELISM`` is, as documented, of one run
+    (``max_active_tis_per_dagrun``), not of every run of the DAG together."""
+    code = (
+        "import json; from airflow.dag_processing.dagbag import DagBag; "
+        f"bag = DagBag(dag_folder={str(DAGS)!r}); "
+        "t = bag.dags['doi_resolve_mapped'].get_task('resolve'); "
+        "print(json.dumps([t.max_active_tis_per_dagrun, t.max_active_tis_per_dag]))"
+    )
+    env = {**_base_env(airflow_home), "AIRFLOW_DOI_EXAMPLE_PARALLELISM": "3"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=airflow_home,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [3, None]
+
+
 def test_a_dead_proxy_leaves_resolve_up_for_retry(airflow_home: Path, tmp_path: Path) -> None:
     """The proxy answers 500 to everything: the resolve task waits for its retry, not failed."""
     path = tmp_path / "dead.sqlite"
@@ -612,7 +628,8 @@ def test_mapped_resolution_dag(airflow_home: Path, tmp_path: Path,
                          [(i, f"doi:10.5555/M{i % 25}") for i in range(60)])
     env = _dag_env(airflow_home, {"conn_type": "sqlite", "host": str(path)}, simulator.url)
     result = subprocess.run(
-        [AIRFLOW, "dags", "test", "doi_resolve_mapped", "--conf", json.dumps({"batch_size": 10})],
+        [AIRFLOW, "dags", "test", "doi_resolve_mapped", "--conf",
+         json.dumps({"range_size": 10, "batch_size": 4})],
         env=env, cwd=airflow_home, capture_output=True, text=True, timeout=600, check=False,
     )
     assert _succeeded(result), _explain(result)
@@ -621,7 +638,8 @@ def test_mapped_resolution_dag(airflow_home: Path, tmp_path: Path,
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM doi_resolution").fetchone() == (25,)
     again = subprocess.run(  # nothing due: the run succeeds and says so in one line (#24)
-        [AIRFLOW, "dags", "test", "doi_resolve_mapped", "--conf", json.dumps({"batch_size": 10})],
+        [AIRFLOW, "dags", "test", "doi_resolve_mapped", "--conf",
+         json.dumps({"range_size": 10, "batch_size": 4})],
         env=env, cwd=airflow_home, capture_output=True, text=True, timeout=600, check=False,
     )
     assert _succeeded(again), _explain(again)

@@ -199,7 +199,8 @@ def test_mapped_dag_four_wide(kind: str, deployment: Deployment, tmp_path: Path,
         started = time.monotonic()
         run_id = deployment.trigger(MAPPED, {"catalogue_conn_id": catalogue.conn_id,
                                              "catalogue_table": catalogue.table,
-                                             "batch_size": keys // 4})
+                                             "range_size": keys // 4,
+                                             "batch_size": 50})
         state = deployment.wait(MAPPED, run_id, timeout=150)
         elapsed = time.monotonic() - started
         tis = deployment.task_instances(MAPPED, run_id)

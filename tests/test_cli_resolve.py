@@ -148,7 +148,7 @@ def test_log_lines_are_one_line_each_in_our_format() -> None:
 
 
 @pytest.mark.parametrize(("module", "command", "extra"), [
-    ("aiolimiter", ["resolve", "in.csv", "-o", "o.csv"], "resolve"),
+    ("redis", ["resolve", "in.csv", "-o", "o.csv"], "resolve"),
     ("tqdm", ["resolve", "in.csv", "-o", "o.csv"], "resolve"),
     ("aiohttp", ["enrich", "in.csv", "-o", "o.csv"], "resolve"),
     ("tqdm", ["enrich", "in.csv", "-o", "o.csv"], "resolve"),

@@ -292,9 +292,9 @@ def test_enrich_command_draws_a_progress_bar_on_a_terminal_only(sim: ProxySimula
     assert piped.stderr.count("\n") <= 3  # the summary line (and notes), no bar redraws
 
 
-def test_a_shared_redis_limit_keeps_one_window_per_host(redis_url: str) -> None:
-    """With ``redis_url`` every worker shares one moving window per host: the proxy's and
-    each agency's, under their own rates (the agencies' at ``agency_rate``)."""
+def test_a_shared_redis_limit_keeps_one_pace_per_host(redis_url: str) -> None:
+    """With ``redis_url`` every worker shares one pace per host: the proxy's and each
+    agency's, under their own rates (the agencies' at ``agency_rate``)."""
     import redis
 
     namespace = f"test-{os.getpid()}-{time.time_ns()}"
@@ -306,14 +306,13 @@ def test_a_shared_redis_limit_keeps_one_window_per_host(redis_url: str) -> None:
                             redis_url=redis_url, redis_namespace=namespace, rate=50,
                             agency_rate=7)
             assert [r.metadata_status for r in results] == ["ok", "ok", "ok"]
-            keys = sorted(k.decode() for k in client.keys("LIMITS:airflow-doi/*"))
             agencies = [sim.agency_url(a).removeprefix("http://")
                         for a in ("crossref", "datacite", "medra")]
-        assert f"LIMITS:airflow-doi/{namespace}/50/1/second" in keys  # the proxy's own
-        for host in agencies:
-            assert f"LIMITS:airflow-doi/airflow-doi:{host}/7/1/second" in keys
+            paces = {name: client.get(f"{name}:tat") for name in
+                     [namespace, *(f"airflow-doi:{host}" for host in agencies)]}
+        assert all(paces.values()), paces  # the proxy's own, and one per agency host
     finally:
-        for key in client.keys(f"LIMITS:airflow-doi/{namespace}*"):
+        for key in client.keys(f"{namespace}*"):
             client.delete(key)
         client.close()
 

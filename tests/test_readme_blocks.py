@@ -81,8 +81,10 @@ def test_every_python_block_is_covered() -> None:
                                     ENRICHMENT, "Airflow provider", "Arrow", "Polars",
                                     "PySpark", "Dask"])  # PySpark: tests/test_sql_spark.py
     bash = [head for head, _ in blocks("bash")]
+    # Quality report: tests/test_report.py; On Celery: test_celery_block_names_real_settings
+    # (the deployment itself: tests/test_airflow_celery.py).
     assert bash[1:] == ["pandas", "Command line", "Files as people export them",
-                        "Quality report", ENRICHMENT]  # Quality report: tests/test_report.py
+                        "Quality report", ENRICHMENT, "On Celery"]
 
 
 def test_pandas_block() -> None:
@@ -330,3 +332,28 @@ def test_airflow_block_runs_as_a_dag(tmp_path: Path) -> None:
     assert [r[0] for r in rows] == [1, 2, 3, 4]  # the user's rows, all of them
     assert [r[1] for r in rows] == ["10.1000/ABC", "10.1000/ABC", "10.1000/XYZ", None]
     assert resolved == (2,)
+
+
+def test_celery_block_names_real_settings() -> None:
+    """The Celery section's block starts long-running servers, so it is not run here (the
+    same deployment is: tests/test_airflow_celery.py); what it names must exist: each
+    ``AIRFLOW__SECTION__KEY`` is an option of the installed Airflow, the extra is ours, and
+    each ``airflow`` command is one of its commands."""
+    from airflow.configuration import conf
+
+    text = block_under("bash", "On Celery")
+    settings = re.findall(r"export AIRFLOW__([A-Z_]+?)__([A-Z_]+)=", text)
+    assert len(settings) >= 10
+    described = conf.configuration_description  # Airflow's and its providers' options
+    for section, key in settings:
+        options = described.get(section.lower(), {}).get("options", {})
+        assert key.lower() in options, (section, key)
+    assert "pip install './airflow-doi[celery]'" in text
+    extras = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "\ncelery = [" in extras
+    verbs = {tuple(line.split()[1:3]) for line in commands(text) if line.startswith("airflow ")}
+    for verb in sorted(verbs):
+        words = [w for w in verb if not w.startswith("-")][:2]
+        result = subprocess.run([str(BIN / "airflow"), *words, "--help"], capture_output=True,
+                                text=True, timeout=120, check=False)
+        assert result.returncode == 0, (words, result.stderr[-2000:])

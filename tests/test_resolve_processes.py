@@ -338,3 +338,54 @@ def http_client_errors() -> type[Exception]:
     import http.client
 
     return http.client.HTTPException
+
+
+def _free_run(length: int) -> int:
+    """A first port of ``length`` consecutive free loopback ports."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randint(20000, 60000)
+        sockets = []
+        try:
+            for port in range(base, base + length):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError("no run of free ports")
+
+
+def test_simulator_agencies_keep_their_ports_across_restarts():
+    """#35: ``--agency-base-port`` serves the agencies on fixed ports, so the allowlist a
+    deployment's connection holds stays valid when the simulator is started again; a port in
+    use is one clear error, exit 2."""
+    base = _free_run(5)
+    command = [*CLI, "simulator", "--auto-records", "--agency-base-port", str(base)]
+    lines = []
+    for _ in range(2):
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            assert process.stdout is not None
+            process.stdout.readline()
+            lines.append(process.stdout.readline().strip())
+            if len(lines) == 2:  # the ports are taken now: a second simulator cannot have them
+                taken = subprocess.run(command, capture_output=True, text=True, timeout=60)
+                assert taken.returncode == 2, taken.stderr
+                assert f"--agency-base-port {base}" in taken.stderr
+                assert "Traceback" not in taken.stderr
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(10) == 0
+    expected = ",".join(f"http://127.0.0.1:{base + n}" for n in range(4))
+    assert lines == [f"metadata hosts: {expected}"] * 2
+    bad = subprocess.run([*CLI, "simulator", "--agency-base-port", "65533"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "between 1 and 65535" in bad.stderr

@@ -23,7 +23,6 @@ from airflow_doi.resolver.client import (
     which_ra_batches,
 )
 from airflow_doi.resolver.config import redact_url
-from airflow_doi.resolver.limits import window_for
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "10.1000/ABC"
@@ -168,15 +167,6 @@ def test_which_ra_batches_respect_count_and_length():
     assert [len(b) for b in batches] == [50, 50, 20]
     long = ["10.1000/" + "x" * 700] * 5
     assert all(sum(len(d) + 1 for d in b) <= 1800 for b in which_ra_batches(long))
-
-
-@pytest.mark.parametrize(
-    ("rate", "expected"), [(3, (3, 1)), (2.5, (5, 2)), (0.5, (1, 2)), (40, (40, 1))]
-)
-def test_shared_window_is_never_more_permissive_than_the_rate(rate, expected):
-    amount, seconds = window_for(rate, 1)
-    assert (amount, seconds) == expected
-    assert amount / seconds <= rate
 
 
 def test_config_defaults_are_polite_and_validated():

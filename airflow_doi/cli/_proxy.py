@@ -111,7 +111,7 @@ def require_network_extra() -> None:
     """Import what the [resolve] extra installs, so that a base install stops (exit 2, the
     extra named) before anything is read or any file, the cache included, is created."""
     import aiohttp  # noqa: F401
-    import aiolimiter  # noqa: F401
+    import redis  # noqa: F401
     import tenacity  # noqa: F401
 
 

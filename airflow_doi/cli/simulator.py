@@ -29,9 +29,11 @@ the offline demo and by tests that need the proxy in another process. Needs the 
 extra.
 
 It also plays the registration agencies for DOI content negotiation (airflow-doi enrich,
-DoiEnrichOperator): each on a port of its own. The second line of stdout lists their origins
-(the allowlist a client needs: --metadata-host, or the connection extra metadata_hosts), and
-the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
+DoiEnrichOperator): each on a port of its own, free ones unless --agency-base-port names the
+first (the others follow it: four agencies, then a fifth port for a host off every
+allowlist), so that the allowlist stays the same across restarts. The second line of stdout
+lists their origins (the allowlist a client needs: --metadata-host, or the connection extra
+metadata_hosts), and the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
 
 
 def register(subparsers: Any) -> None:
@@ -64,10 +66,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--always-500", action="store_true", help="answer 500 to everything")
     parser.add_argument("--agency-rate-limit", type=float,
                         help="requests/second each simulated agency answers before 429")
+    parser.add_argument("--agency-base-port", type=int, default=0, metavar="PORT",
+                        help="serve the agencies on PORT and the 4 ports after it (the same "
+                             "allowlist on every start); 0 picks free ports")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from airflow_doi.resolver.agencies import AGENCIES
     from airflow_doi.resolver.simulator import Faults, ProxySimulator
 
     records: dict[str, Any] | None = None
@@ -85,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
                   f"{type(records).__name__}, not an object of DOI -> record", file=sys.stderr)
             return 2
 
+    last = args.agency_base_port + len(AGENCIES)
+    if args.agency_base_port and not (0 < args.agency_base_port and last <= 65535):
+        print(f"airflow-doi simulator: --agency-base-port {args.agency_base_port}: the agencies "
+              f"need it and the {len(AGENCIES)} ports after it, between 1 and 65535; give "
+              "another, or 0 for free ports", file=sys.stderr)
+        return 2
     faults = Faults(**{item.name: getattr(args, item.name) for item in dataclasses.fields(Faults)})
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -99,9 +111,16 @@ def run(args: argparse.Namespace) -> int:
         faults=faults,
         auto_records=args.auto_records,
         agency_rate_limit=args.agency_rate_limit,
+        agency_base_port=args.agency_base_port,
     )
-    with simulator:
-
+    try:
+        simulator.start()
+    except OSError as error:
+        print(f"airflow-doi simulator: cannot listen on {args.host} (--port {args.port}, "
+              f"--agency-base-port {args.agency_base_port}): {error.strerror or error}; "
+              "choose free ports, or 0 for any", file=sys.stderr)
+        return 2
+    try:
         print(simulator.url)
         print("metadata hosts: " + ",".join(simulator.metadata_hosts))
         connection = {"conn_type": "doi_proxy", "host": simulator.url,
@@ -111,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
         stats = simulator.stats()
+    finally:
+        simulator.stop()
     agencies = ", ".join(f"{name} {count}" for name, count in
                          sorted(stats["agency_requests"].items())) or "none"
     print(f"served {stats['requests']} API requests, {stats['cn_requests']} content "

@@ -12,8 +12,10 @@ redirects ourselves, never aiohttp, and only:
 
 A redirect from the proxy to any other host is the DOI's landing page (the agency offers no
 content negotiation): the key is ``no_metadata``. The same from an agency host is an
-``error``, as is an https-to-http downgrade. Each hop passes its own host's gate (rate limit,
+``error``, as is an https-to-http downgrade. Each hop passes its own host's gate (pace,
 breaker, retry budget, ``Retry-After``): a 429 from an agency retries that hop, not the proxy's.
+A host that announces its limit (``x-rate-limit-limit`` / ``x-rate-limit-interval``) slows its
+pace to it when that is lower than ours.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from airflow_doi.resolver.client import (
     server_text,
 )
 from airflow_doi.resolver.config import redact_url
-from airflow_doi.resolver.limits import RateLimiter
+from airflow_doi.resolver.limits import RateLimiter, announced_rate
 from airflow_doi.resolver.result import ResolverStats
 from airflow_doi.resolver.retry import GaveUpError, RetryPolicy
 from airflow_doi.resolver.urls import is_safe_url
@@ -228,6 +230,9 @@ class MetadataClient:
 
     async def _ask(self, gate: _Gate, url: str, host: str) -> Hop:
         status, body, headers = await gate.client.get(yarl.URL(url, encoded=True))
+        announced = announced_rate(headers)
+        if announced is not None:  # e.g. Crossref's x-rate-limit-*: never faster than that
+            gate.limiter.lower(announced)
         return interpret_hop(status, body, headers, datetime.now(timezone.utc), host)
 
 

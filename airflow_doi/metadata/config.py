@@ -3,7 +3,7 @@
 Content negotiation is two requests per DOI: the proxy answers with a redirect to the
 registration agency's metadata service, which sends the CSL-JSON. Each host has its own
 rate limit (``rate`` for the proxy, ``agency_rate`` for each agency host), its own breaker and
-its own shared window in Redis. Only the proxy and the hosts of ``metadata_hosts`` are ever
+its own shared pace in Redis. Only the proxy and the hosts of ``metadata_hosts`` are ever
 contacted; a redirect anywhere else is not followed.
 """
 
@@ -115,7 +115,7 @@ class MetadataConfig(ResolverConfig):
 
     def host_config(self, origin: str) -> ResolverConfig:
         """The limits of one host: the proxy's own, or ``agency_rate`` for an agency host,
-        with a shared window of its own in Redis."""
+        with a shared pace of its own in Redis."""
         if origin == origin_of(self.base_url):
             return self
         netloc = urlsplit(origin).netloc
@@ -123,6 +123,7 @@ class MetadataConfig(ResolverConfig):
             base_url=origin, rate=self.agency_rate, burst=self.agency_burst,
             concurrency=self.concurrency, timeout=self.timeout, contact=self.contact,
             redis_url=self.redis_url, redis_namespace=f"airflow-doi:{netloc}",
+            request_count_key=self.request_count_key,
             max_attempts=self.max_attempts, backoff_base=self.backoff_base,
             backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
             breaker_threshold=self.breaker_threshold, breaker_cooldown=self.breaker_cooldown,

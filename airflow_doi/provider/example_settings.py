@@ -11,8 +11,9 @@ production deployment would pick:
   DuckDB file (one writer at a time) create a one-slot pool and name it here:
   ``airflow pools set doi_duckdb 1 "one writer per DuckDB file"``;
 * ``AIRFLOW_DOI_EXAMPLE_PARALLELISM`` (4): mapped resolve tasks of one run at once
-  (``doi_resolve_mapped``); they share the proxy connection's rate only through its
-  ``redis_url``, so each runs at the connection's ``rate``.
+  (``doi_resolve_mapped``: ``max_active_tis_per_dagrun``; runs side by side each have as
+  many); they share the proxy connection's rate only through its ``redis_url``, so without
+  it each runs at the connection's ``rate``.
 """
 
 from __future__ import annotations

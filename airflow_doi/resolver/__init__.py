@@ -2,7 +2,7 @@
 
 ``resolve``/``aresolve`` take any iterable of values (any DOI form, or junk) and return one
 :class:`ResolutionResult` per value, in order. Requires the ``resolve`` extra (aiohttp,
-aiolimiter, tenacity, limits). :mod:`airflow_doi.resolver.simulator` is a local stand-in for
+tenacity, redis). :mod:`airflow_doi.resolver.simulator` is a local stand-in for
 the proxy used by tests, benchmarks and the offline demo.
 """
 

@@ -18,8 +18,8 @@ The steps, each with one job:
    then waited for;
 5. fan the per-key answers back out to the rows.
 
-The modules that need the ``resolve`` extra (aiohttp, aiolimiter, tenacity: the client, the
-rate limiter, the retry policy) are imported where a batch starts, so that this module (and
+The modules that need the ``resolve`` extra (aiohttp, redis, tenacity: the client, the
+shared pace, the retry policy) are imported where a batch starts, so that this module (and
 the result and config types through :mod:`airflow_doi.resolver`) stays importable without it.
 """
 
@@ -264,7 +264,7 @@ class _Batch(KeyedBatch):
         progress: Progress | None,
         stats: ResolverStats,
     ) -> None:
-        from airflow_doi.resolver.limits import RateLimiter  # the resolve extra: aiolimiter
+        from airflow_doi.resolver.limits import RateLimiter  # the resolve extra: redis
         from airflow_doi.resolver.retry import RetryPolicy  # the resolve extra: tenacity
 
         super().__init__(cache, progress, stats)

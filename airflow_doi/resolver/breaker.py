@@ -91,8 +91,10 @@ class CircuitBreaker:
             return
         self._gave_up = reason
         log.warning(
-            "giving up on %s: %s; every row not yet answered ends as error "
-            "(a re-run with a cache asks only for those)", self.target, reason,
+            "giving up on %s: %s; no more requests are sent, and the keys not answered yet "
+            "come back as error, unanswered: nothing is stored for them (no cache entry; "
+            "the Airflow operators write no row), so a re-run asks only for those",
+            self.target, reason,
         )
         self._notify()
 

@@ -71,9 +71,10 @@ class ResolverConfig:
 
     #: The only host ever contacted; redirects are never followed.
     base_url: str = DEFAULT_PROXY_URL
-    #: Requests per second (the sum over all processes when ``redis_url`` is set).
+    #: Requests per second, spaced evenly (the sum over all processes when ``redis_url`` is
+    #: set).
     rate: float = 3.0
-    #: Bucket size of the rate limit: how many requests may leave back to back.
+    #: How many requests may leave back to back (1: each ``1 / rate`` after the last).
     burst: int = 1
     #: Requests in flight at most.
     concurrency: int = 4
@@ -81,10 +82,14 @@ class ResolverConfig:
     timeout: float = 10.0
     #: Contact address named in the User-Agent, so the proxy operator can reach a bad client.
     contact: str | None = None
-    #: ``redis://host:port/db``: share the rate limit with every process using the same URL.
+    #: ``redis://host:port/db``: share the pace with every process using the same URL.
     redis_url: str | None = None
     #: Namespace of the shared limit; defaults to one per proxy host.
     redis_namespace: str | None = None
+    #: With ``redis_url``: a Redis key counting every request sent, by every process that
+    #: names it, in the step that lets the request leave (the provider names it after the
+    #: task, so a try killed mid-batch still has its requests counted).
+    request_count_key: str | None = None
     #: Retry budget per DOI: attempts, including the first.
     max_attempts: int = 6
     #: First backoff (seconds); it doubles per attempt, plus up to the same again as jitter.

@@ -80,12 +80,15 @@ class RetryPolicy:
         async with self._slots:
             probe = await self.breaker.acquire()
             try:
-                await self.limiter.acquire()
+                slot = await self.limiter.acquire()
                 sent[0] += 1
                 self.stats.requests += 1
                 if sent[0] > 1:
                     self.stats.retries += 1
-                result = await _read(call)
+                try:
+                    result = await _read(call)
+                finally:
+                    await self.limiter.release(slot)
             except RetryableError as error:
                 self.breaker.record_failure(error.reason, probe=probe)
                 if error.throttled:

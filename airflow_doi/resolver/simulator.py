@@ -10,9 +10,10 @@ It behaves like the documented API where the resolver depends on it:
 * ``GET /<DOI>`` (any other path): DOI content negotiation. With ``Accept:
   application/vnd.citationstyles.csl+json`` a 302 to the DOI's registration agency, one of the
   simulated agencies of :mod:`airflow_doi.resolver.agencies` served on ports of their own
-  (:attr:`ProxySimulator.metadata_hosts`); without it, a 302 to the record's URL value (the
-  landing page); 404 for a DOI nobody registered. Counted in ``cn_requests``, not in
-  ``request_count``, and under the same rate limit.
+  (:attr:`ProxySimulator.metadata_hosts`: free ports, or ``agency_base_port`` and the ports
+  after it, so that a deployment's allowlist stays valid across restarts); without it, a 302
+  to the record's URL value (the landing page); 404 for a DOI nobody registered. Counted in
+  ``cn_requests``, not in ``request_count``, and under the same rate limit.
 
 and misbehaves on purpose where a resolver must cope: latency, a token-bucket rate limit
 answering 429 with ``Retry-After``, a 500 every Nth request, a dropped connection every Mth,
@@ -181,8 +182,12 @@ class ProxySimulator:
         auto_records: bool = False,
         agencies: bool = True,
         agency_rate_limit: float | None = None,
+        agency_base_port: int = 0,
     ) -> None:
         self.records = _load(records)
+        #: The first agency's port, the others' after it in :data:`AGENCIES` order, then the
+        #: "elsewhere" server's; 0 picks free ports.
+        self.agency_base_port = agency_base_port
         #: Serve the simulated agencies (content negotiation) beside the proxy.
         self.agencies = agencies
         #: Requests/second each agency answers before 429 (a token bucket of its own).
@@ -324,18 +329,21 @@ class ProxySimulator:
         await site.start()
         self.port = _bound_port(site, self.port)
         if self.agencies:
-            for name in AGENCIES:
+            base = self.agency_base_port
+            for number, name in enumerate(AGENCIES):
                 self._agency_ports[name] = await self._serve(
-                    lambda request, name=name: self._agency(name, request))
-            self._elsewhere_port = await self._serve(self._elsewhere)
+                    lambda request, name=name: self._agency(name, request),
+                    base + number if base else 0)
+            self._elsewhere_port = await self._serve(
+                self._elsewhere, base + len(AGENCIES) if base else 0)
 
-    async def _serve(self, handler: Any) -> int:
+    async def _serve(self, handler: Any, port: int = 0) -> int:
         runner = web.ServerRunner(web.Server(handler, access_log=None), handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, 0, reuse_address=True)
-        await site.start()
         self._agency_runners.append(runner)
-        return _bound_port(site, 0)
+        site = web.TCPSite(runner, self.host, port, reuse_address=True)
+        await site.start()
+        return _bound_port(site, port)
 
     async def _shutdown(self) -> None:
         for runner in self._agency_runners:

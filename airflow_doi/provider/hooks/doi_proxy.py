@@ -7,8 +7,13 @@ and reads its knobs from a ``doi_proxy`` connection:
 * ``host``: the proxy base URL (``https://doi.org`` when empty); a bare host name takes its
   scheme from ``schema`` (default ``https``) and ``port`` if set;
 * extras ``rate`` (requests/s), ``concurrency``, ``timeout`` (s), ``contact`` (mailto for the
-  User-Agent), ``redis_url`` (one limit shared by every worker), and any other
+  User-Agent), ``redis_url`` (one pace shared by every worker), and any other
   :class:`~airflow_doi.resolver.ResolverConfig` field by name.
+
+With ``redis_url``, the requests a task sends are also counted in Redis under the task (DAG,
+run, task, map index: the same key for each of its tries, :func:`request_count_key`), so the
+requests of a try that was killed before it could report them are still known to the next
+(:func:`requests_counted`).
 
 Point a deployment at a proxy with an environment variable, e.g.
 ``AIRFLOW_CONN_DOI_PROXY_DEFAULT='{"conn_type": "doi_proxy", "host": "https://doi.org",
@@ -34,7 +39,14 @@ if TYPE_CHECKING:
     from airflow_doi.metadata import MetadataConfig, MetadataResult
     from airflow_doi.resolver import ProgressEvent, ResolutionResult, ResolverStats
 
-__all__ = ["DoiProxyHook", "redact_url", "renamed_conn_id", "resolver_config_from_connection"]
+__all__ = [
+    "DoiProxyHook",
+    "redact_url",
+    "renamed_conn_id",
+    "request_count_key",
+    "requests_counted",
+    "resolver_config_from_connection",
+]
 
 #: A batch's progress callback.
 OnProgress = Callable[["ProgressEvent"], None]
@@ -46,7 +58,7 @@ _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "agency_rate", "metadata_ttl")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot",
          "agency_burst", "max_redirects", "max_csl_bytes")
-_STRINGS = ("contact", "redis_url", "redis_namespace")
+_STRINGS = ("contact", "redis_url", "redis_namespace", "request_count_key")
 #: Extras holding a list: a JSON list, or text with commas.
 _LISTS = ("metadata_hosts", "types", "indexes")
 
@@ -139,6 +151,33 @@ def resolver_config_from_connection(
     return config_class(base_url=base_url, **{k: v for k, v in settings.items() if k in own})
 
 
+def request_count_key(task: str) -> str:
+    """The Redis key counting the requests of ``task`` (``dag/run/task/map index``)."""
+    return f"airflow-doi:requests:{task}"
+
+
+def requests_counted(config: ResolverConfig) -> int | None:
+    """The requests counted so far under the configuration's ``request_count_key`` (every try
+    of the task, killed ones too), or None without ``redis_url`` or a key."""
+    if not config.redis_url or not config.request_count_key:
+        return None
+    from redis import Redis  # the resolve extra
+
+    with Redis.from_url(config.redis_url) as client:
+        return int(client.get(config.request_count_key) or 0)
+
+
+def _counted(config: ResolverConfig) -> ResolverConfig:
+    """``config`` counting its requests under the running task, when it shares a pace in
+    Redis and names no key itself (outside a task: as it is)."""
+    if not config.redis_url or config.request_count_key:
+        return config
+    from airflow_doi.provider.hooks.due_keys import running_task
+
+    task = running_task()
+    return config if task is None else config.replace(request_count_key=request_count_key(task))
+
+
 def renamed_conn_id(resolver_conn_id: str, doi_proxy_conn_id: str | None, where: str) -> str:
     """``resolver_conn_id``, or the deprecated ``doi_proxy_conn_id`` when that was given.
 
@@ -180,7 +219,7 @@ class DoiProxyHook(BaseHook):
     def get_config(self) -> ResolverConfig:
         """The resolver configuration of the connection (read once per hook)."""
         if self._config is None:
-            self._config = self._build(ResolverConfig)
+            self._config = _counted(self._build(ResolverConfig))
         return self._config
 
     def get_metadata_config(self) -> MetadataConfig:
@@ -189,7 +228,7 @@ class DoiProxyHook(BaseHook):
         if self._metadata_config is None:
             from airflow_doi.metadata.config import MetadataConfig  # aiohttp: on first use only
 
-            built = self._build(MetadataConfig)
+            built = _counted(self._build(MetadataConfig))
             assert isinstance(built, MetadataConfig)
             self._metadata_config = built
         return self._metadata_config

@@ -58,6 +58,7 @@ __all__ = [
     "key_range",
     "prepare_tables",
     "process_due_keys",
+    "running_task",
     "task_owner",
     "unanswered",
 ]
@@ -108,6 +109,8 @@ class KeyStep:
     new_stats: Callable[[], ResolverStats]
     #: Seconds a claim on ``batch_size`` keys holds by default.
     lease: Callable[[int], float]
+    #: The requests counted for this task so far, by every try (None: not counted).
+    counted: Callable[[], int | None] = lambda: None
 
     def status(self, result: Any) -> str:
         """The status a result is counted under."""
@@ -152,6 +155,9 @@ class DueKeysSummary:
     stored_elsewhere: int = 0
     #: Due keys another task held when their turn came (waited for at the end).
     waited_for: int = 0
+    #: Requests the earlier tries of this task sent (failed or killed ones, whose own
+    #: summaries are lost): counted in Redis with the connection's ``redis_url``, else 0.
+    requests_by_earlier_tries: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +167,7 @@ class DueKeysSummary:
             "waited_for": self.waited_for,
             "batches": self.batches,
             "requests": self.requests,
+            "requests_by_earlier_tries": self.requests_by_earlier_tries,
             "retries": self.retries,
             "elapsed_seconds": round(self.elapsed, 3),
             "by_status": dict(self.by_status),
@@ -225,14 +232,20 @@ class DueKeys:
         return int(cursor.fetchone()[0])
 
 
-def task_owner() -> str:
-    """Who claims keys: the running task (DAG, run, task, map index: the same for each of its
-    tries, so a retry takes its killed try's claims back at once), else host and process."""
+def running_task() -> str | None:
+    """The running task as ``dag/run/task/map index`` (the same for each of its tries), or
+    None outside a task."""
     try:
         ti = get_current_context()["ti"]
         return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
     except Exception:  # not in a task: plain Python
-        return f"{socket.gethostname()}:{os.getpid()}"
+        return None
+
+
+def task_owner() -> str:
+    """Who claims keys: the running task (:func:`running_task`: a retry takes its killed
+    try's claims back at once), else host and process."""
+    return running_task() or f"{socket.gethostname()}:{os.getpid()}"
 
 
 _CONTENTION_TRIES = 8
@@ -344,6 +357,8 @@ def process_due_keys(
                        owner or task_owner(), lease or step.lease(batch_size))
     run = _Run(step, claims, table, results_table, batch_size, log)
     log.info("%s %s through %s", step.gerund, table, step.description)
+    # Read before this try sends anything: what is counted already is the earlier tries'.
+    run.summary.requests_by_earlier_tries = step.counted() or 0
     # extra columns too: checked now, not after hours of requests.
     columns = {"key_column": key_column, "doi_column": doi_column,
                "valid_column": valid_column, **(extra_columns or {})}

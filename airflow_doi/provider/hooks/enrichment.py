@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_doi.db.statements import StatementDialect, sibling_table
 from airflow_doi.metadata import METADATA_COLUMNS, MetadataResult, MetadataStats
 from airflow_doi.metadata.client import LANDING
+from airflow_doi.provider.hooks.doi_proxy import requests_counted
 from airflow_doi.provider.hooks.due_keys import (
     DueKeysOptions,
     DueKeysSummary,
@@ -117,6 +118,7 @@ def enrichment_step(proxy_hook: DoiProxyHook, log: TaskLog) -> KeyStep:
         ask=partial(_fetch, proxy_hook, log), new_stats=MetadataStats,
         lease=partial(default_lease, config, rate=min(config.rate, config.agency_rate),
                       requests_per_key=2),
+        counted=partial(requests_counted, config),
     )
 
 

@@ -25,6 +25,7 @@ from airflow_doi.db.statements import (
     sibling_table,
 )
 from airflow_doi.provider.hooks.claims import KeyClaims, claims_table_of
+from airflow_doi.provider.hooks.doi_proxy import requests_counted
 from airflow_doi.provider.hooks.due_keys import (
     DueKeys,
     DueKeysOptions,
@@ -102,6 +103,7 @@ def resolution_step(proxy_hook: DoiProxyHook) -> KeyStep:
         ask=lambda dois, progress, stats: proxy_hook.resolve(dois, progress=progress,
                                                              stats=stats),
         new_stats=ResolverStats, lease=partial(default_lease, config),
+        counted=partial(requests_counted, config),
     )
 
 

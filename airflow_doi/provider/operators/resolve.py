@@ -54,27 +54,31 @@ def plan_resolve_batches(
     results_table: str | None = None,
     key_column: str = "doi_key",
     valid_column: str = "doi_valid",
-    batch_size: int = 1000,
+    range_size: int | None = None,
     max_ranges: int | None = None,
+    batch_size: int | None = None,
 ) -> list[dict[str, str | None]]:
     """Key ranges ``{"after": k0, "upto": k1}`` covering the due keys, at most ``max_ranges``.
 
-    A range holds ``batch_size`` due keys, or ``ceil(due / max_ranges)`` when that is more:
-    Airflow refuses to expand more than ``[core] max_map_length`` mapped tasks (the default of
-    ``max_ranges``), and :func:`resolve_key_range` pages through a wide range by its own
-    ``batch_size`` anyway. Feed them to :func:`resolve_key_range` with ``expand_kwargs``; a
-    range that is resolved twice (a retried map index) asks only for the keys still due.
+    A range holds ``range_size`` due keys (1000 by default; ``batch_size`` is its older name),
+    or ``ceil(due / max_ranges)`` when that is more: Airflow refuses to expand more than
+    ``[core] max_map_length`` mapped tasks (the default of ``max_ranges``). Feed them to
+    :func:`resolve_key_range` with ``expand_kwargs``: it asks and commits its range by its own
+    ``batch_size`` (keep that well under the range: a killed task asks again at most the batch
+    it was in). A range resolved twice (a retried map index) asks only for the keys still due.
     """
+    if range_size is None:
+        range_size = batch_size if batch_size is not None else 1000
     if max_ranges is None:
         max_ranges = conf.getint("core", "max_map_length", fallback=1024)
-    if batch_size < 1 or max_ranges < 1:
-        raise ValueError("batch_size and max_ranges must be at least 1")
+    if range_size < 1 or max_ranges < 1:
+        raise ValueError("range_size and max_ranges must be at least 1")
     for name in (table, key_column, valid_column):
         quote_identifier(name)
     db_hook = sql_hook(conn_id)
     return due_key_ranges(
         db_hook, table=table, results_table=results_table or sibling_table(table, RESOLUTION_TABLE),
-        key_column=key_column, valid_column=valid_column, batch_size=batch_size,
+        key_column=key_column, valid_column=valid_column, batch_size=range_size,
         max_ranges=max_ranges, log=logging.getLogger(__name__),
     )
 
@@ -90,15 +94,16 @@ def resolve_key_range(
     key_column: str = "doi_key",
     doi_column: str = "doi",
     valid_column: str = "doi_valid",
-    batch_size: int = 1000,
+    batch_size: int = 100,
     resolver_options: dict[str, Any] | None = None,
     doi_proxy_conn_id: str | None = None,
 ) -> dict[str, Any]:
     """Resolve the due keys with ``after < key <= upto`` (one mapped task's share).
 
     ``upto=None`` means no upper bound; requests and commits go ``batch_size`` keys at a time
-    however wide the range is. ``resolver_conn_id`` is the ``doi_proxy`` connection
-    (``doi_proxy_conn_id`` is its deprecated name).
+    (100 by default, a tenth of a default range) however wide the range is, so a task killed
+    mid-range asks again at most the one batch it was in. ``resolver_conn_id`` is the
+    ``doi_proxy`` connection (``doi_proxy_conn_id`` is its deprecated name).
     """
     resolver_conn_id = renamed_conn_id(resolver_conn_id, doi_proxy_conn_id, "resolve_key_range")
     summary = resolve_due_keys(
