@@ -272,7 +272,7 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
         # csl_json is jsonb: the warehouse can query into the record.
         assert conn.execute(
             f'SELECT pg_typeof(csl_json)::text, count(*) FROM "{postgres_schema}".doi_metadata '
-            "WHERE csl_json->>'title' = title GROUP BY 1").fetchone()[0] == "jsonb"
+            "WHERE csl_json->>'type' = csl_type GROUP BY 1").fetchone()[0] == "jsonb"
         retracted = conn.execute(
             f'SELECT count(*) FROM "{postgres_schema}".reading_list_metadata').fetchone()
         assert retracted == (9,)

@@ -80,11 +80,11 @@ def test_enrich_writes_typed_rows_and_asks_only_due_keys(engine: Engine) -> None
     if engine.kind == "postgres":
         assert engine.run(f"SELECT pg_typeof(csl_json)::text FROM {table} "
                           "WHERE metadata_status = 'ok' LIMIT 1") == [("jsonb",)]
-        assert engine.run(f"SELECT COUNT(*) FROM {table} WHERE csl_json->>'title' = title") == [
+        assert engine.run(f"SELECT COUNT(*) FROM {table} WHERE csl_json->>'type' = csl_type") == [
             (sum(1 for r in rows if r[2] == "ok"),)]
     if engine.kind == "mariadb":
         assert engine.run(f"SELECT COUNT(*) FROM {table} WHERE "
-                          "JSON_UNQUOTE(JSON_EXTRACT(csl_json, '$.title')) = title") == [
+                          "JSON_UNQUOTE(JSON_EXTRACT(csl_json, '$.type')) = csl_type") == [
             (sum(1 for r in rows if r[2] == "ok"),)]
 
 

@@ -4,25 +4,42 @@ The resolver's steps (:mod:`airflow_doi.resolver.batch`): invalid values are ans
 locally and never sent; rows are grouped by comparison key; what the cache still trusts is
 taken from it; the rest is asked under the gates of each host (the proxy's and every
 agency's), each finished key written to the cache at once; the answers fan back out to rows.
+
+Which source answers a key is :mod:`airflow_doi.metadata.sources`'s choice (``source="auto"``):
+the keys of Crossref and DataCite through their batch APIs, many a request, the others (and any
+key a list answer leaves out) through content negotiation, which is every key's source with
+``source="negotiation"``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow_doi.metadata.cache import CachedMetadata, MetadataCache
-from airflow_doi.metadata.client import MetadataClient
+from airflow_doi.metadata.client import ListAnswer, MetadataClient, Outcome
 from airflow_doi.metadata.config import MetadataConfig
-from airflow_doi.metadata.csl import describe_ignored, kept_json, typed_fields
+from airflow_doi.metadata.csl import clean_text, describe_ignored, kept_json, typed_fields
 from airflow_doi.metadata.result import MetadataResult, MetadataStats
+from airflow_doi.metadata.sources import (
+    BATCH_SOURCES,
+    NEGOTIATION,
+    WHICH_RA,
+    BatchSource,
+    SourceCounts,
+    group_by_source,
+)
 from airflow_doi.resolver.batch import KeyedBatch, Progress, answer_rows, blocking_twin
-from airflow_doi.resolver.client import expires_after
+from airflow_doi.resolver.client import ProxyError, expires_after, which_ra_batches
 from airflow_doi.resolver.result import ResolverStats
+from airflow_doi.resolver.retry import GaveUpError
+from airflow_doi.syntax import ascii_upper
 
 __all__ = ["afetch", "fetch", "result_of"]
 
@@ -37,8 +54,10 @@ def _config(config: MetadataConfig | None, overrides: dict[str, Any]) -> Metadat
 
 
 def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
-              now: datetime) -> MetadataResult:
-    """The :class:`MetadataResult` of a finished :class:`~airflow_doi.metadata.client.Outcome`."""
+              now: datetime, agency: str | None = None,
+              source: str = NEGOTIATION) -> MetadataResult:
+    """The :class:`MetadataResult` of a finished :class:`~airflow_doi.metadata.client.Outcome`
+    (its record CSL-JSON, from content negotiation or made of a batch API's record)."""
     if outcome.status == "ok":
         try:
             fields, ignored = typed_fields(outcome.document)
@@ -47,7 +66,7 @@ def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
             return MetadataResult(
                 None, doi, key, "error", None, outcome.source,
                 f"the CSL-JSON record could not be read ({type(error).__name__})",
-                outcome.attempts, outcome.http_status, now)
+                outcome.attempts, outcome.http_status, now, agency=agency, metadata_source=source)
         notes = [describe_ignored(ignored)]
         if kept is None:
             notes.append(f"CSL-JSON over {config.max_csl_bytes} bytes not kept in csl_json")
@@ -55,32 +74,41 @@ def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
         return MetadataResult(
             None, doi, key, "ok", fields, outcome.source, note, outcome.attempts,
             outcome.http_status, now, expires_after(now, config.metadata_ttl), kept,
+            agency=agency, metadata_source=source,
         )
     if outcome.status in ("not_found", "no_metadata"):
         return MetadataResult(
             None, doi, key, outcome.status, None, outcome.source, outcome.reason,
             outcome.attempts, outcome.http_status, now, expires_after(now, config.negative_ttl),
+            agency=agency, metadata_source=source,
         )
     return MetadataResult(None, doi, key, "error", None, outcome.source, outcome.reason,
-                          outcome.attempts, outcome.http_status, now)
+                          outcome.attempts, outcome.http_status, now, agency=agency,
+                          metadata_source=source)
 
 
 def _from_cache(key: str, answer: CachedMetadata) -> MetadataResult:
     return MetadataResult(
         None, answer.doi, key, answer.status, answer.fields or None, answer.source_host,
         answer.note, answer.attempts, answer.http_status, answer.fetched_at, answer.expires_at,
-        answer.csl_json, cached=True,
+        answer.csl_json, cached=True, agency=answer.agency,
+        metadata_source=answer.metadata_source,
     )
 
 
 class _Fetch(KeyedBatch):
-    """One afetch() call: the redirect-following client with a gate per host."""
+    """One afetch() call: each key from its source, under a gate per host and kind."""
 
     def __init__(self, config: MetadataConfig, cache: MetadataCache | None,
-                 progress: Progress | None, stats: ResolverStats) -> None:
+                 progress: Progress | None, stats: ResolverStats,
+                 agencies: Mapping[str, str | None]) -> None:
         super().__init__(cache, progress, stats)
         self.config = config
+        #: Keys and requests by source (a plain ResolverStats passed in: counted aside).
+        self.counts: SourceCounts = getattr(stats, "sources", None) or SourceCounts()
         self.pending_limit = config.concurrency * config.pending_per_slot
+        #: Who registered each key, where known (given, or asked of Which RA?).
+        self.agencies: dict[str, str | None] = dict(agencies)
         self._client: Any = None
 
     def cached_result(self, key: str, answer: CachedMetadata) -> MetadataResult:
@@ -96,17 +124,187 @@ class _Fetch(KeyedBatch):
         if self._client is not None:
             await self._client.aclose()
 
-    async def request(self, client: Any, doi: str, key: str) -> MetadataResult:
-        outcome = await client.fetch(doi)
-        result = result_of(outcome, doi, key, self.config, datetime.now(timezone.utc))
+    def keep(self, result: MetadataResult) -> MetadataResult:
+        """Store a finished key in the cache (never an ``error``); the result."""
         if self.cache is not None and result.metadata_status != "error":
             assert result.fetched_at is not None and result.expires_at is not None
             self.cache.store(CachedMetadata(
-                key, doi, result.metadata_status, result.fields or {}, result.source_host,
-                result.error, result.attempts, result.http_status, result.csl_json,
-                result.fetched_at, result.expires_at,
+                result.key or "", result.doi or "", result.metadata_status,
+                result.fields or {}, result.source_host, result.error, result.attempts,
+                result.http_status, result.csl_json, result.fetched_at, result.expires_at,
+                result.agency, result.metadata_source,
             ))
         return result
+
+    async def request(self, client: Any, doi: str, key: str) -> MetadataResult:
+        """One key by content negotiation."""
+        outcome = await client.fetch(doi)
+        self.counts.add(NEGOTIATION, keys=1, requests=outcome.attempts)
+        return self.keep(result_of(outcome, doi, key, self.config, datetime.now(timezone.utc),
+                                   self.agencies.get(key)))
+
+    async def run(self, todo: dict[str, str]) -> dict[str, Any]:
+        if self.config.source == NEGOTIATION or not self._usable():
+            return await super().run(todo)
+        try:
+            async with self.client() as client:
+                return await self._by_source(client, todo)
+        finally:
+            await self.finish()
+            if self.cache is not None:
+                self.cache.release_all()
+
+    def _usable(self) -> list[BatchSource]:
+        """The batch APIs this configuration may ask (their hosts on the allowlist)."""
+        return [source for source in BATCH_SOURCES
+                if self.config.batch_origin(getattr(self.config, source.url_field))]
+
+    async def _by_source(self, client: MetadataClient, todo: dict[str, str]) -> dict[str, Any]:
+        """Who registered each key (Which RA?), then each agency's keys from its source: the
+        list queries and the other agencies' negotiations side by side (other hosts), then
+        the keys the lists left out by negotiation."""
+        results: dict[str, Any] = {}
+        unknown = {key: doi for key, doi in todo.items() if key not in self.agencies}
+        await self._look_up_agencies(client, unknown, results)
+        remaining = {key: doi for key, doi in todo.items() if key not in results}
+        usable = self._usable()
+        by_source, others = group_by_source(remaining, self.agencies, usable)
+        left_out: dict[str, str] = {}
+
+        async def lists() -> None:
+            await asyncio.gather(*(
+                self._ask_lists(client, source, by_source[source.name], results, left_out)
+                for source in usable))
+
+        _, negotiated = await asyncio.gather(lists(), self.run_keys(client, others))
+        results.update(negotiated)
+        if left_out:
+            results.update(await self.run_keys(client, left_out))
+        return results
+
+    async def _look_up_agencies(self, client: MetadataClient, unknown: dict[str, str],
+                                results: dict[str, Any]) -> None:
+        """Ask Which RA? about ``unknown`` keys, 50 a request (a few at once): the agency of
+        each, or ``not_found`` where the proxy says the DOI does not exist."""
+        by_doi = {doi: key for key, doi in unknown.items()}
+        slots = asyncio.Semaphore(self.config.concurrency)
+
+        async def one(group: list[str]) -> None:
+            async with slots:
+                try:
+                    entries, attempts = await client.which_ra(group)
+                except (GaveUpError, ProxyError) as error:
+                    self.counts.add(WHICH_RA, requests=error.attempts)
+                    return  # their agency stays unknown: content negotiation asks them
+                self.counts.add(WHICH_RA, requests=attempts)
+            now = datetime.now(timezone.utc)
+            for entry in entries:
+                echoed = entry.get("DOI") if isinstance(entry, Mapping) else None
+                key = ascii_upper(echoed) if isinstance(echoed, str) else None
+                if key is None or key not in unknown:
+                    continue
+                agency = entry.get("RA")
+                if isinstance(agency, str) and agency.strip():
+                    self.agencies[key] = clean_text(agency)
+                elif str(entry.get("status", "")).lower() == "doi does not exist":
+                    results[key] = self.keep(MetadataResult(
+                        None, unknown[key], key, "not_found", None, _host(client),
+                        "doi.org's Which RA? says the DOI does not exist", attempts, 200, now,
+                        expires_after(now, self.config.negative_ttl),
+                        metadata_source=WHICH_RA))
+                    self.done += 1
+                    self.report()
+
+        await asyncio.gather(*(one(group) for group in which_ra_batches(list(by_doi))))
+
+    async def _ask_lists(self, client: MetadataClient, source: BatchSource,
+                         keys: dict[str, str], results: dict[str, Any],
+                         left_out: dict[str, str]) -> None:
+        """``keys`` through ``source``'s list queries; a key no answer holds goes to
+        ``left_out`` (content negotiation), and so do a failed query's keys."""
+        if not keys:
+            return
+        base = getattr(self.config, source.url_field)
+        key_of = {doi: key for key, doi in keys.items()}
+        batches = source.batches(list(key_of), base, size=self.config.list_size,
+                                 max_url=self.config.max_url_length, contact=self.config.contact)
+        # A few queries waiting at once: the gate's pace and cap decide when each leaves.
+        slots = asyncio.Semaphore(self.config.list_concurrency + 1)
+
+        async def one(batch: list[str]) -> None:
+            async with slots:
+                claimed = self._claim([(key_of[doi], doi) for doi in batch], results, left_out)
+                if not claimed:
+                    return
+                try:
+                    answer = await client.ask_list(source, base, [d for _, d in claimed])
+                except (GaveUpError, ProxyError) as error:
+                    self.counts.add(source.name, requests=error.attempts)
+                    self._let_go(claimed, left_out)
+                    return
+                self.counts.add(source.name, requests=answer.attempts)
+                self._answered(source, answer, claimed, results, left_out)
+
+        await asyncio.gather(*(one(batch) for batch in batches))
+
+    def _claim(self, pairs: list[tuple[str, str]], results: dict[str, Any],
+               left_out: dict[str, str]) -> list[tuple[str, str]]:
+        """The ``(key, doi)`` pairs this run may ask now: without a cache, all; with one, those
+        it claims (a key another process finished meanwhile is taken from the cache; one it
+        holds waits for negotiation's turn, which waits for it)."""
+        if self.cache is None:
+            return pairs
+        mine: list[tuple[str, str]] = []
+        for key, doi in pairs:
+            claimed = self.cache.claim(key)
+            hit = self._hit(doi, key)
+            if hit is not None:
+                if claimed:
+                    self.cache.release(key)
+                results[key] = hit
+            elif claimed:
+                mine.append((key, doi))
+            else:
+                left_out[key] = doi
+        return mine
+
+    def _let_go(self, pairs: list[tuple[str, str]], left_out: dict[str, str]) -> None:
+        for key, doi in pairs:
+            left_out[key] = doi
+            if self.cache is not None:
+                self.cache.release(key)
+
+    def _answered(self, source: BatchSource, answer: ListAnswer, pairs: list[tuple[str, str]],
+                  results: dict[str, Any], left_out: dict[str, str]) -> None:
+        """Each claimed key from the answer's record, or to ``left_out`` when it holds none
+        (or one that cannot be read: its key, not the batch)."""
+        now = datetime.now(timezone.utc)
+        for key, doi in pairs:
+            record = answer.records.get(key)
+            csl = None
+            if isinstance(record, Mapping):
+                with suppress(Exception):  # a record of a shape no rule foresaw
+                    csl = source.csl_of(record)
+            if csl is None:
+                self._let_go([(key, doi)], left_out)
+                continue
+            outcome = Outcome("ok", answer.http_status, answer.attempts, answer.host, csl)
+            result = self.keep(result_of(outcome, doi, key, self.config, now,
+                                         self.agencies.get(key) or source.agency, source.name))
+            if self.cache is not None:
+                self.cache.release(key)
+            if result.metadata_status != "ok":  # its record could not be read after all
+                left_out[key] = doi
+                continue
+            results[key] = result
+            self.counts.add(source.name, keys=1)
+            self.done += 1
+            self.report()
+
+
+def _host(client: MetadataClient) -> str:
+    """The proxy's ``host[:port]``, for the ``source_host`` of an answer Which RA? gave."""
+    return urlsplit(client.config.base_url).netloc.rpartition("@")[2] or "?"
 
 
 async def afetch(
@@ -116,23 +314,28 @@ async def afetch(
     cache: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     stats: ResolverStats | None = None,
+    agencies: Mapping[str, str | None] | None = None,
     **overrides: Any,
 ) -> list[MetadataResult]:
-    """Registry metadata through DOI content negotiation; one result per value, in order.
+    """Registry metadata of each value; one result per value, in order.
 
     ``overrides`` are :class:`MetadataConfig` fields by name (``base_url=``, ``rate=``,
-    ``agency_rate=``, ``metadata_hosts=``, ``contact=``...). Never raises for a per-row
-    problem: invalid values come back ``invalid`` (reason in ``error``); a DOI the proxy does
-    not know is ``not_found``; an agency without CSL-JSON gives ``no_metadata``; anything
-    that kept failing, or was refused (a redirect off the allowlist, a hostile body), is
-    ``error`` with the reason.
+    ``agency_rate=``, ``metadata_hosts=``, ``contact=``, ``source=``, ``list_rate=``...).
+    With ``source="auto"`` (the default) Crossref's and DataCite's keys come from their batch
+    APIs, many a request (:mod:`airflow_doi.metadata.sources`), the others by content
+    negotiation; ``agencies`` (comparison key -> agency, as Which RA? names it) saves asking
+    Which RA? about keys whose agency is known. Never raises for a per-row problem: invalid
+    values come back ``invalid`` (reason in ``error``); a DOI the proxy does not know is
+    ``not_found``; an agency without CSL-JSON gives ``no_metadata``; anything that kept
+    failing, or was refused (a redirect off the allowlist, a hostile body), is ``error`` with
+    the reason. Pass a :class:`MetadataStats` as ``stats`` to read the counters, by source too.
     """
     config = _config(config, overrides)
     stats = stats if stats is not None else MetadataStats()
     store = (MetadataCache(cache, ",".join(sorted(config.allowed_origins)))
              if cache is not None else None)
     results: list[MetadataResult] = await answer_rows(
-        list(values), _Fetch(config, store, progress, stats),
+        list(values), _Fetch(config, store, progress, stats, agencies or {}),
         invalid=lambda value, doi, key, reason: MetadataResult(
             value, doi, key, "invalid", error=reason),
         status_of=lambda result: result.metadata_status,

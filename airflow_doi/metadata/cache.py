@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,9 +33,13 @@ create table if not exists metadata (
     csl_json text,
     fetched_at text not null,
     expires_at text not null,
-    allowlist text not null
+    allowlist text not null,
+    agency text,
+    metadata_source text
 )
 """
+#: Columns added since the first release, with their types: added to an older cache file.
+_ADDED = (("agency", "text"), ("metadata_source", "text"))
 #: The claims namespace of metadata requests (the resolver's is its filter query).
 CLAIMS = "metadata:csl"
 
@@ -52,6 +57,8 @@ class CachedMetadata:
     csl_json: str | None
     fetched_at: datetime
     expires_at: datetime
+    agency: str | None = None
+    metadata_source: str | None = None
 
 
 class MetadataCache(ResolverCache):
@@ -60,6 +67,14 @@ class MetadataCache(ResolverCache):
     def __init__(self, path: str | os.PathLike[str], allowlist: str = "") -> None:
         super().__init__(path, CLAIMS)
         self._retrying(_SCHEMA)
+        have = {row[1] for row in self._conn.execute("pragma table_info(metadata)")}
+        for name, sql_type in _ADDED:
+            if name not in have:  # a cache file of an earlier release
+                try:
+                    self._retrying(f"alter table metadata add column {name} {sql_type}")
+                except sqlite3.OperationalError as error:  # another process added it first
+                    if "duplicate column" not in str(error):
+                        raise
         #: The allowed origins of this run: a ``no_metadata`` answer given under another
         #: allowlist (a landing page off it) is asked again, not trusted.
         self.allowlist = allowlist
@@ -69,7 +84,8 @@ class MetadataCache(ResolverCache):
         found: dict[str, CachedMetadata] = {}
         select = (
             "select key, doi, status, fields, source_host, note, attempts, http_status,"
-            " csl_json, fetched_at, expires_at, allowlist from metadata where key in"
+            " csl_json, fetched_at, expires_at, allowlist, agency, metadata_source"
+            " from metadata where key in"
         )
         for row in self.select_keys(select, keys):
             expires_at = datetime.fromisoformat(row[10])
@@ -77,7 +93,7 @@ class MetadataCache(ResolverCache):
                 continue
             found[row[0]] = CachedMetadata(
                 row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
-                row[8], datetime.fromisoformat(row[9]), expires_at,
+                row[8], datetime.fromisoformat(row[9]), expires_at, row[12], row[13],
             )
         return found
 
@@ -87,12 +103,12 @@ class MetadataCache(ResolverCache):
             raise ValueError("error results are never cached")
         self._conn.execute(
             "insert or replace into metadata (key, doi, status, fields, source_host, note,"
-            " attempts, http_status, csl_json, fetched_at, expires_at, allowlist)"
-            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " attempts, http_status, csl_json, fetched_at, expires_at, allowlist, agency,"
+            " metadata_source) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (answer.key, answer.doi, answer.status,
              json.dumps(answer.fields, ensure_ascii=False), answer.source_host, answer.note,
              answer.attempts, answer.http_status, answer.csl_json, _iso(answer.fetched_at),
-             _iso(answer.expires_at), self.allowlist),
+             _iso(answer.expires_at), self.allowlist, answer.agency, answer.metadata_source),
         )
 
     def __len__(self) -> int:

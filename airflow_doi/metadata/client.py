@@ -20,6 +20,7 @@ pace to it when that is lower than ours.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +32,7 @@ import yarl
 
 from airflow_doi.metadata.config import MetadataConfig, origin_of
 from airflow_doi.metadata.csl import CSL_MEDIA_TYPE, CslError, read_document
+from airflow_doi.metadata.sources import BatchSource
 from airflow_doi.presentation import encode_path
 from airflow_doi.resolver.breaker import CircuitBreaker
 from airflow_doi.resolver.client import (
@@ -41,17 +43,21 @@ from airflow_doi.resolver.client import (
     server_text,
 )
 from airflow_doi.resolver.config import redact_url
-from airflow_doi.resolver.limits import RateLimiter, announced_rate
+from airflow_doi.resolver.limits import Pace, RateLimiter, announced_rate
 from airflow_doi.resolver.result import ResolverStats
 from airflow_doi.resolver.retry import GaveUpError, RetryPolicy
 from airflow_doi.resolver.urls import is_safe_url
+from airflow_doi.syntax import ascii_upper
 
-__all__ = ["LANDING", "Hop", "MetadataClient", "Outcome", "interpret_hop"]
+__all__ = ["LANDING", "Hop", "ListAnswer", "MetadataClient", "Outcome", "interpret_hop"]
 
 #: How the reason of a key the proxy sent to a landing page begins (the CLI and the operator
 #: warn when every key ends so: an allowlist that misses the agencies' hosts).
 LANDING: Final = "the proxy sent the landing page"
 
+#: The share of a server's announced rate a list query's pace slows to: requests arrive with
+#: the network's jitter, and one arriving early would be one over the limit.
+ANNOUNCED_MARGIN: Final = 0.95
 #: Answers that say "no CSL-JSON for this DOI here": Not Acceptable, Unsupported Media Type,
 #: No Content.
 NO_METADATA_STATUSES: Final = frozenset({204, 406, 415})
@@ -130,33 +136,51 @@ class _Gate:
     policy: RetryPolicy
 
 
+@dataclass(frozen=True)
+class ListAnswer:
+    """What one list query came back with: the records it holds, by comparison key."""
+
+    records: dict[str, Any]
+    attempts: int
+    http_status: int | None
+    host: str
+
+
 @dataclass
 class MetadataClient:
-    """The requests of one enrichment: one session, a gate per host, the redirect rules."""
+    """The requests of one enrichment: one session, a gate per host and kind of request
+    (single records, list queries), the redirect rules."""
 
     config: MetadataConfig
     session: aiohttp.ClientSession
     stats: ResolverStats
-    gates: dict[str, _Gate] = field(default_factory=dict)
+    gates: dict[tuple[str, str], _Gate] = field(default_factory=dict)
+    #: Per batch API host: set once its first list query has been answered (or has failed).
+    probed: dict[str, asyncio.Event] = field(default_factory=dict)
 
     @classmethod
     def open_session(cls, config: MetadataConfig) -> aiohttp.ClientSession:
         return ProxyClient.open_session(config, accept=CSL_MEDIA_TYPE)
 
-    def gate(self, origin: str) -> _Gate:
-        if origin not in self.gates:
-            host_config = self.config.host_config(origin)
+    def gate(self, origin: str, kind: str = "") -> _Gate:
+        """The gate of a host's single requests (``kind=""``) or its list queries
+        (``"list"``): each its own pace, concurrency cap, breaker and retry budget."""
+        if (origin, kind) not in self.gates:
+            host_config = self.config.host_config(origin, kind)
             breaker = CircuitBreaker(
                 threshold=host_config.breaker_threshold, cooldown=host_config.breaker_cooldown,
                 cooldown_max=host_config.breaker_cooldown_max,
-                give_up=host_config.breaker_give_up, target=redact_url(origin),
+                give_up=host_config.breaker_give_up,
+                target=redact_url(origin) + (" (list queries)" if kind else ""),
             )
-            limiter = RateLimiter(host_config)
-            self.gates[origin] = _Gate(
+            pace = (Pace(host_config.rate, 1, host_config.concurrency) if kind == "list"
+                    else None)
+            limiter = RateLimiter(host_config, kind=kind, pace=pace)
+            self.gates[origin, kind] = _Gate(
                 ProxyClient(host_config, self.session), breaker, limiter,
                 RetryPolicy(host_config, breaker, limiter, self.stats),
             )
-        return self.gates[origin]
+        return self.gates[origin, kind]
 
     async def aclose(self) -> None:
         for gate in self.gates.values():
@@ -164,8 +188,55 @@ class MetadataClient:
         self.stats.breaker_opens = sum(g.breaker.opens for g in self.gates.values())
         # Only the proxy giving up stops a run: keys of an agency host that is down end as
         # errors (asked again next run) while the other agencies' keys go on.
-        proxy = self.gates.get(origin_of(self.config.base_url) or "")
+        proxy = self.gates.get((origin_of(self.config.base_url) or "", ""))
         self.stats.gave_up = proxy.breaker.gave_up_reason if proxy is not None else None
+
+    async def which_ra(self, dois: list[str]) -> tuple[list[dict[str, Any]], int]:
+        """One Which RA? request to the proxy, under its gate: ``(entries, requests sent)``;
+        raises :class:`GaveUpError` or :class:`ProxyError`."""
+        origin = origin_of(self.config.base_url)
+        assert origin is not None
+        gate = self.gate(origin)
+        return await gate.policy.run(lambda: gate.client.get_which_ra(dois))
+
+    async def ask_list(self, source: BatchSource, base: str, dois: list[str]) -> ListAnswer:
+        """One list query of ``source`` for ``dois`` under its host's gate for list queries;
+        raises :class:`GaveUpError` or :class:`ProxyError` (the caller asks the keys by content
+        negotiation then)."""
+        origin = origin_of(base)
+        assert origin is not None
+        gate = self.gate(origin, "list")
+        url = source.list_url(base, dois, self.config.contact)
+        host = _host(url)
+        status: list[int | None] = [None]
+
+        async def ask() -> list[Any]:
+            code, body, headers = await gate.client.get(yarl.URL(url, encoded=True),
+                                                        accept=source.accept)
+            status[0] = code
+            announced = announced_rate(headers)
+            if announced is not None:  # Crossref's x-rate-limit-*: under it, with a margin
+                gate.limiter.lower(announced * ANNOUNCED_MARGIN)
+            return _list_records(source, code, body, headers, host)
+
+        # The first query to a host goes alone and the others wait for its answer, which may
+        # announce the host's limit: no query leaves at our own pace before it is known.
+        probed = self.probed.get(origin)
+        if probed is None:
+            probed = self.probed[origin] = asyncio.Event()
+            try:
+                records, attempts = await gate.policy.run(ask)
+            finally:
+                probed.set()
+        else:
+            await probed.wait()
+            records, attempts = await gate.policy.run(ask)
+        found: dict[str, Any] = {}
+        for record in records:
+            doi = source.doi_of(record)
+            if doi is not None:
+                found.setdefault(ascii_upper(doi), record)
+        return ListAnswer(found, attempts, status[0], host)
 
     def next_url(self, current: str, location: str, visited: set[str]) -> str:
         """Where a redirect leads, or :class:`_Stop` when it must not be followed."""
@@ -247,6 +318,25 @@ class _Ask:
 
     async def __call__(self) -> Hop:
         return await self.client._ask(self.gate, self.url, self.host)
+
+
+def _list_records(source: BatchSource, status: int, body: bytes,
+                  headers: Mapping[str, str], host: str) -> list[Any]:
+    """The records of a list answer, or :class:`RetryableError` (throttled, a server error, a
+    body cut short: asked again) / :class:`ProxyError` (refused, or not a list: final)."""
+    if status in (429, 403, 503) or status >= 500:
+        retry_after = parse_retry_after(headers.get("Retry-After"), datetime.now(timezone.utc))
+        throttled = " (throttled)" if status in (429, 403) else ""
+        raise RetryableError(f"HTTP {status}{throttled} from {host}", http_status=status,
+                             retry_after=retry_after)
+    if status != 200:
+        raise ProxyError(f"HTTP {status} from {host} to a list query", http_status=status)
+    try:
+        return source.read(body)
+    except CslError as error:
+        if "cut short" in error.reason:  # a body that ended early: the next one may not
+            raise RetryableError(f"{error.reason} ({host})", http_status=200) from None
+        raise ProxyError(f"{error.reason} ({host})", http_status=200) from None
 
 
 def _host(url: str) -> str:

@@ -17,7 +17,18 @@ from urllib.parse import urlsplit
 
 from airflow_doi.resolver.config import ResolverConfig, redact_url
 
-__all__ = ["DEFAULT_METADATA_HOSTS", "MetadataConfig", "origin_of"]
+__all__ = [
+    "CROSSREF_URL", "DATACITE_URL", "DEFAULT_METADATA_HOSTS", "MAX_LIST_SIZE", "SOURCES",
+    "MetadataConfig", "origin_of",
+]
+
+#: Crossref's REST API and DataCite's, where their batch lookups are asked.
+CROSSREF_URL: Final = "https://api.crossref.org"
+DATACITE_URL: Final = "https://api.datacite.org"
+#: Where a key's record may come from (:attr:`MetadataConfig.source`).
+SOURCES: Final[tuple[str, ...]] = ("auto", "negotiation")
+#: DOIs one list query may name at most.
+MAX_LIST_SIZE: Final = 100
 
 #: The registration agencies' content negotiation services (https only), as documented by
 #: Crossref, DataCite (crosscite.org) and mEDRA. Other agencies' hosts can be added.
@@ -79,9 +90,31 @@ class MetadataConfig(ResolverConfig):
     max_redirects: int = 2
     #: Largest ``csl_json`` kept, in UTF-8 bytes (the typed columns are kept whatever the size).
     max_csl_bytes: int = 65536
+    #: Where each key's record comes from: ``auto``, its agency's batch API where there is one
+    #: (Crossref's list queries, DataCite's ``/dois``; see :mod:`airflow_doi.metadata.sources`),
+    #: else content negotiation; ``negotiation``: content negotiation for every key.
+    source: str = "auto"
+    #: Crossref's REST API and DataCite's: the batch sources (on the allowlist by default).
+    crossref_url: str = CROSSREF_URL
+    datacite_url: str = DATACITE_URL
+    #: List queries per second to each batch API (all processes together with ``redis_url``),
+    #: and how many at once: lower than single requests, as the agencies ask. Lowered at once
+    #: to what a server announces (``x-rate-limit-limit`` / ``x-rate-limit-interval``).
+    list_rate: float = 1.0
+    list_concurrency: int = 1
+    #: DOIs per list query (at most 100), and the longest URL a query may have.
+    list_size: int = 50
+    max_url_length: int = 4000
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {self.source!r}")
+        for name in ("crossref_url", "datacite_url"):
+            url = getattr(self, name)
+            if not isinstance(url, str) or origin_of(url) is None or "@" in url:
+                raise ValueError(f"{name} must be an http(s) URL without credentials, not "
+                                 f"{redact_url(str(url))!r}")
         if isinstance(self.metadata_hosts, str):
             object.__setattr__(self, "metadata_hosts", tuple(
                 h.strip() for h in self.metadata_hosts.split(",") if h.strip()))
@@ -96,15 +129,18 @@ class MetadataConfig(ResolverConfig):
                 raise ValueError(f"metadata_hosts: {entry!r} is not a host name")
             _allowed_origin(entry)
         value: Any
-        for name in ("agency_rate", "metadata_ttl"):
+        for name in ("agency_rate", "metadata_ttl", "list_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
                     math.isfinite(float(value)) and float(value) > 0):
                 raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
-        for name, low in (("agency_burst", 1), ("max_redirects", 0), ("max_csl_bytes", 1)):
+        for name, low in (("agency_burst", 1), ("max_redirects", 0), ("max_csl_bytes", 1),
+                          ("list_concurrency", 1), ("list_size", 1), ("max_url_length", 200)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
                 raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}")
+        if self.list_size > MAX_LIST_SIZE:
+            raise ValueError(f"list_size must be at most {MAX_LIST_SIZE}, not {self.list_size}")
 
     @property
     def allowed_origins(self) -> frozenset[str]:
@@ -113,15 +149,26 @@ class MetadataConfig(ResolverConfig):
         listed = {_allowed_origin(entry) for entry in self.metadata_hosts}
         return frozenset(listed | ({proxy} if proxy else set()))
 
-    def host_config(self, origin: str) -> ResolverConfig:
-        """The limits of one host: the proxy's own, or ``agency_rate`` for an agency host,
-        with a shared pace of its own in Redis."""
-        if origin == origin_of(self.base_url):
+    def batch_origin(self, url: str) -> str | None:
+        """The origin of a batch API (``crossref_url``, ``datacite_url``) when it is on the
+        allowlist (a request goes only to a host the configuration allows), else None: its
+        keys are then asked by content negotiation."""
+        origin = origin_of(url)
+        return origin if origin in self.allowed_origins else None
+
+    def host_config(self, origin: str, kind: str = "") -> ResolverConfig:
+        """The limits of one host and kind of request: the proxy's own, ``agency_rate`` for
+        an agency host's single records, ``list_rate`` and ``list_concurrency`` for its list
+        queries (``kind="list"``), with a shared pace of its own in Redis."""
+        if origin == origin_of(self.base_url) and not kind:
             return self
         netloc = urlsplit(origin).netloc
+        listing = kind == "list"
         return ResolverConfig(
-            base_url=origin, rate=self.agency_rate, burst=self.agency_burst,
-            concurrency=self.concurrency, timeout=self.timeout, contact=self.contact,
+            base_url=origin, rate=self.list_rate if listing else self.agency_rate,
+            burst=1 if listing else self.agency_burst,
+            concurrency=self.list_concurrency if listing else self.concurrency,
+            timeout=self.timeout, contact=self.contact,
             redis_url=self.redis_url, redis_namespace=f"airflow-doi:{netloc}",
             request_count_key=self.request_count_key,
             max_attempts=self.max_attempts, backoff_base=self.backoff_base,

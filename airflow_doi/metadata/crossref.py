@@ -72,8 +72,10 @@ _SAME: Final[tuple[str, ...]] = (
     "DOI", "issued", "publisher", "ISSN", "ISBN", "volume", "issue", "page", "language",
     "license", "update-to", "updated-by",
 )
-#: The filter's own separators and the query string's: percent-encoded in a DOI.
-_QUERY_SAFE: Final = "/:;()[]<>@!$'*+.-_~"
+#: Left as they are in a DOI of a filter; the rest is percent-encoded: the filter's own
+#: separators (``,``), the query string's (``&``, ``=``, ``#``) and ``+``, which a server reads
+#: as a space in a query.
+_QUERY_SAFE: Final = "/:;()[]<>@!$'*.-_~"
 
 
 def csl_type_of(crossref_type: object) -> object:

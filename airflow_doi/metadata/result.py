@@ -6,11 +6,12 @@ writer can import the types without the network machinery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from airflow_doi.metadata.csl import FIELDS
+from airflow_doi.metadata.sources import SourceCounts
 from airflow_doi.resolver.result import ResolverStats, iso_text
 
 __all__ = ["METADATA_COLUMNS", "METADATA_STATUSES", "MetadataResult", "MetadataStats"]
@@ -22,7 +23,8 @@ __all__ = ["METADATA_COLUMNS", "METADATA_STATUSES", "MetadataResult", "MetadataS
 METADATA_STATUSES: Final[tuple[str, ...]] = ("ok", "not_found", "no_metadata", "invalid", "error")
 #: Columns after the typed fields, in table order.
 _TAIL: Final[tuple[str, ...]] = (
-    "source_host", "error", "attempts", "http_status", "fetched_at", "expires_at", "csl_json",
+    "source_host", "agency", "metadata_source", "error", "attempts", "http_status",
+    "fetched_at", "expires_at", "csl_json",
 )
 #: Output columns of :meth:`MetadataResult.as_row`, in order.
 METADATA_COLUMNS: Final[tuple[str, ...]] = (
@@ -38,7 +40,11 @@ class MetadataResult:
     :func:`airflow_doi.metadata.csl.typed_fields`, empty unless ``metadata_status`` is ``ok``.
     ``error`` is the reason of an ``error``/``no_metadata`` key, or a note on an ``ok`` one
     (fields of an unexpected type, a CSL record too large to keep). ``source_host`` is the
-    host the record came from; ``csl_json`` the record as stored (without references).
+    host the record came from, ``agency`` who registered the DOI (as doi.org's Which RA?
+    names it, when it was asked), ``metadata_source`` how the record was asked
+    (``crossref``, ``datacite``: their batch APIs; ``negotiation``; ``which_ra``: the agency
+    lookup said the DOI does not exist); ``csl_json`` the record as stored, as CSL-JSON
+    (without references).
     """
 
     input: object
@@ -54,6 +60,8 @@ class MetadataResult:
     expires_at: datetime | None = None
     csl_json: str | None = None
     cached: bool = False
+    agency: str | None = None
+    metadata_source: str | None = None
 
     def __getattr__(self, name: str) -> Any:
         # The typed fields read as attributes too: result.title, result.year ...
@@ -70,7 +78,16 @@ class MetadataResult:
         return row
 
 
+@dataclass
 class MetadataStats(ResolverStats):
-    """The counters of one enrichment (the resolver's, by metadata status)."""
+    """The counters of one enrichment (the resolver's, by metadata status), and the keys and
+    requests of each source (:class:`~airflow_doi.metadata.sources.SourceCounts`)."""
 
     statuses = METADATA_STATUSES
+    sources: SourceCounts = field(default_factory=SourceCounts)
+
+    def summary(self) -> str:
+        """The resolver's summary line, and what each source answered and cost."""
+        line = super().summary()
+        by_source = self.sources.summary()
+        return f"{line}; {by_source}" if by_source else line

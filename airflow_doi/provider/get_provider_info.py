@@ -74,6 +74,23 @@ def _doi_proxy_connection() -> dict[str, Any]:
                 "Comma-separated hosts a content negotiation redirect may lead to (https "
                 "only), or origins such as http://127.0.0.1:8081; empty: the agencies' own "
                 "(api.crossref.org, api.datacite.org, data.crosscite.org...)."),
+            "source": _field(
+                "Metadata source (enrichment)", _NULLABLE_STRING,
+                "auto: Crossref's and DataCite's keys from their batch APIs, many DOIs a "
+                "request, the others by content negotiation; negotiation: content "
+                "negotiation for every key.", default="auto"),
+            "list_rate": _field(
+                "List query rate (requests/s, enrichment)", _NULLABLE_NUMBER,
+                "List queries per second to each batch API (Crossref, DataCite), lowered to "
+                "what the server announces.", default=1.0, exclusiveMinimum=0),
+            "crossref_url": _field(
+                "Crossref REST API", _NULLABLE_STRING,
+                "Where Crossref's list queries go; it must be on the allowlist above.",
+                default="https://api.crossref.org"),
+            "datacite_url": _field(
+                "DataCite REST API", _NULLABLE_STRING,
+                "Where DataCite's batch lookups go; it must be on the allowlist above.",
+                default="https://api.datacite.org"),
         },
         host="Proxy base URL", host_placeholder=DEFAULT_PROXY_URL,
     )

@@ -205,6 +205,18 @@ class KeyedBatch:
         return result
 
     async def run(self, todo: dict[str, str]) -> dict[str, Any]:
+        """Every key of ``todo`` (key -> DOI) asked under one client; the results by key."""
+        try:
+            async with self.client() as client:
+                return await self.run_keys(client, todo)
+        finally:
+            await self.finish()
+            if self.cache is not None:
+                self.cache.release_all()
+
+    async def run_keys(self, client: Any, todo: dict[str, str]) -> dict[str, Any]:
+        """Ask every key of ``todo`` on ``client``, one request flow per key (each claimed in
+        the shared cache first); the results by key."""
         results: dict[str, Any] = {}
         # Tasks are created lazily: at most ``pending_limit`` keys wait on backoff at once, so
         # a batch of a million DOIs does not create a million tasks.
@@ -214,7 +226,7 @@ class KeyedBatch:
         #: Keys another process on the same cache held when their turn came.
         elsewhere: dict[str, str] = {}
 
-        async def one(client: Any, doi: str, key: str, wait: bool) -> None:
+        async def one(doi: str, key: str, wait: bool) -> None:
             try:
                 result = await self.resolve_key(client, doi, key, wait=wait)
                 if result is None:
@@ -226,29 +238,23 @@ class KeyedBatch:
             finally:
                 pending.release()
 
+        running: set[asyncio.Task[None]] = set()
         try:
-            async with self.client() as client:
-                running: set[asyncio.Task[None]] = set()
-                try:
-                    # First pass: skip what others hold; second pass: wait for it (or take it
-                    # over once its holder has died).
-                    for wait, keys in ((False, todo), (True, elsewhere)):
-                        for key, doi in list(keys.items()):
-                            await pending.acquire()
-                            if failures:
-                                break
-                            task = asyncio.create_task(one(client, doi, key, wait))
-                            running.add(task)
-                            task.add_done_callback(running.discard)
-                        await asyncio.gather(*running)
-                finally:
-                    for task in running:
-                        task.cancel()
-                    await asyncio.gather(*running, return_exceptions=True)
+            # First pass: skip what others hold; second pass: wait for it (or take it over
+            # once its holder has died).
+            for wait, keys in ((False, todo), (True, elsewhere)):
+                for key, doi in list(keys.items()):
+                    await pending.acquire()
+                    if failures:
+                        break
+                    task = asyncio.create_task(one(doi, key, wait))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                await asyncio.gather(*running)
         finally:
-            await self.finish()
-            if self.cache is not None:
-                self.cache.release_all()
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
         if failures:
             raise failures[0]
         return results

@@ -296,12 +296,16 @@ class ProxyClient:
         joined = ",".join(encode_which_ra(d) for d in dois)
         return yarl.URL(f"{self.config.root}/doiRA/{joined}", encoded=True)
 
-    async def get(self, url: yarl.URL) -> tuple[int, bytes, Mapping[str, str]]:
-        """One GET; every network or protocol failure becomes a :class:`RetryableError`
-        whose reason is ours (aiohttp's wording, e.g. ``ssl:default`` for plain http, never
-        reaches a row or a log line)."""
+    async def get(self, url: yarl.URL, *, accept: str | None = None,
+                  ) -> tuple[int, bytes, Mapping[str, str]]:
+        """One GET (``accept`` instead of the session's Accept header, when given); every
+        network or protocol failure becomes a :class:`RetryableError` whose reason is ours
+        (aiohttp's wording, e.g. ``ssl:default`` for plain http, never reaches a row or a log
+        line)."""
+        headers = {"Accept": accept} if accept else None
         try:
-            async with self.session.get(url, allow_redirects=False) as response:
+            async with self.session.get(url, allow_redirects=False,
+                                        headers=headers) as response:
                 body = await _read_capped(response, MAX_BODY_BYTES)
                 return response.status, body, response.headers
         except asyncio.TimeoutError:

@@ -257,6 +257,9 @@ class Pacer:
         on the next request."""
         if not (math.isfinite(rate) and rate > 0) or rate >= self.rate():
             return
+        # The next place was set one old interval after the last request: set it one new
+        # interval after, so that the request just sent counts at the new rate too.
+        self._tat += 1 / rate - 1 / self.rate()
         self._lowered = (rate, time.monotonic() + hold)
 
     async def count(self) -> int:

@@ -14,6 +14,12 @@ It behaves like the documented API where the resolver depends on it:
   after it, so that a deployment's allowlist stays valid across restarts); without it, a 302
   to the record's URL value (the landing page); 404 for a DOI nobody registered. Counted in
   ``cn_requests``, not in ``request_count``, and under the same rate limit.
+* the agencies' batch APIs, on their ports: Crossref's list query ``GET /works?filter=doi:A,
+  doi:B,...&rows=N`` (its records as Crossref's REST API writes them, the rate limit announced
+  in ``x-rate-limit-limit`` / ``x-rate-limit-interval``) and DataCite's ``GET /dois?query=
+  doi:("A" OR "B")`` (JSON:API records), under a bucket of their own (``list_rate_limit``,
+  429 past it), with faults: records left out, bodies cut short, records of the wrong shape.
+  Which RA? names each work's agency.
 
 and misbehaves on purpose where a resolver must cope: latency, a token-bucket rate limit
 answering 429 with ``Retry-After``, a 500 every Nth request, a dropped connection every Mth,
@@ -29,6 +35,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -36,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, unquote_to_bytes
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus, unquote_to_bytes
 
 from aiohttp import web
 
@@ -44,8 +51,11 @@ from airflow_doi.presentation import encode_path
 from airflow_doi.resolver.agencies import (
     AGENCIES,
     MEDIA_TYPES,
+    RA_NAMES,
     agency_path,
+    crossref_item_for,
     csl_for,
+    datacite_record_for,
     hostile_body,
     work_from_record,
 )
@@ -72,6 +82,12 @@ class Faults:
     outage_seconds: float = 0.0
     #: Answer 500 to everything, for ever.
     always_500: bool = False
+    #: The agencies' batch APIs (list queries): leave out every Nth record a query asked for
+    #: that the agency holds; cut every Nth answer's body short; put a record of the wrong
+    #: shape (not an object) in place of every Nth record.
+    list_missing_every: int | None = None
+    list_truncated_every: int | None = None
+    list_bad_record_every: int | None = None
 
     @classmethod
     def coerce(cls, value: Faults | Mapping[str, Any] | None) -> Faults:
@@ -183,8 +199,13 @@ class ProxySimulator:
         agencies: bool = True,
         agency_rate_limit: float | None = None,
         agency_base_port: int = 0,
+        list_rate_limit: float | None = None,
     ) -> None:
         self.records = _load(records)
+        #: List queries each agency's batch API answers in any second before 429 (a limit
+        #: of its own), announced on Crossref's answers as its ``x-rate-limit-limit`` /
+        #: ``x-rate-limit-interval``.
+        self.list_rate_limit = list_rate_limit
         #: The first agency's port, the others' after it in :data:`AGENCIES` order, then the
         #: "elsewhere" server's; 0 picks free ports.
         self.agency_base_port = agency_base_port
@@ -244,6 +265,17 @@ class ProxySimulator:
             self.elsewhere_user_agents: Counter[str] = Counter()
             self._throttle_seen: Counter[str] = Counter()
             self._agency_buckets: dict[str, tuple[float, float]] = {}
+            #: The batch APIs: list queries and the DOIs they named, per agency; the queries
+            #: answered 429; those sent over the announced limit (more than it in the
+            #: interval before them); each query's arrival time.
+            self.list_requests: Counter[str] = Counter()
+            self.list_dois: Counter[str] = Counter()
+            self.list_dois_by_key: Counter[str] = Counter()
+            self.list_throttled = 0
+            self.list_over_announced = 0
+            self.list_times: dict[str, list[float]] = {}
+            self._list_answered: dict[str, list[float]] = {}
+            self._list_records = 0
 
     def stats(self, *, times: bool = False) -> dict[str, Any]:
         with self._lock:
@@ -258,6 +290,10 @@ class ProxySimulator:
                 "cn_requests": self.cn_requests,
                 "agency_requests": dict(self.agency_requests),
                 "agency_throttled": self.agency_throttled,
+                "list_requests": dict(self.list_requests),
+                "list_dois": dict(self.list_dois),
+                "list_throttled": self.list_throttled,
+                "list_over_announced": self.list_over_announced,
                 "elsewhere_requests": self.elsewhere_requests,
             }
             if times:
@@ -273,6 +309,16 @@ class ProxySimulator:
     def metadata_hosts(self) -> tuple[str, ...]:
         """The simulated agencies' origins: the allowlist a client needs (``metadata_hosts``)."""
         return tuple(self.agency_url(name) for name in self._agency_ports)
+
+    @property
+    def crossref_url(self) -> str:
+        """The simulated Crossref REST API (its list queries): ``crossref_url``."""
+        return self.agency_url("crossref")
+
+    @property
+    def datacite_url(self) -> str:
+        """The simulated DataCite REST API (its ``/dois`` batch lookup): ``datacite_url``."""
+        return self.agency_url("datacite")
 
     def agency_url(self, agency: str) -> str:
         return f"http://{self.host}:{self._agency_ports[agency]}"
@@ -382,7 +428,9 @@ class ProxySimulator:
         if found is not None:
             return found
         if self.auto_records and validate(handle, decode="never").valid:
-            return handle, make_records([handle])[handle]
+            record = make_records([handle])[handle]
+            record["ra"] = RA_NAMES[work_from_record(handle, record).agency]
+            return handle, record
         return None
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -495,7 +543,7 @@ class ProxySimulator:
             if found is None:
                 entries.append({"DOI": doi, "status": "DOI does not exist"})
             else:
-                entries.append({"DOI": found[0], "RA": str(found[1].get("ra", "Unknown"))})
+                entries.append({"DOI": found[0], "RA": _ra_of(*found)})
         return _json(200, entries)
 
     # -- content negotiation ------------------------------------------------------------------
@@ -543,7 +591,9 @@ class ProxySimulator:
 
     async def _agency(self, agency: str, request: web.BaseRequest) -> web.StreamResponse:
         """One simulated agency's metadata service."""
-        raw_path = request.raw_path.partition("?")[0]
+        raw_path, _, raw_query = request.raw_path.partition("?")
+        if (agency, raw_path) in (("crossref", "/works"), ("datacite", "/dois")):
+            return await self._agency_list(agency, request, raw_query)
         raw_doi = _agency_doi(agency, raw_path)
         try:
             doi = unquote_to_bytes(raw_doi).decode("utf-8") if raw_doi else None
@@ -589,6 +639,96 @@ class ProxySimulator:
         return web.Response(status=200, body=body,
                             headers={"Content-Type": MEDIA_TYPES.get(agency, CSL_MEDIA_TYPE)})
 
+    def _list_token(self, agency: str, now: float) -> float | None:
+        """The batch API's limit as it announces it, no more: at most ``list_rate_limit``
+        queries answered in any second (those refused do not count). None to pass, else the
+        seconds until the oldest answered query of the last second leaves it."""
+        limit = self.list_rate_limit
+        if not limit:
+            return None
+        answered = self._list_answered.setdefault(agency, [])
+        while answered and now - answered[0] >= 1.0:
+            answered.pop(0)
+        if len(answered) + 1 <= limit:
+            answered.append(now)
+            return None
+        return 1.0 - (now - answered[0])
+
+    def _announced(self) -> dict[str, str]:
+        """Crossref's announcement of its limit, on every answer of its batch API."""
+        if not self.list_rate_limit:
+            return {}
+        limit = self.list_rate_limit
+        if limit == int(limit):
+            return {"x-rate-limit-limit": str(int(limit)), "x-rate-limit-interval": "1s"}
+        return {"x-rate-limit-limit": str(round(limit * 10)), "x-rate-limit-interval": "10s"}
+
+    async def _agency_list(self, agency: str, request: web.BaseRequest,
+                           raw_query: str) -> web.StreamResponse:
+        """A batch API: Crossref's ``/works?filter=doi:...`` or DataCite's
+        ``/dois?query=doi:(...)``, with the faults of :class:`Faults`."""
+        dois = _listed_dois(agency, raw_query)
+        now = time.monotonic()
+        headers = self._announced() if agency == "crossref" else {}
+        with self._lock:
+            self.list_requests[agency] += 1
+            number = self.list_requests[agency]
+            self.list_dois[agency] += len(dois)
+            for doi in dois:
+                self.list_dois_by_key[ascii_upper(doi)] += 1
+            self.agency_user_agents[request.headers.get("User-Agent", "")] += 1
+            times = self.list_times.setdefault(agency, [])
+            times.append(now)
+            if headers:  # an announced limit: a query past it is one over it
+                recent = sum(1 for t in times if now - t < 1.0)
+                if recent > (self.list_rate_limit or 0):
+                    self.list_over_announced += 1
+            wait = self._list_token(agency, now)
+            if wait is not None:
+                self.list_throttled += 1
+        if wait is not None:
+            return web.Response(status=429, text="Too many list queries\n",
+                                headers={**headers, **_retry_after(wait)})
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        faults = self.faults
+        records: list[Any] = []
+        for doi in dict.fromkeys(dois):
+            found = self._record(doi)
+            if found is None:
+                continue
+            work = work_from_record(*found)
+            if work.agency != agency or work.fault is not None:
+                continue  # a work whose fault is in its single answer: not in lists
+            with self._lock:
+                self._list_records += 1
+                seen = self._list_records
+            if faults.list_missing_every and seen % faults.list_missing_every == 0:
+                continue
+            if faults.list_bad_record_every and seen % faults.list_bad_record_every == 0:
+                records.append(["not", "a", "record", work.doi])
+                continue
+            records.append(crossref_item_for(work) if agency == "crossref"
+                           else datacite_record_for(work))
+        if agency == "crossref":
+            document: dict[str, Any] = {
+                "status": "ok", "message-type": "work-list", "message-version": "1.0.0",
+                "message": {"facets": {}, "total-results": len(records), "items": records,
+                            "items-per-page": len(dois), "query": {"start-index": 0,
+                                                                  "search-terms": None}},
+            }
+            media = "application/json"
+        else:
+            document = {"data": records, "meta": {"total": len(records), "totalPages": 1,
+                                                  "page": 1},
+                        "links": {"self": str(request.url)}}
+            media = "application/vnd.api+json"
+        body = json.dumps(document, ensure_ascii=False).encode("utf-8")
+        if faults.list_truncated_every and number % faults.list_truncated_every == 0:
+            body = body[: len(body) // 2]
+        return web.Response(status=200, body=body,
+                            headers={**headers, "Content-Type": media})
+
     async def _elsewhere(self, request: web.BaseRequest) -> web.StreamResponse:
         with self._lock:
             self.elsewhere_requests += 1
@@ -623,6 +763,35 @@ def _url_value(record: Mapping[str, Any]) -> str | None:
         if isinstance(data, dict) and isinstance(data.get("value"), str):
             return str(data["value"])
     return None
+
+
+def _ra_of(doi: str, record: Mapping[str, Any]) -> str:
+    """What Which RA? says of a record: its work's agency when the record names one (or a
+    work), else its ``ra``."""
+    if isinstance(record.get("agency"), str) or "work" in record or "ra" not in record:
+        return RA_NAMES.get(work_from_record(doi, record).agency, "Unknown")
+    return str(record["ra"])
+
+
+#: A quoted term of DataCite's query language (``\"`` and ``\\`` escaped inside).
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _listed_dois(agency: str, raw_query: str) -> list[str]:
+    """The DOIs a list query names (Crossref: each ``doi:`` filter; DataCite: each quoted
+    term of ``query``), as the agencies read a query string (``+`` is a space)."""
+    params = parse_qsl(raw_query, keep_blank_values=True)
+    if agency == "crossref":
+        raw = next((v for k, v in _raw_params(raw_query) if k == "filter"), "")
+        return [unquote_plus(part[4:]) for part in raw.split(",") if part.startswith("doi:")]
+    query = next((v for k, v in params if k == "query"), "")
+    return [re.sub(r"\\(.)", r"\1", term) for term in _QUOTED.findall(query)]
+
+
+def _raw_params(raw_query: str) -> list[tuple[str, str]]:
+    """``name=value`` pairs of a query string, values still percent-encoded (Crossref splits a
+    filter on its raw commas before decoding)."""
+    return [tuple(pair.partition("=")[::2]) for pair in raw_query.split("&") if pair]  # type: ignore[misc]
 
 
 def _agency_doi(agency: str, raw_path: str) -> str:

@@ -55,10 +55,12 @@ _FORM_PREFIX = "extra__doi_proxy__"
 
 _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "breaker_cooldown", "breaker_cooldown_max", "breaker_give_up", "negative_ttl",
-           "agency_rate", "metadata_ttl")
+           "agency_rate", "metadata_ttl", "list_rate")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot",
-         "agency_burst", "max_redirects", "max_csl_bytes")
-_STRINGS = ("contact", "redis_url", "redis_namespace", "request_count_key")
+         "agency_burst", "max_redirects", "max_csl_bytes", "list_concurrency", "list_size",
+         "max_url_length")
+_STRINGS = ("contact", "redis_url", "redis_namespace", "request_count_key", "source",
+            "crossref_url", "datacite_url")
 #: Extras holding a list: a JSON list, or text with commas.
 _LISTS = ("metadata_hosts", "types", "indexes")
 
@@ -248,13 +250,17 @@ class DoiProxyHook(BaseHook):
         )
 
     def fetch_metadata(self, values: Iterable[object], *, progress: OnProgress | None = None,
-                       stats: ResolverStats | None = None) -> list[MetadataResult]:
-        """One :class:`~airflow_doi.metadata.MetadataResult` per value, in order (DOI
-        content negotiation through the same proxy); never raises for a row, no file cache."""
+                       stats: ResolverStats | None = None,
+                       agencies: Mapping[str, str | None] | None = None,
+                       ) -> list[MetadataResult]:
+        """One :class:`~airflow_doi.metadata.MetadataResult` per value, in order (the agencies'
+        batch APIs and DOI content negotiation through the same proxy: see
+        :func:`airflow_doi.metadata.afetch`, whose ``agencies`` these are); never raises for a
+        row, no file cache."""
         from airflow_doi.metadata import fetch  # aiohttp: on first use only
 
         return fetch(list(values), config=self.get_metadata_config(), progress=progress,
-                     stats=stats)
+                     stats=stats, agencies=agencies)
 
     def get_conn(self) -> ResolverConfig:
         """The hook's "connection" is its resolver configuration: sessions live per batch."""

@@ -103,14 +103,19 @@ class KeyStep:
     shape: TableShape
     #: The attribute of a result that holds its status.
     status_field: str
-    #: ``ask(dois, progress, stats)``: one result per DOI, in order; never raises for a DOI.
-    ask: Callable[[list[str], Callable[[ProgressEvent], None], ResolverStats], Sequence[Any]]
+    #: ``ask(dois, progress, stats, known)``: one result per DOI, in order; never raises for
+    #: a DOI. ``known``: the stored value of :attr:`known` for the keys that have one.
+    ask: Callable[[list[str], Callable[[ProgressEvent], None], ResolverStats, dict[str, Any]],
+                  Sequence[Any]]
     #: Counters for one batch (``gave_up``, ``requests``, ``retries``).
     new_stats: Callable[[], ResolverStats]
     #: Seconds a claim on ``batch_size`` keys holds by default.
     lease: Callable[[int], float]
     #: The requests counted for this task so far, by every try (None: not counted).
     counted: Callable[[], int | None] = lambda: None
+    #: A column of the results table whose stored value is passed on to ``ask`` for each key
+    #: of a batch (enrichment: who registered the DOI, found by an earlier run); None: none.
+    known: str | None = None
 
     def status(self, result: Any) -> str:
         """The status a result is counted under."""
@@ -158,6 +163,9 @@ class DueKeysSummary:
     #: Requests the earlier tries of this task sent (failed or killed ones, whose own
     #: summaries are lost): counted in Redis with the connection's ``redis_url``, else 0.
     requests_by_earlier_tries: int = 0
+    #: Keys answered and requests sent by each source (enrichment: ``crossref``,
+    #: ``datacite``, ``negotiation``, ``which_ra``), where the step counts them.
+    by_source: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +179,7 @@ class DueKeysSummary:
             "retries": self.retries,
             "elapsed_seconds": round(self.elapsed, 3),
             "by_status": dict(self.by_status),
+            **({"by_source": self.by_source} if self.by_source else {}),
         }
 
 
@@ -498,8 +507,9 @@ class _Run:
 
         step = self.step
         stats = step.new_stats()
+        known = self._known(store, [k for k, _ in mine]) if step.known else {}
         with _LeaseRenewal(store.db_hook, self.claims, claim):
-            results = step.ask([d for _, d in mine], on_progress, stats)
+            results = step.ask([d for _, d in mine], on_progress, stats, known)
         # The service failed: a breaker gave up, or a batch of a few keys got no answer for
         # any of them (a lone key that keeps failing is stored as an error, not a failure).
         failed = stats.gave_up is not None or (
@@ -526,6 +536,24 @@ class _Run:
                 "due for the next try, which asks only for those"
             )
 
+    def _known(self, store: Store, keys: list[str]) -> dict[str, Any]:
+        """The stored :attr:`KeyStep.known` of ``keys`` that have one (an expired row's too)."""
+        column = quote_identifier(self.step.known or "")
+        dialect = self.claims.dialect
+        found: dict[str, Any] = {}
+
+        def read(cursor: Any) -> None:
+            for start in range(0, len(keys), dialect.max_params):
+                chunk = keys[start:start + dialect.max_params]
+                cursor.execute(
+                    f'SELECT "doi_key", {column} FROM {quote_identifier(self.results_table)} '
+                    f'WHERE {column} IS NOT NULL AND "doi_key" IN ({dialect.marks(len(chunk))})',
+                    chunk)
+                found.update((str(k), v) for k, v in cursor.fetchall())
+
+        store.transaction(read)
+        return found
+
     def _count(self, stats: ResolverStats, stored: list[Any], done: int) -> None:
         """Add a stored batch to the summary and the progress line."""
         summary = self.summary
@@ -533,6 +561,10 @@ class _Run:
         summary.stored_keys += len(stored)
         summary.requests += stats.requests
         summary.retries += stats.retries
+        for name, count in getattr(getattr(stats, "sources", None), "as_dict", dict)().items():
+            total = summary.by_source.setdefault(name, {"keys": 0, "requests": 0})
+            total["keys"] += count["keys"]
+            total["requests"] += count["requests"]
         summary.by_status.update(self.step.status(r) for r in stored)
         self.progress.done = done
         self.progress.report()
@@ -566,6 +598,11 @@ class _Run:
             format_duration(summary.elapsed),
             summary.stored_keys / summary.elapsed if summary.elapsed else 0.0,
         )
+        if summary.by_source:
+            self.log.info("By source: %s", "; ".join(
+                f"Which RA? {c['requests']:,} requests" if name == "which_ra"
+                else f"{name} {c['keys']:,} keys in {c['requests']:,} requests"
+                for name, c in summary.by_source.items()))
 
 
 def _say_nothing_due(store: Store, due: DueKeys, table: str, results_table: str,

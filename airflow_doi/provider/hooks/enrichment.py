@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_doi.db.statements import StatementDialect, sibling_table
 from airflow_doi.metadata import METADATA_COLUMNS, MetadataResult, MetadataStats
 from airflow_doi.metadata.client import LANDING
+from airflow_doi.metadata.sources import BATCH_SOURCES
 from airflow_doi.provider.hooks.doi_proxy import requests_counted
 from airflow_doi.provider.hooks.due_keys import (
     DueKeysOptions,
@@ -31,6 +32,7 @@ from airflow_doi.provider.hooks.due_keys import (
 )
 from airflow_doi.provider.hooks.tables import TableShape, keyed_columns
 from airflow_doi.provider.progress import TaskLog
+from airflow_doi.resolver.config import redact_url
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -77,7 +79,7 @@ def metadata_types(dialect: StatementDialect) -> tuple[str, ...]:
 METADATA_SHAPE = TableShape(
     METADATA_TABLE_COLUMNS, metadata_types, not_null=("doi", "metadata_status"),
     kind="metadata table", writer="one DoiEnrichOperator wrote", parameter="metadata_table",
-    purpose="write the metadata elsewhere",
+    purpose="write the metadata elsewhere", added=("agency", "metadata_source"),
 )
 
 
@@ -91,10 +93,11 @@ def ensure_metadata_table(cursor: Any, dialect: StatementDialect, results_table:
 
 
 def _fetch(proxy_hook: DoiProxyHook, log: TaskLog, dois: list[str],
-           progress: Callable[[ProgressEvent], None],
-           stats: ResolverStats) -> list[MetadataResult]:
-    """The metadata of ``dois``; a warning when the proxy sent a whole batch to landing pages."""
-    results = proxy_hook.fetch_metadata(dois, progress=progress, stats=stats)
+           progress: Callable[[ProgressEvent], None], stats: ResolverStats,
+           known: dict[str, Any]) -> list[MetadataResult]:
+    """The metadata of ``dois`` (``known``: the agency an earlier run found, by key); a
+    warning when the proxy sent a whole batch to landing pages."""
+    results = proxy_hook.fetch_metadata(dois, progress=progress, stats=stats, agencies=known)
     if len(results) >= 4 and all((r.error or "").startswith(LANDING) for r in results):
         warn = getattr(log, "warning", log.info)
         warn(
@@ -106,19 +109,30 @@ def _fetch(proxy_hook: DoiProxyHook, log: TaskLog, dois: list[str],
 
 
 def enrichment_step(proxy_hook: DoiProxyHook, log: TaskLog) -> KeyStep:
-    """Content negotiation through the proxy, as a :class:`KeyStep`: two requests a key, so
-    a claim lasts twice a batch's time at the slower of the two rates (proxy, agency host)."""
+    """Registry metadata, as a :class:`KeyStep`: Crossref's and DataCite's keys through their
+    batch APIs where the allowlist has them (``source="auto"``), the others by content
+    negotiation through the proxy (two requests a key, so a claim lasts twice a batch's time at
+    the slower of the two rates). The agency an earlier run found for a key is read back from
+    the table (its ``agency`` column), so that Which RA? is asked only about new keys."""
     config = proxy_hook.get_metadata_config()
+    hosts = ", ".join(config.metadata_hosts)
+    description = (f"{config.safe_base_url} at {config.rate:.1f} requests/s and each "
+                   f"metadata host at {config.agency_rate:.1f}/s (concurrency "
+                   f"{config.concurrency}; metadata hosts: {hosts})")
+    batch_apis = [redact_url(getattr(config, s.url_field)) for s in BATCH_SOURCES
+                  if config.batch_origin(getattr(config, s.url_field))]
+    if config.source == "auto" and batch_apis:
+        description += (f"; Crossref's and DataCite's keys by list queries of "
+                        f"{config.list_size} DOIs at {config.list_rate:g}/s "
+                        f"({', '.join(batch_apis)})")
     return KeyStep(
         verb="enrich", gerund="Enriching", past="enriched", service="DOI content negotiation",
-        description=(f"{config.safe_base_url} at {config.rate:.1f} requests/s and each "
-                     f"metadata host at {config.agency_rate:.1f}/s (concurrency "
-                     f"{config.concurrency}; metadata hosts: {', '.join(config.metadata_hosts)})"),
-        shape=METADATA_SHAPE, status_field="metadata_status",
+        description=description, shape=METADATA_SHAPE, status_field="metadata_status",
         ask=partial(_fetch, proxy_hook, log), new_stats=MetadataStats,
         lease=partial(default_lease, config, rate=min(config.rate, config.agency_rate),
                       requests_per_key=2),
         counted=partial(requests_counted, config),
+        known="agency",
     )
 
 

@@ -100,8 +100,8 @@ def resolution_step(proxy_hook: DoiProxyHook) -> KeyStep:
         description=(f"{redact_url(config.base_url)} at {config.rate:.1f} requests/s "
                      f"(concurrency {config.concurrency})"),
         shape=RESOLUTION_SHAPE, status_field="status",
-        ask=lambda dois, progress, stats: proxy_hook.resolve(dois, progress=progress,
-                                                             stats=stats),
+        ask=lambda dois, progress, stats, known: proxy_hook.resolve(dois, progress=progress,
+                                                                    stats=stats),
         new_stats=ResolverStats, lease=partial(default_lease, config),
         counted=partial(requests_counted, config),
     )

@@ -42,6 +42,9 @@ class TableShape:
     writer: str
     parameter: str
     purpose: str
+    #: Columns added by a later release (nullable): a table of this shape from an earlier one
+    #: gains them, instead of being refused.
+    added: tuple[str, ...] = ()
 
     def ensure(self, cursor: Any, dialect: StatementDialect, table: str) -> None:
         """``CREATE TABLE IF NOT EXISTS`` ``table``; refuse (``ValueError``) one that is not
@@ -55,6 +58,12 @@ class TableShape:
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {quote_identifier(table)} ({declared})")
         missing = missing_columns(cursor, table, self.columns,
                                   case_sensitive=dialect.case_sensitive_identifiers)
+        if missing and set(missing) <= set(self.added):  # written by an earlier release
+            types = dict(zip(self.columns, self.types(dialect), strict=True))
+            for column in missing:
+                cursor.execute(f"ALTER TABLE {quote_identifier(table)} ADD COLUMN "
+                               f"{quote_identifier(column)} {types[column]}")
+            missing = []
         if missing:
             raise ValueError(
                 f"the {self.kind} {table} already exists and is not {self.writer} (no column "

@@ -1,0 +1,131 @@
+"""Per key, the fastest polite source: an agency's batch API, else content negotiation.
+
+Content negotiation costs two requests a key (the proxy's redirect, then the agency's record).
+Crossref and DataCite, who register most DOIs, answer many DOIs in one request:
+
+* Crossref's list query, ``GET /works?filter=doi:A,doi:B,...`` (:mod:`.crossref`);
+* DataCite's batch lookup, ``GET /dois?query=doi:("A" OR "B" ...)`` (:mod:`.datacite`).
+
+So an enrichment asks doi.org's Which RA? (up to 50 DOIs a request) who registered each key it
+does not know the agency of, asks Crossref's keys and DataCite's in lists of ``list_size``, and
+every other agency's (mEDRA, JaLC, KISTI, CNKI, OP...) by content negotiation. A key a list
+answer leaves out is asked by content negotiation too: a batch's silence never makes a key
+``not_found``; only the proxy says that (Which RA?'s "DOI does not exist", or a 404). Each list
+query goes through its host's gate for list queries (:class:`MetadataClient`: a pace and a
+concurrency cap of its own, lowered to what the server announces, ``Retry-After``, backoff on
+429 and 503), and a record is read into the same typed columns whichever source sent it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from airflow_doi.metadata import crossref, datacite
+
+__all__ = [
+    "BATCH_SOURCES",
+    "NEGOTIATION",
+    "WHICH_RA",
+    "BatchSource",
+    "SourceCount",
+    "SourceCounts",
+    "batch_source_for",
+    "group_by_source",
+]
+
+#: The name of content negotiation in counts and in the ``metadata_source`` column.
+NEGOTIATION: Final = "negotiation"
+#: The name of the agency lookups (doi.org's Which RA?) in counts, and the ``metadata_source``
+#: of a key they found does not exist.
+WHICH_RA: Final = "which_ra"
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """One agency's batch API: how its requests are written and its answers read."""
+
+    #: Its name in counts and in ``metadata_source`` (``crossref``, ``datacite``).
+    name: str
+    #: What doi.org's Which RA? calls the agency.
+    agency: str
+    #: The :class:`~airflow_doi.metadata.config.MetadataConfig` field holding its URL.
+    url_field: str
+    #: The media type asked for.
+    accept: str
+    batches: Callable[..., list[list[str]]]
+    list_url: Callable[..., str]
+    read: Callable[[bytes], list[Any]]
+    doi_of: Callable[[object], str | None]
+    csl_of: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: Whether a DOI can be put in one of its requests.
+    accepts: Callable[[str], bool] = lambda doi: True
+
+
+BATCH_SOURCES: Final[tuple[BatchSource, ...]] = (
+    BatchSource("crossref", "Crossref", "crossref_url", "application/json",
+                crossref.list_batches, crossref.list_url, crossref.read_items,
+                crossref.item_doi, crossref.csl_of_item, crossref.listable),
+    BatchSource("datacite", "DataCite", "datacite_url", "application/vnd.api+json",
+                datacite.list_batches, datacite.list_url, datacite.read_records,
+                datacite.record_doi, datacite.csl_of_record),
+)
+_BY_AGENCY: Final[dict[str, BatchSource]] = {s.agency.lower(): s for s in BATCH_SOURCES}
+
+
+def batch_source_for(agency: str | None) -> BatchSource | None:
+    """The batch API of an agency as Which RA? names it (any case), or None."""
+    return _BY_AGENCY.get(agency.strip().lower()) if isinstance(agency, str) else None
+
+
+@dataclass
+class SourceCount:
+    """What one source did in a run: keys it answered, requests it cost."""
+
+    keys: int = 0
+    requests: int = 0
+
+
+@dataclass
+class SourceCounts:
+    """Keys and requests by source (``crossref``, ``datacite``, ``negotiation``, and
+    ``which_ra``: the agency lookups, which answer no key themselves)."""
+
+    counts: dict[str, SourceCount] = field(default_factory=dict)
+
+    def add(self, source: str, *, keys: int = 0, requests: int = 0) -> None:
+        count = self.counts.setdefault(source, SourceCount())
+        count.keys += keys
+        count.requests += requests
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {name: {"keys": c.keys, "requests": c.requests}
+                for name, c in self.counts.items()}
+
+    def summary(self) -> str:
+        """``crossref 700 keys in 14 requests, ...`` (the order the sources were used)."""
+        parts = []
+        for name, count in self.counts.items():
+            if name == WHICH_RA:
+                parts.append(f"Which RA? {count.requests:,} requests")
+            else:
+                parts.append(f"{name} {count.keys:,} keys in {count.requests:,} requests")
+        return "; ".join(parts)
+
+
+def group_by_source(todo: Mapping[str, str], agencies: Mapping[str, str | None],
+                    usable: Sequence[BatchSource]) -> tuple[dict[str, dict[str, str]],
+                                                            dict[str, str]]:
+    """``todo`` (key -> DOI) split into the keys of each usable batch source (by name) and the
+    rest (content negotiation)."""
+    by_source: dict[str, dict[str, str]] = {source.name: {} for source in usable}
+    names = {source.name for source in usable}
+    rest: dict[str, str] = {}
+    for key, doi in todo.items():
+        source = batch_source_for(agencies.get(key))
+        if source is not None and source.name in names and source.accepts(doi):
+            by_source[source.name][key] = doi
+        else:
+            rest[key] = doi
+    return by_source, rest
