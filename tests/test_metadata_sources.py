@@ -10,6 +10,8 @@ and for two thousand generated works.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from airflow_doi.metadata.crossref import (
@@ -133,3 +135,136 @@ def test_list_requests_stay_under_their_count_and_length() -> None:
                    "&rows=2&mailto=me@x.org")
     query = datacite_url("https://api.datacite.org", ['10.5061/a"b'])
     assert "%22" in query and "%5C%22" in query and "page%5Bsize%5D=1" in query
+
+
+# -- over HTTP, against the simulated agencies' batch APIs -----------------------------------
+from collections import Counter  # noqa: E402
+
+from airflow_doi.metadata import MetadataStats, fetch  # noqa: E402
+from airflow_doi.resolver.simulator import ProxySimulator  # noqa: E402
+
+FAST = {"rate": 200.0, "agency_rate": 200.0, "concurrency": 8, "max_attempts": 4,
+        "backoff_base": 0.05, "list_rate": 50.0, "list_concurrency": 2, "list_size": 20,
+        "contact": "catalogue-team@example.org"}
+#: Generated works: about 65% Crossref, 20% DataCite, the rest mEDRA and an agency without
+#: content negotiation.
+DOIS = [f"10.5555/source.{i}" for i in range(300)]
+
+
+def _sources(sim: ProxySimulator, values: list[object], **options: object
+             ) -> tuple[list, MetadataStats]:
+    stats = MetadataStats()
+    settings = {**FAST, "base_url": sim.url, "metadata_hosts": sim.metadata_hosts,
+                "crossref_url": sim.crossref_url, "datacite_url": sim.datacite_url, **options}
+    return fetch(values, stats=stats, **settings), stats  # type: ignore[arg-type]
+
+
+def _agency(doi: str) -> str:
+    return work_for(doi).agency
+
+
+def test_each_key_from_its_agencys_batch_api_with_the_columns_of_negotiation() -> None:
+    with ProxySimulator(auto_records=True) as sim:
+        negotiated, _ = _sources(sim, DOIS, source="negotiation")
+        sim.reset_counts()
+        batched, stats = _sources(sim, DOIS, list_size=50)
+        sent = sim.stats()
+    by_source = Counter(r.metadata_source for r in batched)
+    crossref = sum(_agency(d) == "crossref" for d in DOIS)
+    datacite = sum(_agency(d) == "datacite" for d in DOIS)
+    assert by_source == {"crossref": crossref, "datacite": datacite,
+                         "negotiation": len(DOIS) - crossref - datacite}
+    for slow, fast in zip(negotiated, batched, strict=True):
+        assert (fast.metadata_status, fast.fields) == (slow.metadata_status, slow.fields), fast.doi
+        assert fast.agency == {"crossref": "Crossref", "datacite": "DataCite",
+                               "medra": "mEDRA", "nocn": "JaLC"}[_agency(fast.doi)]
+    # Requests: Which RA? 50 a request, lists of 50: at most 0.05 a Crossref or DataCite key
+    # at the list host, none of their DOIs negotiated.
+    assert sent["list_requests"] == {"crossref": -(-crossref // 50),
+                                     "datacite": -(-datacite // 50)}
+    assert sum(sent["list_requests"].values()) / (crossref + datacite) <= 0.05
+    assert sent["requests"] == -(-len(DOIS) // 50)  # Which RA?
+    assert sent["cn_requests"] == len(DOIS) - crossref - datacite
+    assert stats.sources.as_dict()["crossref"] == {"keys": crossref,
+                                                   "requests": -(-crossref // 50)}
+    assert "crossref" in stats.summary() and "Which RA? 6 requests" in stats.summary()
+
+
+def test_known_agencies_skip_which_ra_and_unknown_dois_are_not_found() -> None:
+    known = {d: None for d in DOIS[:40]}
+    with ProxySimulator({**{d: {"values": []} for d in DOIS[:40]}}) as sim:
+        agencies = {d.upper(): {"crossref": "Crossref", "datacite": "DataCite",
+                                "medra": "mEDRA", "nocn": "JaLC"}[_agency(d)] for d in known}
+        results, _ = _sources(sim, [*DOIS[:40], "10.5555/nobody.registered"],
+                              agencies=agencies)
+        sent = sim.stats()
+    # The one key whose agency was not given was asked of Which RA?, which does not know it.
+    assert sent["requests"] == 1
+    assert results[-1].metadata_status == "not_found"
+    assert results[-1].metadata_source == "which_ra" and results[-1].error.startswith("doi.org")
+    assert sent["cn_requests"] == sum(_agency(d) in ("medra", "nocn") for d in DOIS[:40])
+    assert all(r.metadata_status in ("ok", "no_metadata") for r in results[:40])
+
+
+@pytest.mark.parametrize("fault", ["list_missing_every", "list_bad_record_every",
+                                   "list_truncated_every"])
+def test_a_faulty_batch_ends_in_per_key_statuses(fault: str) -> None:
+    every = {"list_missing_every": 3, "list_bad_record_every": 4, "list_truncated_every": 2}
+    with ProxySimulator(auto_records=True, faults={fault: every[fault]}) as sim:
+        results, stats = _sources(sim, DOIS[:120])
+        sent = sim.stats()
+    expected = [sim.expected_metadata(d) for d in DOIS[:120]]
+    assert [r.fields if r.metadata_status == "ok" else None for r in results] == expected
+    listed = [r for r in results if r.agency in ("Crossref", "DataCite")]
+    negotiated = sum(r.metadata_source == "negotiation" for r in listed)
+    if fault == "list_truncated_every":  # asked again, answered whole: none negotiated
+        assert negotiated == 0 and stats.retries >= 1
+        assert sum(sent["list_requests"].values()) > sum(
+            -(-sum(r.agency == a for r in listed) // 20) for a in ("Crossref", "DataCite"))
+    else:  # a record left out or unreadable: that key by content negotiation
+        assert negotiated >= 5
+        assert sent["cn_requests"] == negotiated + sum(r.agency not in ("Crossref", "DataCite")
+                                                       for r in results)
+
+
+def test_a_429_on_list_queries_only_is_waited_for_and_an_announced_limit_kept() -> None:
+    # The batch APIs answer 2 list queries a second; the client is told 20. DataCite says
+    # nothing and answers 429 with Retry-After; Crossref announces its limit on the first
+    # answer, and no query after it goes over.
+    with ProxySimulator(auto_records=True, list_rate_limit=2) as sim:
+        results, stats = _sources(sim, DOIS[:200], list_rate=20.0, list_size=10)
+        sent = sim.stats()
+    assert all(r.metadata_status in ("ok", "no_metadata") for r in results)
+    assert sum(r.metadata_source == "negotiation" and r.agency in ("Crossref", "DataCite")
+               for r in results) == 0
+    assert sent["list_throttled"] >= 1 and stats.throttled >= 1  # DataCite's 429s
+    assert sent["list_over_announced"] == 0  # Crossref's announced limit, never passed
+    assert sent["throttled"] == 0  # the proxy's own limit untouched
+
+
+def test_a_batch_api_that_never_answers_leaves_its_keys_to_negotiation() -> None:
+    with ProxySimulator(auto_records=True) as sim:
+        results, stats = _sources(
+            sim, DOIS[:60], crossref_url="http://127.0.0.1:9",
+            metadata_hosts=(*sim.metadata_hosts, "http://127.0.0.1:9"),
+            max_attempts=2, breaker_give_up=5.0)
+    assert [r.fields for r in results if r.metadata_status == "ok"] == [
+        sim.expected_metadata(d) for d, r in zip(DOIS[:60], results, strict=True)
+        if r.metadata_status == "ok"]
+    crossref = [r for r in results if r.agency == "Crossref"]
+    assert crossref and all(r.metadata_status == "ok" and r.metadata_source == "negotiation"
+                            for r in crossref)
+    assert stats.sources.as_dict()["crossref"]["keys"] == 0
+
+
+def test_a_cache_keeps_each_source_and_a_second_run_asks_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "metadata.sqlite"
+    with ProxySimulator(auto_records=True) as sim:
+        first, _ = _sources(sim, DOIS[:100], cache=cache)
+        sim.reset_counts()
+        again, stats = _sources(sim, DOIS[:100], cache=cache)
+        sent = sim.stats()
+    assert sent["requests"] == 0 and sent["list_requests"] == {} and sent["cn_requests"] == 0
+    assert [(r.metadata_source, r.agency, r.fields) for r in again] == [
+        (r.metadata_source, r.agency, r.fields) for r in first]
+    assert stats.cache_hits == 100

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from airflow_doi.resolver.agencies import work_for
+from airflow_doi.resolver.agencies import RA_NAMES, work_for
 from airflow_doi.syntax import ascii_upper
 
 #: The sample shipped with the repository: a few hundred DOI cells in every messy form.
@@ -102,10 +102,12 @@ def registry_records(path: Path) -> dict[str, Any]:
     records = make_records(line.strip() for line in lines if line.strip() and
                            not line.lstrip().startswith("#"))
     for doi, record in records.items():
+        work = work_for(doi)
         if ascii_upper(doi) == ascii_upper(DEMO_RETRACTED):
-            work = replace(work_for(doi), agency="crossref", csl_type="article-journal",
+            work = replace(work, agency="crossref", csl_type="article-journal",
                            updated_by=(("retraction", f"{doi}.notice"),))
             record["work"] = asdict(work)
+        record["ra"] = RA_NAMES[work.agency]  # what Which RA? says of it
     return records
 
 
@@ -183,6 +185,7 @@ def airflow_pipeline(context: DemoContext) -> None:
     print(f"airflow: AIRFLOW_HOME={home} (log: {log})")
     _airflow(["db", "migrate"], env, log)
     with contextlib.ExitStack() as stack:
+        simulator = None
         if os.environ.get(PROXY_CONN_ENV):
             print(f"airflow: resolving through {PROXY_CONN_ENV}")
         else:
@@ -192,8 +195,10 @@ def airflow_pipeline(context: DemoContext) -> None:
             simulator = stack.enter_context(ProxySimulator(registry_records(registry)))
             env[PROXY_CONN_ENV] = json.dumps({
                 "conn_type": "doi_proxy", "host": simulator.url,
-                "extra": {"rate": 50, "concurrency": 4, "agency_rate": 50,
-                          "metadata_hosts": ",".join(simulator.metadata_hosts)},
+                "extra": {"rate": 50, "concurrency": 4, "agency_rate": 50, "list_rate": 5,
+                          "metadata_hosts": ",".join(simulator.metadata_hosts),
+                          "crossref_url": simulator.crossref_url,
+                          "datacite_url": simulator.datacite_url},
             })
             print(f"airflow: resolving against the bundled simulator at {simulator.url}, which "
                   f"knows the DOIs listed in {REGISTRY} (set {PROXY_CONN_ENV} to use a real "
@@ -201,11 +206,24 @@ def airflow_pipeline(context: DemoContext) -> None:
         report = (context.out / "report.html").resolve()
         conf = {**DAG_CONF, "report_path": str(report)}
         _airflow(["dags", "test", DAG_ID, "--conf", json.dumps(conf)], env, log)
+        if simulator is not None:
+            print(requests_line(simulator.stats()))
     show_results(database)
     if not report.is_file():
         raise RuntimeError(f"the DAG's quality_report task wrote no {report}")
     print(f"airflow: the quality report of the catalogue: {report}")
     print(f"  open it in a browser: {report.as_uri()}")
+
+
+def requests_line(stats: dict[str, Any]) -> str:
+    """What the run asked of the simulated servers, as the demo prints it."""
+    lists = stats["list_requests"]
+    negotiated = stats["cn_requests"]
+    return (f"airflow: the DAG sent {stats['requests']:,} requests to the proxy (resolve, and "
+            f"Which RA? for enrich), {sum(lists.values()):,} list queries to the agencies' "
+            f"batch APIs (Crossref {lists.get('crossref', 0):,}, DataCite "
+            f"{lists.get('datacite', 0):,}) and {negotiated:,} content negotiations for the "
+            f"other agencies' DOIs (each a proxy redirect and an agency request)")
 
 
 #: A few catalogue rows per outcome (resolved, not_found, ..., invalid), joined to their

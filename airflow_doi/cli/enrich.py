@@ -13,22 +13,27 @@ from typing import Any
 
 from airflow_doi.cli import _proxy
 from airflow_doi.cli._files import add_file_options, input_error, say
+from airflow_doi.metadata.config import CROSSREF_URL, DATACITE_URL, SOURCES
 
 __all__ = ["register", "run"]
 
 #: The one line of ``airflow-doi --help`` for this command.
 HELP = "registry metadata (title, type, year, journal, ISSN...) for a column of DOIs"
 DESCRIPTION = """\
-Fetch the registry metadata of a column of DOIs through DOI content negotiation: the doi.org
-proxy (or --base-url) redirects each request to the registration agency's metadata service
-(Crossref, DataCite, mEDRA...), which answers in CSL-JSON.
+Fetch the registry metadata of a column of DOIs. Crossref's and DataCite's DOIs (doi.org's
+Which RA? says whose each is) come from their batch APIs, many DOIs a request (--list-size,
+at --list-rate); every other DOI, and any a batch answer leaves out, through DOI content
+negotiation: the doi.org proxy (or --base-url) redirects the request to the registration
+agency's metadata service (mEDRA, JaLC...), which answers in CSL-JSON. --source negotiation
+asks every DOI by content negotiation.
 
 Writes one row per input row: input (the cell as text), doi, key, metadata_status, title,
 csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
 journal or book), publisher, issn, isbn, volume, issue, page, author_count, first_author,
 language, license_url, updated_by and update_to (retractions and corrections, as
-type:DOI items), source_host, error, attempts, http_status, fetched_at, expires_at and
-csl_json (the record, without its reference list). metadata_status is ok, not_found (no
+type:DOI items), source_host, agency (who registered the DOI), metadata_source (crossref,
+datacite, negotiation), error, attempts, http_status, fetched_at, expires_at and csl_json
+(the record as CSL-JSON, without its reference list). metadata_status is ok, not_found (no
 such DOI), no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the
 reason is in error) or error (gave up, or refused: the reason is in error).
 
@@ -46,7 +51,7 @@ INTEGERS = ("year", "author_count", "attempts", "http_status")
 GUARDED = (
     "input", "title", "csl_type", "issued", "container_title", "publisher", "issn", "isbn",
     "volume", "issue", "page", "first_author", "language", "license_url", "updated_by",
-    "update_to", "source_host", "error",
+    "update_to", "source_host", "agency", "error",
 )
 
 
@@ -74,6 +79,21 @@ def register(subparsers: Any) -> None:
         "data.crossref.org, api.datacite.org, data.datacite.org, data.crosscite.org, "
         "data.medra.org)",
     )
+    parser.add_argument("--source", choices=SOURCES, default="auto",
+                        help="auto: Crossref's and DataCite's DOIs from their batch APIs, the "
+                        "others by content negotiation; negotiation: every DOI by content "
+                        "negotiation (default: auto)")
+    parser.add_argument("--list-rate", type=float, default=1.0,
+                        help="list queries per second to each batch API (lowered to what the "
+                        "server announces; default: 1)")
+    parser.add_argument("--list-size", type=int, default=50,
+                        help="DOIs per list query, at most 100 (default: 50)")
+    parser.add_argument("--crossref-url", default=CROSSREF_URL,
+                        help=f"Crossref's REST API, on the --metadata-host allowlist "
+                        f"(default: {CROSSREF_URL})")
+    parser.add_argument("--datacite-url", default=DATACITE_URL,
+                        help=f"DataCite's REST API, on the --metadata-host allowlist "
+                        f"(default: {DATACITE_URL})")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     parser.set_defaults(func=run)
 
@@ -85,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
 
     terminal = _proxy.progress_wanted(args)
     try:
-        extra: dict[str, Any] = {"agency_rate": args.agency_rate}
+        extra: dict[str, Any] = {
+            "agency_rate": args.agency_rate, "source": args.source,
+            "list_rate": args.list_rate, "list_size": args.list_size,
+            "crossref_url": args.crossref_url, "datacite_url": args.datacite_url,
+        }
         if args.metadata_hosts:  # repeated, or comma-separated as the simulator prints them
             extra["metadata_hosts"] = tuple(
                 part.strip() for item in args.metadata_hosts for part in item.split(",")
@@ -93,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
         config = _proxy.proxy_config(args, config_class=MetadataConfig, **extra)
         read = _proxy.read_input(args)
     except (TypeError, ValueError) as error:  # the library's field name, as the flag
-        return input_error("enrich", type(error)(
-            str(error).replace("metadata_hosts", "--metadata-host", 1)))
+        message = str(error).replace("metadata_hosts", "--metadata-host", 1)
+        for field in ("list_rate", "list_size", "crossref_url", "datacite_url"):
+            message = message.replace(field, "--" + field.replace("_", "-"), 1)
+        return input_error("enrich", type(error)(message))
     except TableInputError as error:
         return input_error("enrich", error)
     stats = MetadataStats()

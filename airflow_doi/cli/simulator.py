@@ -33,7 +33,10 @@ DoiEnrichOperator): each on a port of its own, free ones unless --agency-base-po
 first (the others follow it: four agencies, then a fifth port for a host off every
 allowlist), so that the allowlist stays the same across restarts. The second line of stdout
 lists their origins (the allowlist a client needs: --metadata-host, or the connection extra
-metadata_hosts), and the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
+metadata_hosts), and the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow. The
+simulated Crossref and DataCite also serve their batch APIs (list queries): the connection
+line names them (crossref_url, datacite_url; airflow-doi enrich --crossref-url,
+--datacite-url), so that enrichment asks their DOIs many a request."""
 
 
 def register(subparsers: Any) -> None:
@@ -66,6 +69,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--always-500", action="store_true", help="answer 500 to everything")
     parser.add_argument("--agency-rate-limit", type=float,
                         help="requests/second each simulated agency answers before 429")
+    parser.add_argument("--list-rate-limit", type=float,
+                        help="list queries each simulated batch API answers in any second "
+                        "before 429 (Crossref's announces it in x-rate-limit-limit)")
+    parser.add_argument("--list-missing-every", type=int,
+                        help="leave out every Nth record a list query asked for")
+    parser.add_argument("--list-truncated-every", type=int,
+                        help="cut every Nth list answer's body short")
+    parser.add_argument("--list-bad-record-every", type=int,
+                        help="put a record of the wrong shape in place of every Nth record")
     parser.add_argument("--agency-base-port", type=int, default=0, metavar="PORT",
                         help="serve the agencies on PORT and the 4 ports after it (the same "
                              "allowlist on every start); 0 picks free ports")
@@ -112,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         auto_records=args.auto_records,
         agency_rate_limit=args.agency_rate_limit,
         agency_base_port=args.agency_base_port,
+        list_rate_limit=args.list_rate_limit,
     )
     try:
         simulator.start()
@@ -124,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         print(simulator.url)
         print("metadata hosts: " + ",".join(simulator.metadata_hosts))
         connection = {"conn_type": "doi_proxy", "host": simulator.url,
-                      "extra": {"metadata_hosts": ",".join(simulator.metadata_hosts)}}
+                      "extra": {"metadata_hosts": ",".join(simulator.metadata_hosts),
+                                "crossref_url": simulator.crossref_url,
+                                "datacite_url": simulator.datacite_url}}
         print("export AIRFLOW_CONN_DOI_PROXY_DEFAULT="
               + shlex.quote(json.dumps(connection)), flush=True)
         while not stop.wait(0.5):
@@ -134,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         simulator.stop()
     agencies = ", ".join(f"{name} {count}" for name, count in
                          sorted(stats["agency_requests"].items())) or "none"
+    lists = ", ".join(f"{name} {count}" for name, count in
+                      sorted(stats["list_requests"].items())) or "none"
     print(f"served {stats['requests']} API requests, {stats['cn_requests']} content "
-          f"negotiation requests; agencies: {agencies}", file=sys.stderr)
+          f"negotiation requests; agencies: {agencies}; list queries: {lists}",
+          file=sys.stderr)
     return 0
