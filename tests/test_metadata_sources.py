@@ -33,9 +33,13 @@ from airflow_doi.resolver.agencies import (
     datacite_record_for,
     expected_metadata,
     work_for,
+    work_from_record,
 )
 
-WORKS = [*SHOWCASE_WORKS, *(work_for(f"10.5555/generated.{i}") for i in range(2000))]
+WORKS = [*SHOWCASE_WORKS, *(work_for(f"10.5555/generated.{i}") for i in range(2000)),
+         # Works of every kind under each agency: the renderings hold every field.
+         *(work_from_record(f"10.5555/moved.{i}", {"agency": agency}) for i in range(300)
+           for agency in ("crossref", "datacite", "medra"))]
 
 
 def _columns(csl: dict) -> dict:

@@ -324,6 +324,8 @@ def csl_for(work: Work) -> dict[str, Any]:
             csl["container-title"] = work.container_title
         if work.issn:  # one ISSN comes as a plain string, several as a list
             csl["ISSN"] = work.issn[0] if len(work.issn) == 1 else list(work.issn)
+        if work.isbn:
+            csl["ISBN"] = list(work.isbn)
         if work.license_url:
             csl["license"] = [
                 {"URL": "https://example.org/text-mining-terms", "content-version": "tdm",
@@ -340,11 +342,17 @@ def csl_for(work: Work) -> dict[str, Any]:
                     "abstract": f"Observations behind {work.title.lower()}.", "version": "1.0"})
         if work.container_title:  # a repository, as a one-item list
             csl["container-title"] = [work.container_title]
+        if work.issn:
+            csl["ISSN"] = list(work.issn)
+        if work.isbn:
+            csl["ISBN"] = list(work.isbn)
     else:
         if work.container_title:
             csl["container-title"] = work.container_title
         if work.isbn:
             csl["ISBN"] = list(work.isbn)
+        if work.issn:
+            csl["ISSN"] = list(work.issn)
         csl["editor"] = [{"family": "Achterberg", "given": "Greta"}]
     for name, value in (("publisher", work.publisher), ("issue", work.issue),
                         ("page", work.page), ("language", work.language)):
@@ -429,13 +437,27 @@ def datacite_record_for(work: Work) -> dict[str, Any]:
                              "givenName": given, "familyName": family, "affiliation": [],
                              "nameIdentifiers": []})
     issued = "-".join(f"{p:02d}" if i else f"{p:04d}" for i, p in enumerate(work.issued))
+    container: dict[str, Any] = {}
+    if work.container_title:
+        container = {"type": "Journal" if work.issn else "DataRepository",
+                     "title": work.container_title}
+    for name, value in (("volume", work.volume), ("issue", work.issue)):
+        if value is not None:
+            container[name] = value
+    if work.page is not None:
+        first, _, last = work.page.partition("-")
+        container.update({"firstPage": first, **({"lastPage": last} if last else {})})
+    related = [{"relatedIdentifier": isbn, "relatedIdentifierType": "ISBN",
+                "relationType": "IsPartOf"} for isbn in work.isbn]
+    if work.issn:
+        container.update(identifier=work.issn[0], identifierType="ISSN")
+        related += [{"relatedIdentifier": issn, "relatedIdentifierType": "ISSN",
+                     "relationType": "IsPartOf"} for issn in work.issn[1:]]
     attributes: dict[str, Any] = {
         "doi": work.doi.lower(), "prefix": work.doi.partition("/")[0],
         "identifiers": [], "creators": creators,
         "titles": [{"title": work.title}, {"title": "Data and code", "titleType": "Subtitle"}],
-        "publisher": work.publisher,
-        "container": ({"type": "DataRepository", "title": work.container_title}
-                      if work.container_title else {}),
+        "publisher": work.publisher, "container": container,
         "publicationYear": work.issued[0] if work.issued else None,
         "subjects": [], "contributors": [],
         "dates": [{"date": issued, "dateType": "Issued"},
@@ -443,12 +465,14 @@ def datacite_record_for(work: Work) -> dict[str, Any]:
         "language": work.language,
         "types": {"ris": "DATA", "bibtex": "misc", "citeproc": work.csl_type,
                   "schemaOrg": "Dataset", "resourceTypeGeneral": "Dataset"},
-        "relatedIdentifiers": [], "sizes": [], "formats": [], "version": "1.0",
+        "relatedIdentifiers": related, "sizes": [], "formats": [], "version": "1.0",
         "rightsList": [{"rights": "Creative Commons Attribution 4.0 International"}],
         "descriptions": [{"description": f"Observations behind {work.title.lower()}.",
                           "descriptionType": "Abstract"}],
         "url": f"https://repository.example/{work.doi}", "state": "findable",
     }
+    if work.authors is None:  # no creator list at all
+        del attributes["creators"]
     return {"id": work.doi.lower(), "type": "dois", "attributes": attributes,
             "relationships": {"client": {"data": {"id": "example.repo", "type": "clients"}}}}
 
@@ -483,7 +507,9 @@ def expected_metadata(work: Work) -> dict[str, Any] | None:
         "author_count": None if work.authors is None else len(work.authors),
         "first_author": first, "language": work.language,
         "license_url": work.license_url if work.agency == "crossref" else None,
-        "updated_by": joined(work.updated_by), "update_to": joined(work.update_to),
+        # Only Crossref's records carry licences and update links (Crossmark).
+        "updated_by": joined(work.updated_by) if work.agency == "crossref" else None,
+        "update_to": joined(work.update_to) if work.agency == "crossref" else None,
     }
 
 
