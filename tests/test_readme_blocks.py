@@ -158,7 +158,7 @@ def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (tmp_path / "doi-cache.sqlite").exists()
 
 
-ENRICHMENT = "Enrichment: registry metadata through content negotiation"
+ENRICHMENT = "Enrichment: registry metadata from the agencies"
 
 
 def test_enrichment_python_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
