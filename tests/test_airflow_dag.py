@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +26,7 @@ import duckdb
 import pytest
 
 from airflow_doi import comparison_key, normalize, validate
+from airflow_doi.resolver.agencies import work_for
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import MARIADB_DSN, record_figure
 
@@ -74,10 +76,17 @@ def _base_env(home: Path) -> dict[str, str]:
 
 
 def _dag_env(home: Path, catalogue: dict[str, object], proxy_url: str,
-             rate: float = 200.0, metadata_hosts: tuple[str, ...] = ()) -> dict[str, str]:
+             rate: float = 200.0, metadata_hosts: tuple[str, ...] = (),
+             simulator: ProxySimulator | None = None) -> dict[str, str]:
+    """The DAG's connections; with ``simulator``, its agencies and batch APIs, as its
+    connection line names them."""
     env = _base_env(home)
     env["AIRFLOW_CONN_DOI_CATALOGUE"] = json.dumps(catalogue)
-    extra: dict[str, object] = {"rate": rate, "concurrency": 4, "agency_rate": rate}
+    extra: dict[str, object] = {"rate": rate, "concurrency": 4, "agency_rate": rate,
+                                "list_rate": rate}
+    if simulator is not None:
+        metadata_hosts = simulator.metadata_hosts
+        extra.update(crossref_url=simulator.crossref_url, datacite_url=simulator.datacite_url)
     if metadata_hosts:
         extra["metadata_hosts"] = ",".join(metadata_hosts)
     env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
@@ -89,6 +98,16 @@ def _dag_env(home: Path, catalogue: dict[str, object], proxy_url: str,
 METADATA_FIELDS = ("title", "csl_type", "issued", "year", "container_title", "publisher",
                    "issn", "isbn", "volume", "issue", "page", "author_count", "first_author",
                    "language", "license_url", "updated_by", "update_to")
+
+
+def _assert_sources(simulator: ProxySimulator) -> None:
+    """Enrichment went through the batch APIs by default (#33): every key asked once, by a
+    list query (Crossref's and DataCite's) or by content negotiation (the others)."""
+    asked = Counter(simulator.list_dois_by_key) + Counter(simulator.cn_by_key)
+    assert set(asked) == SAMPLE_KEYS and set(asked.values()) == {1}
+    assert sum(simulator.list_requests.values()) >= 2  # one query a batch API, at least
+    assert simulator.cn_requests == sum(
+        work_for(key).agency not in ("crossref", "datacite") for key in SAMPLE_KEYS)
 
 
 def _assert_metadata(rows: list[tuple], simulator: ProxySimulator) -> None:
@@ -170,15 +189,14 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
         conn.execute("CREATE TABLE works (id INTEGER)")
         conn.execute("INSERT INTO works VALUES (1), (2), (3)")
     env = _dag_env(airflow_home, {"conn_type": "duckdb", "host": str(path)}, simulator.url,
-                   metadata_hosts=simulator.metadata_hosts)
+                   simulator=simulator)
     first = _dags_test(env, airflow_home, **SAMPLE_RUN)
     assert _succeeded(first), _explain(first)
     assert _task_states(airflow_home, first)["enrich"] == "success"
     assert _task_states(airflow_home, first)["dbt_build"] == "success"
-    assert simulator.request_count == len(SAMPLE_KEYS)
+    assert simulator.request_count == len(SAMPLE_KEYS) + 1  # and one Which RA?
     assert set(simulator.requests_by_key.values()) == {1}
-    assert simulator.cn_requests == len(SAMPLE_KEYS)  # enrich: one negotiation per key
-    assert set(simulator.cn_by_key.values()) == {1}
+    _assert_sources(simulator)
     assert f"Normalized catalogue: wrote {SAMPLE_ROWS} rows" in first.stdout + first.stderr
 
     simulator.reset_counts()
@@ -187,7 +205,7 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert _task_states(airflow_home, second)["load_sample_catalogue"] == "skipped"
     assert _task_states(airflow_home, second)["dbt_build"] == "skipped"
     assert simulator.request_count == 0  # every key is fresh in doi_resolution
-    assert simulator.cn_requests == 0  # ... and in doi_metadata
+    assert simulator.cn_requests == 0 and not simulator.list_requests  # ... and doi_metadata
     # The table is unchanged: normalize writes nothing, and validate reads what it stored.
     assert "Normalized catalogue: wrote 0 rows" in second.stdout + second.stderr
     assert "Reading the reasons stored in" in second.stdout + second.stderr
@@ -226,12 +244,14 @@ def test_dag_on_sqlite_skips_dbt(airflow_home: Path, tmp_path: Path,
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE works (id INTEGER)")
         conn.execute("INSERT INTO works VALUES (1)")
-    env = _dag_env(airflow_home, {"conn_type": "sqlite", "host": str(path)}, simulator.url)
+    env = _dag_env(airflow_home, {"conn_type": "sqlite", "host": str(path)}, simulator.url,
+                   simulator=simulator)
     result = _dags_test(env, airflow_home, catalogue_table="library", doi_column="identifier",
                         **SAMPLE_RUN)
     assert _succeeded(result), _explain(result)
     assert _task_states(airflow_home, result)["dbt_build"] == "skipped"
-    assert simulator.request_count == len(SAMPLE_KEYS)
+    assert simulator.request_count == len(SAMPLE_KEYS) + 1  # and one Which RA?
+    _assert_sources(simulator)
     with sqlite3.connect(path) as conn:
         _assert_catalogue(
             conn.execute(CATALOGUE_SQL.replace("doi_raw", "identifier").format("library"))
@@ -252,14 +272,15 @@ def test_dag_on_postgres_with_dbt(airflow_home: Path, simulator: ProxySimulator,
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE TABLE "{postgres_schema}".works (id integer)')
         conn.execute(f'INSERT INTO "{postgres_schema}".works VALUES (1), (2)')
-    env = _dag_env(airflow_home, connection, simulator.url,
-                   metadata_hosts=simulator.metadata_hosts)
+    env = _dag_env(airflow_home, connection, simulator.url, simulator=simulator)
     result = _dags_test(env, airflow_home, catalogue_table=f"{postgres_schema}.catalogue",
                         **SAMPLE_RUN)
     assert _succeeded(result), _explain(result)
     assert _task_states(airflow_home, result)["dbt_build"] == "success"
-    assert simulator.request_count == len(SAMPLE_KEYS)
-    assert simulator.cn_requests == len(SAMPLE_KEYS)
+    # Resolve asks each key's handle; enrich asks Which RA? once (the sample's keys fit in
+    # one request), then each key from its source.
+    assert simulator.request_count == len(SAMPLE_KEYS) + 1
+    _assert_sources(simulator)
     with psycopg.connect(postgres_dsn) as conn:
         _assert_catalogue(
             conn.execute(CATALOGUE_SQL.format(f'"{postgres_schema}".catalogue')).fetchall(),
