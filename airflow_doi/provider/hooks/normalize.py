@@ -19,7 +19,8 @@ where there is no DOI):
 * DuckDB: ``UPDATE ... FROM`` a derived table of the stale rows joined on ``rowid``;
 * MariaDB: one ``UPDATE`` whose assignments read the DOI assigned before them (MariaDB assigns
   left to right unless ``SIMULTANEOUS_ASSIGNMENT`` is set; then each column is computed from the
-  source), under ``READ COMMITTED`` so that the rows it scans but leaves are not locked;
+  source); the task's session writes under ``READ COMMITTED`` (both paths), so that the rows
+  an ``UPDATE`` scans but leaves are not locked;
 * SQLite: its registered functions share each row's parse (:mod:`airflow_doi.db.sqlite`);
 * warehouses: the four generated bodies, only over the stale rows.
 
@@ -111,6 +112,8 @@ class NormalizeRun:
             log.warning("%s has no hash known to the operator, so no row can be told current: "
                         "every run rewrites every row", self.dialect.name)
         self.new_fingerprints = self._add_columns()
+        if self.dialect.name == "mysql":
+            self._read_committed()
         other = 0 if self.full or self.new_fingerprints else self._rows_under_other_settings()
         if other:
             log.info("%d rows of %s were normalized under other rules or another decode: "
@@ -277,17 +280,25 @@ class NormalizeRun:
             f"AS doi__s WHERE {_T}.rowid = doi__s.doi__rid"
         )
 
-    def _mariadb(self, rows: _Rows, functions_schema: str | None) -> str:
-        """Left to right: the DOI, then the reason and the rest from it; under
-        ``SIMULTANEOUS_ASSIGNMENT`` each from the source. ``READ COMMITTED`` for the write."""
+    def _read_committed(self) -> None:
+        """MariaDB: this task's session writes under ``READ COMMITTED``, so that the rows its
+        ``UPDATE`` scans and leaves are not locked (InnoDB's semi-consistent read): the
+        catalogue's writers wait for the rows written, not for the scan. Not where binary logs
+        are statement-based (they need ``REPEATABLE READ``)."""
         cursor = native_cursor(self.column.cursor)
-        cursor.execute("SELECT @@SESSION.sql_mode, @@GLOBAL.log_bin, @@SESSION.binlog_format")
-        sql_mode, log_bin, binlog_format = cursor.fetchone()
+        cursor.execute("SELECT @@GLOBAL.log_bin, @@SESSION.binlog_format")
+        log_bin, binlog_format = cursor.fetchone()
         self.column.conn.commit()
         if not (int(log_bin or 0) and str(binlog_format).upper() == "STATEMENT"):
-            # Statement-based binary logs need REPEATABLE READ; elsewhere the rows scanned and
-            # left are not locked under READ COMMITTED (InnoDB's semi-consistent read).
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+    def _mariadb(self, rows: _Rows, functions_schema: str | None) -> str:
+        """Left to right: the DOI, then the reason and the rest from it; under
+        ``SIMULTANEOUS_ASSIGNMENT`` each from the source."""
+        cursor = native_cursor(self.column.cursor)
+        cursor.execute("SELECT @@SESSION.sql_mode")
+        (sql_mode,) = cursor.fetchone()
+        self.column.conn.commit()
         if _SIMULTANEOUS in str(sql_mode).upper():
             return self._each_from_source(rows, functions_schema)
         d = self.dialect
