@@ -81,8 +81,9 @@ def test_every_python_block_is_covered() -> None:
                                     ENRICHMENT, "Airflow provider", "Arrow", "Polars",
                                     "PySpark", "Dask"])  # PySpark: tests/test_sql_spark.py
     bash = [head for head, _ in blocks("bash")]
-    assert bash[1:] == ["pandas", "Command line", "Files as people export them",
-                        "Quality report", ENRICHMENT]  # Quality report: tests/test_report.py
+    assert bash[1:] == ["Install", "Install", "pandas", "Command line",
+                        "Files as people export them", "Quality report", ENRICHMENT]
+    # Install: tests/test_extras.py; Quality report: tests/test_report.py
 
 
 def test_pandas_block() -> None:

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from airflow_doi._install import pip_install
+from airflow_doi._version import __version__
 from airflow_doi.files import BEFORE_PUT_IN_PLACE
 
 #: Subcommand modules, in the order ``--help`` lists them.
@@ -100,9 +102,8 @@ def missing_extra_message(module: str | None) -> str:
     extra = EXTRAS[top]
     if extra is None:
         return (f"the module {top!r}, part of every airflow-doi install, is missing: "
-                "reinstall with pip install --force-reinstall airflow-doi")
-    return (f"this command needs the [{extra}] extra ({top} is not installed): "
-            f"pip install 'airflow-doi[{extra}]'")
+                f"reinstall with {pip_install(force=True)}")
+    return f"this command needs the [{extra}] extra ({top} is not installed): {pip_install(extra)}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="DOIs per ANSI/NISO Z39.84: normalize, resolve, enrich, SQL.",
         formatter_class=HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"airflow-doi {__version__}",
+                        help="print the version and exit")
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND",
         help=", ".join(SUBCOMMANDS) + " (each has its own --help)",

@@ -96,11 +96,9 @@ def registry_records(path: Path) -> dict[str, Any]:
     simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
     retracted journal article, so the demo's report lists one."""
 
-    from airflow_doi.resolver.simulator import make_records
+    from airflow_doi.resolver.simulator import read_records
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = make_records(line.strip() for line in lines if line.strip() and
-                           not line.lstrip().startswith("#"))
+    records = read_records(path)
     for doi, record in records.items():
         if ascii_upper(doi) == ascii_upper(DEMO_RETRACTED):
             work = replace(work_for(doi), agency="crossref", csl_type="article-journal",

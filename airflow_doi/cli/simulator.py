@@ -28,6 +28,11 @@ Prints its base URL on the first line of stdout, then serves until SIGINT or SIG
 the offline demo and by tests that need the proxy in another process. Needs the [resolve]
 extra.
 
+The DOIs it knows: --records FILE, either a list of DOIs (one a line, in any form; blank
+lines and lines starting with # are skipped), as examples/data/simulated_registry.txt, or
+JSON (an array of DOIs, or an object of handle -> record); or --auto-records, every valid
+DOI. A valid DOI it does not know gets 404, as a DOI nobody registered does on doi.org.
+
 It also plays the registration agencies for DOI content negotiation (airflow-doi enrich,
 DoiEnrichOperator): each on a port of its own. The second line of stdout lists their origins
 (the allowlist a client needs: --metadata-host, or the connection extra metadata_hosts), and
@@ -36,8 +41,12 @@ the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow."""
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("simulator", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--records", type=Path, metavar="FILE",
-                        help="a JSON file: an object of handle -> record/values")
+    parser.add_argument(
+        "--records", type=Path, metavar="FILE",
+        help="the DOIs the simulator knows: a list of DOIs, one a line in any form (blank lines "
+        "and lines starting with # skipped; examples/data/simulated_registry.txt is one), or "
+        "JSON: an array of DOIs, or an object of handle -> record (a list of handle values, "
+        "or an object with values)")
     parser.add_argument(
         "--auto-records",
         action="store_true",
@@ -68,21 +77,24 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from airflow_doi.resolver.simulator import Faults, ProxySimulator
+    from airflow_doi.resolver.simulator import Faults, ProxySimulator, read_records
 
     records: dict[str, Any] | None = None
     if args.records is not None:
         try:
-            records = json.loads(args.records.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            print(f"airflow-doi simulator: --records {args.records}: cannot be read as JSON "
-                  f"({reason}): give a JSON file holding an object of DOI -> record, or use "
-                  "--auto-records", file=sys.stderr)
-            return 2
-        if not isinstance(records, dict):
-            print(f"airflow-doi simulator: --records {args.records}: holds a JSON "
-                  f"{type(records).__name__}, not an object of DOI -> record", file=sys.stderr)
+            records = read_records(args.records)
+        except UnicodeDecodeError:
+            reason = "not UTF-8 text"
+        except OSError as error:
+            reason = error.strerror or str(error)
+        except ValueError as error:
+            reason = str(error)
+        else:
+            reason = ""
+        if reason:
+            print(f"airflow-doi simulator: error: --records {args.records}: cannot be used "
+                  f"({reason}): give a list of DOIs, one a line (# starts a comment), or a "
+                  "JSON object of DOI -> record; or use --auto-records", file=sys.stderr)
             return 2
 
     faults = Faults(**{item.name: getattr(args, item.name) for item in dataclasses.fields(Faults)})
