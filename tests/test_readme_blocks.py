@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import read_output_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -196,10 +197,15 @@ def test_enrichment_command_block(tmp_path: Path) -> None:
                               env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr
         assert sim.cn_requests > 0
-    with (tmp_path / "enriched.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    # The normalized file's columns come along; ours are named after its column doi.
+    rows = read_output_csv(tmp_path / "enriched.csv")
+    kept = read_output_csv(tmp_path / "enriched.csv", raw=True)
     with SAMPLE.open(encoding="utf-8", newline="") as handle:
-        assert len(rows) == sum(1 for _ in csv.DictReader(handle))
+        sample = list(csv.DictReader(handle))
+    assert len(rows) == len(sample)
+    assert [row["doi_raw"] for row in kept] == [row["doi_raw"] for row in sample]
+    # normalize's doi_key and doi_url are there too, so ours get a _2, as normalize's would.
+    assert "doi_metadata_status_2" in kept[0] and "doi_key_2" in kept[0]
     assert {r["metadata_status"] for r in rows} >= {"ok", "invalid"}
     assert (tmp_path / "enriched.sqlite").exists()
 
@@ -264,8 +270,8 @@ def test_files_block_says_what_its_comments_say(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == promised
     lines = (tmp_path / "apc_2024.normalized.csv").read_bytes().split(b"\r\n")
-    assert lines[0] == (b"Institution;Period;euro;doi;doi_normalized;doi_key;doi_valid;"
-                        b"doi_reason;doi_url")
+    assert lines[0] == (b"\xef\xbb\xbfInstitution;Period;euro;doi;doi_normalized;doi_key;"
+                        b"doi_valid;doi_reason;doi_url")  # a BOM, for Excel
     assert lines[2].startswith("Université de Genève;2024;2.000,00;NA;;;false;empty;".encode())
 
 

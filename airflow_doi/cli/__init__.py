@@ -209,12 +209,32 @@ def _leave_now(code: int) -> None:
     os._exit(code)
 
 
+def interrupted(args: argparse.Namespace) -> str:
+    """What a Ctrl-C left behind, in one line: an output appears only once complete (and a
+    Ctrl-C from then on is ignored), so the output was not written; a --cache keeps every
+    answer already in."""
+    output = getattr(args, "output", None)
+    if output is None:
+        return "interrupted (Ctrl-C): stopped before it was done"
+    shown = "standard output received nothing" if str(output) == "-" else (
+        f"{output} was not written")
+    text = f"interrupted (Ctrl-C): {shown} (a file appears only once complete)"
+    cache = getattr(args, "cache", None)
+    if cache is not None:
+        text += (f"; the cache {cache} keeps every answer already in, so running the same "
+                 "command again asks only for the rest")
+    return text
+
+
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with _log_to_stderr(args.command):
         try:
             return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            print(f"airflow-doi {args.command}: {interrupted(args)}", file=sys.stderr)
+            raise
         except BrokenPipeError:
             return 0
         except ModuleNotFoundError as error:

@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
         stats = simulator.stats()
-    agencies = ", ".join(f"{name} {count}" for name, count in
+    agencies = ", ".join(f"{name} {count:,}" for name, count in
                          sorted(stats["agency_requests"].items())) or "none"
-    print(f"served {stats['requests']} API requests, {stats['cn_requests']} content "
+    print(f"served {stats['requests']:,} API requests, {stats['cn_requests']:,} content "
           f"negotiation requests; agencies: {agencies}", file=sys.stderr)
     return 0
