@@ -249,3 +249,20 @@ def test_the_report_reads_a_resolve_output_whose_columns_were_renamed(
 
     figures = resolution_figures(read_resolution_table(tmp_path / "resolved.csv"))
     assert figures.statuses is not None and figures.statuses["resolved"] == 2
+
+
+@pytest.mark.parametrize("command", ["resolve", "enrich"])
+def test_a_kept_cell_that_is_not_utf8_is_said(tmp_path: Path, proxy: ProxySimulator,
+                                              command: str) -> None:
+    """A UTF-8 file with one Latin-1 cell in a column carried through: kept with U+FFFD and
+    counted on stderr, as normalize counts it."""
+    source = tmp_path / "in.csv"
+    source.write_bytes(b"id,note,doi\n1,caf\xe9,10.1000/a\n2,ok \xc3\xa9,10.1000/b\n")
+    target = tmp_path / "out.csv"
+    done = run(command, source, target, proxy)
+    assert done.returncode == 0, done.stderr
+    assert [row["note"] for row in read_output_csv(target, raw=True)] == ["caf\ufffd", "ok é"]
+    assert (f"airflow-doi {command}: warning: 1 cell was not UTF-8 and is written with U+FFFD "
+            "in place of the bad bytes, in column(s) note (1); if the file is Latin-1 or "
+            "Windows-1252, run again with --encoding latin-1 or --encoding cp1252"
+            ) in done.stderr.splitlines()

@@ -295,7 +295,7 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
     kinds = {name: "int64" if name in output.integers else "large_string"
              for name in output.columns}
     try:
-        _, _, named = append_columns(
+        _, cells, named = append_columns(
             args.input, args.output, args.column, added, kinds, input_format=args.input_format,
             output_format=read.out_format, options=csv_options(args), escape=False,
             encoding=read.encoding, keep=kept(args), prefix=args.prefix or None,
@@ -308,9 +308,13 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
             f"are named {', '.join(named)} (--prefix chooses others)")
     if note is not None:
         note(rows)
+    # Cells that were not UTF-8, written with U+FFFD: in the kept columns (counted while
+    # copying), and in the DOI column even when it is not kept (its rows say bad_encoding).
     repaired = sum(row["error"] == "bad_encoding" for row in rows)
-    report_reading(command, read.reader, {args.column: repaired} if repaired else {},
-                   csv_out=read.out_format == "csv", encoding=read.encoding)
+    if repaired and args.column not in cells:
+        cells[args.column] = repaired
+    report_reading(command, read.reader, cells, csv_out=read.out_format == "csv",
+                   encoding=read.encoding)
     if too_many_errors(command, args, rows, output.status, output.ended, output.advice):
         return EXIT_ERRORS
     return 0

@@ -1,5 +1,6 @@
 """The column passes the file commands share: normalize a file's DOI column into a copy, read
-a column's cells, write result rows, and copy every row out with columns appended.
+a column's cells, and copy every row out with columns appended (the result columns of
+``resolve`` and ``enrich``, the repairs of ``repair``).
 
 Each pass reads through :func:`airflow_doi.files.read.read_table` (so a file one command
 accepts, or refuses, every command accepts, or refuses, in the same words) and writes through
@@ -53,7 +54,6 @@ __all__ = [
     "read_cells",
     "repair_cells",
     "result_rows",
-    "write_rows",
 ]
 
 #: The columns ``normalize`` appends, before a prefix.
@@ -372,26 +372,6 @@ def repair_cells(
         cells.append(None if reason else cell_text(value))
         reasons.append(reason)
     return cells, reasons
-
-
-def write_rows(
-    path: Path, fmt: Format, rows: list[dict[str, object]], escape: bool, dialect: Any = None,
-    *, columns: Sequence[str], integers: Collection[str], guarded: Collection[str],
-    encoding: CsvEncoding | None = None,
-) -> None:
-    """Write ``rows`` (dicts by column) as CSV or Parquet: ``integers`` as int64, the rest as
-    text; on CSV with ``escape``, the ``guarded`` columns get formula escaping; ``encoding``:
-    a CSV output's (None: chosen from ``dialect``)."""
-    fields = [pa.field(name, pa.int64() if name in integers else pa.string()) for name in columns]
-    schema = pa.schema(fields)
-    arrays = []
-    for item in fields:
-        array = pa.array([row[item.name] for row in rows], item.type)
-        if escape and fmt == "csv" and item.name in guarded:
-            array = escape_formulas(array)
-        arrays.append(array)
-    with writing(path, fmt, schema, dialect, encoding) as writer:
-        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def append_columns(
