@@ -26,11 +26,13 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from airflow_doi._install import pip_install
+
 try:
     import pandas as pd
 except ModuleNotFoundError as error:  # the accessor is the [pandas] extra's
     raise ModuleNotFoundError(
-        "airflow_doi.pandas needs pandas: pip install 'airflow-doi[pandas]'", name=error.name
+        f"airflow_doi.pandas needs pandas: {pip_install('pandas')}", name=error.name
     ) from None
 
 from airflow_doi.columns import Analysis, analyse, keys

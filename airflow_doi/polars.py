@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_doi._install import pip_install
+
 try:
     import polars as pl
 except ModuleNotFoundError as error:  # the namespace is the [polars] extra's
     raise ModuleNotFoundError(
-        "airflow_doi.polars needs polars: pip install 'airflow-doi[polars]'", name=error.name
+        f"airflow_doi.polars needs polars: {pip_install('polars')}", name=error.name
     ) from None
 
 from airflow_doi import arrow

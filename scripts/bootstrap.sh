@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
+  echo "bootstrap: creating the virtualenv .venv ($("$PYTHON" --version 2>&1))"
   "$PYTHON" -m venv .venv
 fi
 extra=${1:-dev}
@@ -18,9 +19,13 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libmariadb-dev pkg-config \
       >/dev/null
   fi
+  echo "bootstrap: installing airflow-doi with the [$extra] extra into .venv: Airflow, dbt," \
+    "DuckDB, pandas... and the native core compiled from airflow_doi/native (2 to 5 minutes" \
+    "on a fresh machine; pip prints nothing meanwhile)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[$extra]"
   touch "$stamp" .venv/.airflow-doi-native-built
+  echo "bootstrap: installed"
 fi
 # The editable install compiled the native core (setup.py) into airflow_doi/: rebuild it, and
 # only it, when its sources changed since (the tests refuse a stale build).
@@ -36,6 +41,7 @@ fi
 if [[ $extra == dev ]]; then
   oldest=.venv-dbt-oldest
   if [[ ! -f $oldest/.installed || scripts/bootstrap.sh -nt $oldest/.installed ]]; then
+    echo "bootstrap: installing dbt-core 1.8 into $oldest (the dbt package's oldest dbt)"
     "$PYTHON" -m venv "$oldest"
     "$oldest/bin/python" -m pip install -q "dbt-core>=1.8,<1.9" "dbt-duckdb>=1.8,<1.9" \
       "duckdb>=1.1,<2"

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev
-scripts/services.sh
+. scripts/services.sh  # sourced: it may name the tests' MariaDB login (AIRFLOW_DOI_TEST_MARIADB_DSN)
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff check"; ruff check .
 echo "== mypy"; mypy airflow_doi

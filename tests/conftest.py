@@ -45,10 +45,18 @@ def find_vectors() -> list[dict[str, Any]]:
     return [v for v in load_vectors() if "find_in" in v]
 
 
-def read_output_csv(path: Path) -> list[dict[str, str]]:
+def read_output_csv(path: Path, *, raw: bool = False) -> list[dict[str, str]]:
     """A CSV the commands wrote, as rows: they keep the input's separator, so it is taken
-    from the header line (the commonest of , ; tab |), read by Python's csv module."""
+    from the header line (the commonest of , ; tab |), read by Python's csv module.
+
+    The output of ``resolve`` or ``enrich`` comes back as ``report --resolution`` reads it:
+    only our columns, under their own names (``status``, not the ``doi_status`` they are
+    given beside a column ``doi``); ``raw``: every column as written."""
     import csv
+
+    from airflow_doi.files.read import find_added
+    from airflow_doi.metadata.result import METADATA_COLUMNS
+    from airflow_doi.resolver.result import COLUMNS
 
     csv.field_size_limit(2**31 - 1)
     with path.open(newline="", encoding="utf-8-sig") as handle:
@@ -57,7 +65,13 @@ def read_output_csv(path: Path) -> list[dict[str, str]]:
         handle.seek(0)
         if handle.read(1) != "\ufeff":
             handle.seek(0)
-        return list(csv.DictReader(handle, delimiter=delimiter))
+        rows = list(csv.DictReader(handle, delimiter=delimiter))
+    names = output_header(path)
+    for ours in (COLUMNS, METADATA_COLUMNS):
+        found = None if raw else find_added(names, ours)
+        if found is not None:
+            return [{name: row[there] for name, there in found.items()} for row in rows]
+    return rows
 
 
 def output_header(path: Path) -> list[str]:

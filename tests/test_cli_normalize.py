@@ -76,7 +76,8 @@ def test_csv_keeps_rows_and_columns_and_adds_the_doi_columns(
 ) -> None:
     source, target = tmp_path / "in.csv", tmp_path / "out" / "result.csv"
     write_csv(source, sample_rows)
-    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", chunk)
+    run = cli("normalize", source, "--column", "ref", "--output", target, "--chunk-size", chunk,
+              "--mkdir")  # out/ is new
     assert run.returncode == 0, run.stderr
     out = read_csv(target)
     assert list(out[0]) == ["id", "ref", "note", *ADDED]

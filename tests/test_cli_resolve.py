@@ -5,8 +5,10 @@ summary agrees with the rows, a missing extra names itself, and every ``--help``
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -170,14 +172,14 @@ def test_a_missing_extra_names_the_extra(
     run = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 2, run.stderr
-    assert f"pip install 'airflow-doi[{extra}]'" in run.stderr
+    assert f"pip install -e '{ROOT}[{extra}]'" in run.stderr  # this very install's clone
     assert "Traceback" not in run.stderr and "No module named" not in run.stderr
 
 
 def test_every_extra_message_names_an_install() -> None:
     for module, extra in EXTRAS.items():
         message = missing_extra_message(f"{module}.sub")
-        assert (f"airflow-doi[{extra}]" if extra else "--force-reinstall") in message
+        assert (f"{ROOT}[{extra}]'" if extra else f"--force-reinstall -e {ROOT}") in message
 
 
 def _parsers() -> list[tuple[str, object]]:
@@ -230,8 +232,11 @@ def test_help_runs_for_every_subcommand() -> None:
 
 @pytest.mark.parametrize(("content", "words"), [
     (None, "No such file or directory"),
-    (b"id;doi\r\n1;caf\xe9\r\n", "codec can't decode"),
-    (b"[1, 2]", "holds a JSON list, not an object"),
+    (b"id;doi\r\n1;caf\xe9\r\n", "not UTF-8 text"),
+    (b"[1, 2]", "item 1, 1, is not a DOI (not text)"),
+    (b"# ours\n10.1000/a\n\nid;doi\n", "line 4, 'id;doi', is not a DOI (bad_directory)"),
+    (b"# nothing yet\n", "holds no DOI"),
+    (b'{"10.1000/a": [', "starts like JSON but is not JSON"),
 ])
 def test_simulator_records_that_cannot_be_used_exit_2_naming_the_file(
         tmp_path: Path, content: bytes | None, words: str) -> None:
@@ -244,4 +249,37 @@ def test_simulator_records_that_cannot_be_used_exit_2_naming_the_file(
     assert code == 2
     message = err.getvalue()
     assert f"--records {path}" in message and words in message
+    assert "a list of DOIs, one a line" in message
     assert "Traceback" not in message
+
+
+def test_simulator_serves_the_list_the_demo_ships() -> None:
+    """``--records examples/data/simulated_registry.txt``, as the README shows it: every DOI
+    listed resolves (a form such as doi: or a URL too, read by comparison key), a valid DOI
+    not listed is 404, in a process of its own over loopback."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    from airflow_doi import normalize
+
+    shipped = ROOT / "examples" / "data" / "simulated_registry.txt"
+    listed = [line.strip() for line in shipped.read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.startswith("#")]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airflow_doi", "simulator", "--records", str(shipped)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), process.stderr.read()  # type: ignore[union-attr]
+        for doi in [*listed, "doi:10.1000/182", "https://doi.org/10.1038/171737A0"]:
+            path = quote(normalize(doi), safe="/")
+            with urllib.request.urlopen(f"{url}/api/handles/{path}", timeout=10) as answer:
+                assert json.load(answer)["responseCode"] == 1, doi
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{url}/api/handles/10.1000/nobody-registered", timeout=10)
+        assert missing.value.code == 404
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)

@@ -1,10 +1,13 @@
 """Each extra installs what its commands import, as a stranger's ``pip install`` gets it.
 
-One wheel is built from the working tree, then one fresh virtualenv per user-facing install
-(the base package, ``[pandas]``, ``[resolve]``, ``[report]``) gets it with only that extra.
+The README's Install section is run as written beside a copy of the working tree: its clone
+block gives one virtualenv, its wheel block builds the wheel and installs it with ``[resolve]``
+in another; then one fresh virtualenv per other user-facing install (the base package,
+``[pandas]``, ``[polars]``, ``[report]``) gets the wheel with only that extra.
 Each venv runs its extra's commands the way a person does: on a terminal (``script``, so
 progress bars and colour paths run) and in a pipe. A command whose extra is missing must say
-which extra to install, with exit code 2 and no traceback.
+which extra to install, with the pip command for that very install (its wheel or its clone),
+exit code 2 and no traceback.
 """
 
 from __future__ import annotations
@@ -44,10 +47,47 @@ def _build_wheel(scratch: Path, env: dict[str, str] | None = None) -> Path:
     return built
 
 
+def _install_blocks() -> tuple[str, str]:
+    """The README's two install blocks (from a clone, from a wheel), as written."""
+    from tests.test_readme_blocks import blocks
+
+    clone, wheel = [text for heading, text in blocks("bash") if heading == "Install"]
+    return clone, wheel
+
+
+def _stranger_env() -> dict[str, str]:
+    """A terminal's environment: no virtualenv active, this suite's venv off PATH."""
+    ours = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
+    return env
+
+
+def _run_block(text: str, cwd: Path) -> None:
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=cwd,
+                            env=_stranger_env(), capture_output=True, text=True, timeout=900,
+                            check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's wheel, built from a copy of the working tree (the tree stays clean)."""
-    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The README's Install section, run as written beside a copy of the working tree (the
+    tree stays clean): its clone block makes ``.venv``; its wheel block, in a venv of its
+    own, builds ``airflow-doi/dist/*.whl`` and installs it. Returns the wheel and both venvs."""
+    folder = tmp_path_factory.mktemp("stranger")
+    shutil.copytree(ROOT, folder / "airflow-doi", ignore=IGNORED)
+    clone, wheel = _install_blocks()
+    _run_block(clone, folder)
+    _run_block("python3 -m venv wheel-venv && . wheel-venv/bin/activate\n" + wheel, folder)
+    (built,) = (folder / "airflow-doi" / "dist").glob("airflow_doi-*.whl")
+    return {"wheel": built, "clone": folder / ".venv", "from-wheel": folder / "wheel-venv"}
+
+
+@pytest.fixture(scope="module")
+def wheel(installs: dict[str, Path]) -> Path:
+    """The project's wheel, built as the README says."""
+    return installs["wheel"]
 
 
 def _venv(root: Path, wheel: Path, extra: str) -> Path:
@@ -65,10 +105,14 @@ def _venv(root: Path, wheel: Path, extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def venvs(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def venvs(wheel: Path, installs: dict[str, Path],
+          tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One venv per extra; ``resolve`` is the README's wheel install, ``clone`` its clone
+    install (also ``[resolve]``)."""
     root = tmp_path_factory.mktemp("venvs")
-    extras = ("", "pandas", "polars", "resolve", "report")
-    return {extra or "base": _venv(root, wheel, extra) for extra in extras}
+    extras = ("", "pandas", "polars", "report")
+    made = {extra or "base": _venv(root, wheel, extra) for extra in extras}
+    return {**made, "resolve": installs["from-wheel"], "clone": installs["clone"]}
 
 
 @pytest.fixture()
@@ -92,11 +136,26 @@ def _run(venv: Path, command: str, cwd: Path, *, terminal: bool) -> subprocess.C
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def _assert_names_extra(result: subprocess.CompletedProcess, extra: str) -> None:
+def _assert_names_extra(result: subprocess.CompletedProcess, extra: str, source: Path) -> None:
+    """Exit 2, no traceback, and the pip command that adds ``extra`` to this very install
+    (made from ``source``, a wheel or a clone)."""
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert f"airflow-doi[{extra}]" in output, output
+    assert f"pip install '{source}[{extra}]'" in output, output
     assert "Traceback" not in output and "No module named" not in output, output
+
+
+def test_the_readme_install_blocks_give_a_working_command(installs: dict[str, Path],
+                                                          workdir: Path) -> None:
+    """Both installs of the README's Install section, as written, give the command; a
+    command whose extra the clone install lacks names that clone."""
+    for venv in (installs["clone"], installs["from-wheel"]):
+        version = _run(venv, "airflow-doi --version", workdir, terminal=False)
+        assert version.returncode == 0 and version.stdout == "airflow-doi 0.1.0\n", version
+    clone = installs["clone"].parent / "airflow-doi"
+    report = _run(installs["clone"], "airflow-doi report catalogue.csv --column doi_raw "
+                  "-o report.html", workdir, terminal=True)
+    _assert_names_extra(report, "report", clone)
 
 
 def test_the_wheel_carries_the_native_core(wheel: Path, venvs: dict[str, Path],
@@ -156,9 +215,9 @@ def test_base_install_normalizes(venvs: dict[str, Path], workdir: Path, terminal
     ids=["resolve", "simulator", "sql", "report"],
 )
 def test_base_install_names_the_missing_extra(
-    venvs: dict[str, Path], workdir: Path, command: str, extra: str, terminal: bool
+    venvs: dict[str, Path], wheel: Path, workdir: Path, command: str, extra: str, terminal: bool
 ) -> None:
-    _assert_names_extra(_run(venvs["base"], command, workdir, terminal=terminal), extra)
+    _assert_names_extra(_run(venvs["base"], command, workdir, terminal=terminal), extra, wheel)
     assert not (workdir / "r-cache.sqlite").exists()  # stopped before creating anything
 
 
@@ -215,16 +274,16 @@ def test_base_install_ships_the_dbt_package_and_dbt_builds_from_it(
     assert '"udf_key": "10.1000/ABC"' in done.stdout, done.stdout
 
 
-def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path],
+def test_base_install_pandas_accessor_names_its_extra(venvs: dict[str, Path], wheel: Path,
                                                       workdir: Path) -> None:
     result = _run(venvs["base"], "python -c 'import airflow_doi.pandas'", workdir,
                   terminal=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "airflow-doi[pandas]" in output, output
+    assert f"pip install '{wheel}[pandas]'" in output, output
 
 
-def test_polars_extra_namespace(venvs: dict[str, Path], workdir: Path) -> None:
+def test_polars_extra_namespace(venvs: dict[str, Path], wheel: Path, workdir: Path) -> None:
     """[polars] installs what ``import airflow_doi.polars`` needs; a base install names it."""
     script = workdir / "frames.py"
     script.write_text(
@@ -240,7 +299,7 @@ def test_polars_extra_namespace(venvs: dict[str, Path], workdir: Path) -> None:
     missing = _run(venvs["base"], "python -c 'import airflow_doi.polars'", workdir,
                    terminal=False)
     assert missing.returncode != 0
-    assert "airflow-doi[polars]" in missing.stdout + missing.stderr, missing.stderr
+    assert f"pip install '{wheel}[polars]'" in missing.stdout + missing.stderr, missing.stderr
 
 
 def test_base_install_imports_only_the_standard_library(venvs: dict[str, Path],

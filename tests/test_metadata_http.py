@@ -7,7 +7,6 @@ ever reaches a host off the allowlist.
 
 from __future__ import annotations
 
-import csv
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from airflow_doi.metadata import MetadataStats, fetch
 from airflow_doi.resolver.agencies import HOSTILE_WORKS, SHOWCASE_WORKS, work_for
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import read_output_csv
 
 FAST = {"rate": 200.0, "agency_rate": 200.0, "concurrency": 8, "max_attempts": 3,
         "backoff_base": 0.05}
@@ -235,8 +235,9 @@ def test_enrich_command_on_an_excel_export(sim: ProxySimulator, tmp_path: Path) 
     assert run.returncode == 3, run.stderr  # 1 of 3 rows sent ended as error (> 10 %)
     assert "Traceback" not in run.stderr
     assert "1 of 3 rows sent ended in status error" in run.stderr
-    with out.open(encoding="utf-8", newline="") as handle:  # written as it was read: ';'
-        rows = list(csv.DictReader(handle, delimiter=";"))
+    # Written as it was read (';', and a BOM for Excel); ours named after the column doi.
+    assert out.read_bytes().startswith(b"\xef\xbb\xbf")
+    rows = read_output_csv(out)
     assert [r["input"] for r in rows] == [
         "10.5555/showcase.article", "NA", "doi:10.5555/SHOWCASE.dataset",
         "10.5555/hostile.html_200", "not a doi"]
@@ -264,8 +265,7 @@ def test_enrich_command_against_a_dead_server(tmp_path: Path) -> None:
                "http://127.0.0.1:9", "--max-attempts", 2, "--backoff-base", 0.05,
                "--breaker-give-up", 2)
     assert run.returncode == 3 and "Traceback" not in run.stderr
-    with (tmp_path / "out.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_output_csv(tmp_path / "out.csv")
     assert len(rows) == 2 and {r["metadata_status"] for r in rows} == {"error"}
     assert "connection refused" in rows[0]["error"]
 
@@ -330,6 +330,5 @@ def test_a_wrong_allowlist_is_said_and_not_trusted_once_corrected(sim: ProxySimu
     fixed = _cli(*common, "--metadata-host", ",".join(sim.metadata_hosts))  # as printed
     assert fixed.returncode == 0, fixed.stderr
     assert "landing page" not in fixed.stderr
-    with (tmp_path / "out.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_output_csv(tmp_path / "out.csv")
     assert [r["metadata_status"] for r in rows] == ["ok", "ok"]  # asked again, not cached

@@ -28,3 +28,31 @@ def test_unknown_attribute_is_a_clear_error() -> None:
         assert "no_such_thing" in str(error)
     else:
         raise AssertionError("expected AttributeError")
+
+
+#: Modules kept for a while after a move, removed: no published release ever had them.
+REMOVED = (
+    "airflow_doi._moved", "airflow_doi._arrow", "airflow_doi.native_arrow",
+    "airflow_doi.native_core", "airflow_doi.native_tables", "airflow_doi.sniff",
+    "airflow_doi.io_tables", "airflow_doi.sql_install", "airflow_doi.sqlite_udf",
+    "airflow_doi.duckdb_native", "airflow_doi.resolver.repair", "airflow_doi.provider.sql",
+)
+
+
+def test_the_forwarding_paths_are_gone_and_nothing_names_them() -> None:
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(airflow_doi.__file__).resolve().parent.parent
+    for name in REMOVED:
+        assert importlib.util.find_spec(name) is None, name
+    pattern = re.compile("|".join(re.escape(name) + r"\b" for name in REMOVED)
+                         + r"|__getattr__ = moved\(|\bdef p\(self|\bdef page_size\(")
+    here = Path(__file__).resolve()
+    files = [path for folder in ("airflow_doi", "tests", "examples", "bench", "docs")
+             for path in (root / folder).rglob("*") if path.suffix in (".py", ".md")]
+    named = [f"{path.relative_to(root)}: {match.group(0)}"
+             for path in [*files, root / "README.md"] if path != here
+             for match in [pattern.search(path.read_text(encoding="utf-8"))] if match]
+    assert named == []

@@ -11,7 +11,6 @@ offline), exactly as the README tells users to do for a local stand-in.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import shlex
@@ -27,6 +26,7 @@ import pandas as pd
 import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import read_output_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -81,10 +81,11 @@ def test_every_python_block_is_covered() -> None:
                                     ENRICHMENT, "Airflow provider", "Arrow", "Polars",
                                     "PySpark", "Dask"])  # PySpark: tests/test_sql_spark.py
     bash = [head for head, _ in blocks("bash")]
-    # Quality report: tests/test_report.py; On Celery: test_celery_block_names_real_settings
-    # (the deployment itself: tests/test_airflow_celery.py).
-    assert bash[1:] == ["pandas", "Command line", "Files as people export them",
-                        "Quality report", ENRICHMENT, "On Celery"]
+    assert bash[1:] == ["Install", "Install", "pandas", "Command line",
+                        "Files as people export them", "Quality report", ENRICHMENT,
+                        "Airflow provider", "On Celery"]
+    # Install: tests/test_extras.py; Quality report: tests/test_report.py; On Celery:
+    # test_celery_block_names_real_settings (the deployment itself: tests/test_airflow_celery.py).
 
 
 def test_pandas_block() -> None:
@@ -197,10 +198,15 @@ def test_enrichment_command_block(tmp_path: Path) -> None:
                               env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr
         assert sim.cn_requests > 0
-    with (tmp_path / "enriched.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    # The normalized file's columns come along; ours are named after its column doi.
+    rows = read_output_csv(tmp_path / "enriched.csv")
+    kept = read_output_csv(tmp_path / "enriched.csv", raw=True)
     with SAMPLE.open(encoding="utf-8", newline="") as handle:
-        assert len(rows) == sum(1 for _ in csv.DictReader(handle))
+        sample = list(csv.DictReader(handle))
+    assert len(rows) == len(sample)
+    assert [row["doi_raw"] for row in kept] == [row["doi_raw"] for row in sample]
+    # normalize's doi_key and doi_url are there too, so ours get a _2, as normalize's would.
+    assert "doi_metadata_status_2" in kept[0] and "doi_key_2" in kept[0]
     assert {r["metadata_status"] for r in rows} >= {"ok", "invalid"}
     assert (tmp_path / "enriched.sqlite").exists()
 
@@ -265,8 +271,8 @@ def test_files_block_says_what_its_comments_say(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == promised
     lines = (tmp_path / "apc_2024.normalized.csv").read_bytes().split(b"\r\n")
-    assert lines[0] == (b"Institution;Period;euro;doi;doi_normalized;doi_key;doi_valid;"
-                        b"doi_reason;doi_url")
+    assert lines[0] == (b"\xef\xbb\xbfInstitution;Period;euro;doi;doi_normalized;doi_key;"
+                        b"doi_valid;doi_reason;doi_url")  # a BOM, for Excel
     assert lines[2].startswith("Université de Genève;2024;2.000,00;NA;;;false;empty;".encode())
 
 
@@ -287,51 +293,41 @@ def test_sql_block_on_duckdb() -> None:
 
 
 def test_airflow_block_runs_as_a_dag(tmp_path: Path) -> None:
-    """The operators block, saved as a DAG file, runs to success with ``airflow dags test``."""
+    """The Airflow section as a stranger follows it: the operators block saved as
+    enrich_works.py, then its bash block run as written (AIRFLOW_HOME, the dags folder,
+    ``airflow db migrate``, the catalogue, the simulator's connection line) in a shell whose
+    environment has nothing of Airflow's or of this suite's."""
     text = block_under("python", "Airflow provider")
     match = re.search(r'DAG\(\s*"([^"]+)"', text)
     assert match, "the Airflow block defines its DAG with DAG(\"dag_id\", ...)"
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    (dags / "readme_dag.py").write_text(textwrap.dedent(text), encoding="utf-8")
-    database = tmp_path / "catalogue.db"
+    script = block_under("bash", "Airflow provider")
+    assert f"airflow dags test {match.group(1)}" in script
+    (tmp_path / f"{match.group(1)}.py").write_text(textwrap.dedent(text), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW", "PYTEST", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # the venv, as if activated
+    # Should a step fail, the simulator started in the background stops with the shell.
+    guarded = "trap 'kill $(jobs -p) 2>/dev/null || :' EXIT\n" + script
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", guarded], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0 and "state=success" in output, output[-5000:]
+    assert (tmp_path / "airflow-home" / "airflow.db").exists()  # its own metadata database
     import sqlite3
 
-    with sqlite3.connect(database) as conn:
-        conn.execute("create table works (record_id integer, title text, doi_raw text)")
-        conn.executemany("insert into works values (?, ?, ?)",
-                         [(1, "a", "doi:10.1000/ABC"), (2, "b", "https://doi.org/10.1000/abc"),
-                          (3, "c", "10.1000/xyz"), (4, "d", "not a doi")])
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
-    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-               AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False",
-               AIRFLOW_CONN_CATALOGUE=json.dumps({"conn_type": "sqlite", "host": str(database)}))
-    airflow = str(BIN / "airflow")
-    migrate = subprocess.run([airflow, "db", "migrate"], env=env, cwd=home, capture_output=True,
-                             text=True, timeout=600, check=False)
-    assert migrate.returncode == 0, migrate.stderr[-3000:]
-    with ProxySimulator(auto_records=True) as sim:
-        env["AIRFLOW_CONN_DOI_PROXY_DEFAULT"] = json.dumps(
-            {"conn_type": "doi_proxy", "host": sim.url,
-             "extra": {"rate": 100, "metadata_hosts": ",".join(sim.metadata_hosts)}})
-        run = subprocess.run([airflow, "dags", "test", match.group(1)], env=env, cwd=home,
-                             capture_output=True, text=True, timeout=600, check=False)
-        output = run.stdout + run.stderr
-        assert run.returncode == 0 and "state=success" in output, output[-5000:]
-        assert sim.request_count == 2  # 10.1000/ABC and 10.1000/XYZ
-        assert sim.cn_requests == 2  # ... and their metadata, by content negotiation
-    with sqlite3.connect(database) as conn:
+    with sqlite3.connect(tmp_path / "catalogue.db") as conn:
         rows = conn.execute("select record_id, doi_key, doi_valid from works "
                             "order by record_id").fetchall()
-        resolved = conn.execute("select count(*) from doi_resolution").fetchone()
+        resolved = conn.execute("select count(*) from doi_resolution "
+                                "where status = 'resolved'").fetchone()
         enriched = conn.execute("select count(*) from doi_metadata where title is not null "
                                 "or metadata_status = 'no_metadata'").fetchone()
-    assert enriched == (2,)
     assert [r[0] for r in rows] == [1, 2, 3, 4]  # the user's rows, all of them
     assert [r[1] for r in rows] == ["10.1000/ABC", "10.1000/ABC", "10.1000/XYZ", None]
-    assert resolved == (2,)
+    assert resolved == (2,)  # 10.1000/ABC and 10.1000/XYZ, by the simulator
+    assert enriched == (2,)  # ... and their metadata, by content negotiation
+    served = (tmp_path / "simulator.out").read_text(encoding="utf-8").splitlines()
+    assert served[0].startswith("http://127.0.0.1:")  # the simulator answered, not doi.org
 
 
 def test_celery_block_names_real_settings() -> None:

@@ -516,7 +516,8 @@ def test_the_summary_of_a_cp1252_semicolon_export_with_na_and_a_doi_column(
         "added columns are doi_normalized, doi_key, doi_valid, doi_reason, doi_url (--prefix "
         "chooses others)",
         "airflow-doi normalize: note: read as cp1252, ';'-separated, CRLF line endings; "
-        "written as UTF-8",
+        "written as UTF-8 with a BOM (for Excel; --output-encoding chooses), ';'-separated, "
+        "CRLF line endings",
         "airflow-doi normalize: note: 1 cell was a missing-value marker (NA, N/A, NULL, ...): "
         "read as missing (reason empty); --na-values changes the list",
     ]
@@ -558,4 +559,8 @@ def test_ctrl_c_stops_at_once_and_leaves_no_file(tmp_path: Path) -> None:
         assert b"terminate called" not in err and b"Traceback" not in err
         if child.returncode == 130:
             assert not target.exists()
+            # One line says what was and was not written.
+            assert err.decode().splitlines()[-1] == (
+                f"airflow-doi normalize: interrupted (Ctrl-C): {target} was not written (a "
+                "file appears only once complete)"), err
         assert not list(tmp_path.glob(".out.csv.*.tmp"))  # no half-written file left

@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_doi.files.read import added_names
 from airflow_doi.resolver import COLUMNS
 from airflow_doi.resolver.simulator import ProxySimulator, record_url
+from tests.conftest import output_header, read_output_csv
 
 PYTHON = sys.executable
 CLI = [PYTHON, "-m", "airflow_doi"]
@@ -59,8 +61,8 @@ def _write_input(path: Path, values: list[str]) -> None:
 
 
 def _read_output(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    """The result columns of a resolve output, under their own names."""
+    return read_output_csv(path)
 
 
 def test_cli_killed_mid_batch_resumes_from_the_cache(tmp_path, simulator_process):
@@ -112,6 +114,9 @@ def test_cli_killed_mid_batch_resumes_from_the_cache(tmp_path, simulator_process
     assert set(asked_again.values()) == {1}  # each of them exactly once
 
     rows = _read_output(output)
+    # The input's columns first, then ours, named after its column doi (it clashes with ours).
+    assert output_header(output) == ["id", "doi", *added_names(COLUMNS, ["id", "doi"], "doi",
+                                                               None)]
     assert list(rows[0]) == list(COLUMNS)
     assert [r["input"] for r in rows] == values  # one row per input row, in order
     assert [r["status"] for r in rows] == ["resolved"] * 150 + ["invalid", "resolved", "resolved"]
@@ -157,7 +162,7 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
         assert done.returncode == 0, done.stderr
         assert sim.request_count == 2
     table = pq.read_table(output)
-    assert table.column_names == list(COLUMNS)
+    assert table.column_names == ["ident", *COLUMNS]  # the input's column, then ours
     assert table.column("status").to_pylist() == ["resolved", "invalid", "resolved", "not_found"]
     assert table.column("input").to_pylist() == values
     assert table.schema.field("attempts").type == pa.int64()

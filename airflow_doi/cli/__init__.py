@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from airflow_doi._install import pip_install
+from airflow_doi._version import __version__
 from airflow_doi.files import BEFORE_PUT_IN_PLACE
 
 #: Subcommand modules, in the order ``--help`` lists them.
@@ -98,9 +100,8 @@ def missing_extra_message(module: str | None) -> str:
     extra = EXTRAS[top]
     if extra is None:
         return (f"the module {top!r}, part of every airflow-doi install, is missing: "
-                "reinstall with pip install --force-reinstall airflow-doi")
-    return (f"this command needs the [{extra}] extra ({top} is not installed): "
-            f"pip install 'airflow-doi[{extra}]'")
+                f"reinstall with {pip_install(force=True)}")
+    return f"this command needs the [{extra}] extra ({top} is not installed): {pip_install(extra)}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="DOIs per ANSI/NISO Z39.84: normalize, resolve, enrich, SQL.",
         formatter_class=HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"airflow-doi {__version__}",
+                        help="print the version and exit")
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND",
         help=", ".join(SUBCOMMANDS) + " (each has its own --help)",
@@ -204,12 +207,32 @@ def _leave_now(code: int) -> None:
     os._exit(code)
 
 
+def interrupted(args: argparse.Namespace) -> str:
+    """What a Ctrl-C left behind, in one line: an output appears only once complete (and a
+    Ctrl-C from then on is ignored), so the output was not written; a --cache keeps every
+    answer already in."""
+    output = getattr(args, "output", None)
+    if output is None:
+        return "interrupted (Ctrl-C): stopped before it was done"
+    shown = "standard output received nothing" if str(output) == "-" else (
+        f"{output} was not written")
+    text = f"interrupted (Ctrl-C): {shown} (a file appears only once complete)"
+    cache = getattr(args, "cache", None)
+    if cache is not None:
+        text += (f"; the cache {cache} keeps every answer already in, so running the same "
+                 "command again asks only for the rest")
+    return text
+
+
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with _log_to_stderr(args.command):
         try:
             return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            print(f"airflow-doi {args.command}: {interrupted(args)}", file=sys.stderr)
+            raise
         except BrokenPipeError:
             return 0
         except ModuleNotFoundError as error:

@@ -25,8 +25,18 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
     parser.add_argument("input", type=Path, metavar="IN", help="CSV (or .csv.gz) or Parquet file")
     parser.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT",
-        help="file to write (.parquet/.pq/.parq: Parquet, anything else: CSV, always UTF-8); "
-        "it appears only when complete, with your umask's permissions",
+        help="file to write (.parquet/.pq/.parq: Parquet, anything else: CSV on the input's "
+        "separator and line endings); it appears only when complete, with your umask's "
+        "permissions",
+    )
+    add_mkdir_option(parser)
+    parser.add_argument(
+        "--output-encoding", default=None, metavar="ENC",
+        help="encoding of a CSV output: utf-8, utf-8-sig (UTF-8 with a BOM), cp1252, latin-1, "
+        "utf-16... (default: UTF-8 with a BOM when the input was an Excel-style export, a code "
+        "page such as cp1252 or a file with a BOM, so that Excel reads it right; else UTF-8). "
+        "A cell the encoding cannot hold stops the run (exit 2, its row and column named) "
+        "before the output appears",
     )
     parser.add_argument(
         "--input-format", choices=("csv", "parquet"), default=None,
@@ -41,7 +51,7 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
         help="encoding of a CSV input, e.g. cp1252 or latin-1 (default: found from the file: "
         "a BOM, else UTF-8 if it is, else the likeliest code page). With utf-8, a cell that "
         "is not UTF-8 is kept with U+FFFD for the bad bytes and counted; any other encoding "
-        "is decoded strictly. Output CSV is always UTF-8",
+        "is decoded strictly. See --output-encoding for the output",
     )
     parser.add_argument(
         "--delimiter", default=None,
@@ -55,6 +65,14 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
         "--escape-formulas", action=argparse.BooleanOptionalAction, default=escape_default,
         help=f"in CSV output, put a ' before cells of {what} that start with = + - @, tab or "
         "carriage return, so a spreadsheet shows them instead of running them as formulas",
+    )
+
+
+def add_mkdir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mkdir", action="store_true",
+        help="create OUT's folder if it does not exist (default: refuse, so that a mistyped "
+        "path does not become a new folder)",
     )
 
 
@@ -87,12 +105,32 @@ def input_error(command: str, error: Exception) -> int:
     return EXIT_INPUT
 
 
-def report_reading(
-    command: str, reader: Any, repaired: dict[str, int], *, csv_out: bool
-) -> None:
-    """How the file was read, and rows and cells that were kept but are not what the file
-    said (:func:`~airflow_doi.files.read.reading_notes`): one line each."""
-    from airflow_doi.files.read import reading_notes
+def output_encoding(args: argparse.Namespace) -> Any:
+    """The :class:`~airflow_doi.files.write.CsvEncoding` ``--output-encoding`` asks for (None:
+    chosen from the input); an unknown name is refused before any work."""
+    from airflow_doi.files.write import csv_encoding
 
-    for kind, text in reading_notes(reader, repaired, csv_out=csv_out):
+    if args.output_encoding is None:
+        return None
+    return csv_encoding(None, args.output_encoding)
+
+
+def report_reading(
+    command: str, reader: Any, repaired: dict[str, int], *, csv_out: bool,
+    encoding: Any = None,
+) -> None:
+    """How the file was read and how the CSV output is (its encoding, ``encoding`` or the
+    default for the input, separator and line endings), and rows and cells that were kept but
+    are not what the file said (:func:`~airflow_doi.files.read.reading_notes`): one line
+    each."""
+    from airflow_doi.files.read import reading_notes
+    from airflow_doi.files.write import csv_encoding, describe_csv_output
+
+    written = None
+    if csv_out:
+        chosen = encoding or csv_encoding(reader.dialect)
+        plain = reader.dialect is None or reader.dialect.plain
+        if not plain or chosen != csv_encoding(None):
+            written = describe_csv_output(reader.dialect, chosen)
+    for kind, text in reading_notes(reader, repaired, written=written):
         say(command, f"{kind}: {text}")

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow_doi.cli import LOGGER
-from airflow_doi.cli._files import csv_options, input_error, report_reading, say
+from airflow_doi.cli._files import (
+    csv_options,
+    input_error,
+    output_encoding,
+    report_reading,
+    say,
+)
 from airflow_doi.resolver.config import ResolverConfig
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "EXIT_ERRORS",
     "Input",
     "Output",
+    "add_keep_options",
     "add_proxy_options",
     "ask",
     "check_backends",
@@ -73,6 +80,30 @@ _TUNING: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("max_attempts", int, "retry budget per DOI"),
     ("backoff_base", float, "first backoff, seconds"),
 )
+
+
+def add_keep_options(parser: argparse.ArgumentParser) -> None:
+    """--keep-columns and --prefix: the input's columns carried into a result file (resolve,
+    enrich), and what ours are named when they clash, as normalize names them."""
+    parser.add_argument(
+        "--keep-columns", default=None, metavar="LIST",
+        help="comma-separated columns of the input to carry into the output, in the input's "
+        "order, before ours (default: all, as normalize keeps them; '' for none); the output "
+        "still has one row per input row, in order",
+    )
+    parser.add_argument(
+        "--prefix", default=None,
+        help="prefix for our column names (e.g. r_); default: none, or names derived from "
+        "--column when a kept column already has one of them (doi -> doi_normalized, status "
+        "-> doi_status, ...), as normalize does",
+    )
+
+
+def kept(args: argparse.Namespace) -> list[str] | None:
+    """The columns --keep-columns names (None: all)."""
+    if args.keep_columns is None:
+        return None
+    return [name.strip() for name in args.keep_columns.split(",") if name.strip()]
 
 
 def add_proxy_options(
@@ -192,22 +223,27 @@ class Input:
     flags: list[bool]
     reader: Any
     out_format: Any
+    #: ``--output-encoding`` (None: chosen from the input).
+    encoding: Any = None
 
 
 def read_input(args: argparse.Namespace) -> Input:
     """Check the output path, read ``--column`` and reach the backends: every input error
     (``ValueError``, ``TableInputError``) before the first request."""
-    from airflow_doi.files.jobs import read_cells
+    from airflow_doi.files.jobs import kept_columns, read_cells
     from airflow_doi.files.read import detect_format
     from airflow_doi.files.write import check_output
 
     out_format = detect_format(args.output, args.format)
-    check_output(args.input, args.output)
+    encoding = output_encoding(args)
+    check_output(args.input, args.output, mkdir=args.mkdir)
     values, judged, flags, reader = read_cells(
         args.input, args.column, input_format=args.input_format, options=csv_options(args))
+    if getattr(args, "keep_columns", None) is not None:
+        kept_columns(reader.names, kept(args), args.input)  # a wrong name: before any request
     check_backends(args)
     sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
-    return Input(values, sent, flags, reader, out_format)
+    return Input(values, sent, flags, reader, out_format, encoding)
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:
@@ -249,23 +285,36 @@ def ask(function: Callable[..., list[Any]], read: Input, args: argparse.Namespac
 def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[str, object]],
            summary: str, output: Output,
            note: Callable[[list[dict[str, object]]], None] | None = None) -> int:
-    """Write ``rows``, say the summary (then ``note``'s lines) and how the file was read, and
-    return the exit status: 2 when the output cannot be written, 3 when too many rows ended
-    in error, else 0."""
-    from airflow_doi.files.jobs import write_rows
+    """Write the input's kept columns and ``rows`` beside them, say the summary (then
+    ``note``'s lines) and how the file was read, and return the exit status: 2 when the
+    output cannot be written, 3 when too many rows ended in error, else 0."""
+    from airflow_doi.files.jobs import append_columns
     from airflow_doi.files.read import TableInputError
 
+    added = {name: [row[name] for row in rows] for name in output.columns}
+    kinds = {name: "int64" if name in output.integers else "large_string"
+             for name in output.columns}
     try:
-        write_rows(args.output, read.out_format, rows, args.escape_formulas, read.reader.dialect,
-                   columns=output.columns, integers=output.integers, guarded=output.guarded)
+        _, cells, named = append_columns(
+            args.input, args.output, args.column, added, kinds, input_format=args.input_format,
+            output_format=read.out_format, options=csv_options(args), escape=False,
+            encoding=read.encoding, keep=kept(args), prefix=args.prefix or None,
+            guarded=output.guarded if args.escape_formulas else ())
     except TableInputError as error:
         return input_error(command, error)
     say(command, f"{args.output}: {summary}")
+    if named and named[0] != (args.prefix or "") + output.columns[0]:
+        say(command, f"note: {args.input} already has a column named as one of ours, so ours "
+            f"are named {', '.join(named)} (--prefix chooses others)")
     if note is not None:
         note(rows)
+    # Cells that were not UTF-8, written with U+FFFD: in the kept columns (counted while
+    # copying), and in the DOI column even when it is not kept (its rows say bad_encoding).
     repaired = sum(row["error"] == "bad_encoding" for row in rows)
-    report_reading(command, read.reader, {args.column: repaired} if repaired else {},
-                   csv_out=read.out_format == "csv")
+    if repaired and args.column not in cells:
+        cells[args.column] = repaired
+    report_reading(command, read.reader, cells, csv_out=read.out_format == "csv",
+                   encoding=read.encoding)
     if too_many_errors(command, args, rows, output.status, output.ended, output.advice):
         return EXIT_ERRORS
     return 0

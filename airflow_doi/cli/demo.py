@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -51,7 +52,7 @@ def normalize_sample(context: DemoContext) -> None:
     print(f"normalize: wrote {target}")
     print(f"normalize: {summary.line()}")
     if skipped:
-        print(f"normalize: {skipped} malformed CSV rows skipped")
+        print(f"normalize: {skipped:,} malformed CSV rows skipped")
 
 
 #: The Airflow DAG the demo runs end to end, and where it lives in the checkout.
@@ -96,11 +97,9 @@ def registry_records(path: Path) -> dict[str, Any]:
     simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
     retracted journal article, so the demo's report lists one."""
 
-    from airflow_doi.resolver.simulator import make_records
+    from airflow_doi.resolver.simulator import read_records
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = make_records(line.strip() for line in lines if line.strip() and
-                           not line.lstrip().startswith("#"))
+    records = read_records(path)
     for doi, record in records.items():
         work = work_for(doi)
         if ascii_upper(doi) == ascii_upper(DEMO_RETRACTED):
@@ -277,7 +276,26 @@ def format_rows(names: list[str], rows: list[tuple[Any, ...]], indent: str = "  
 
 def _query(conn: Any, sql: str) -> str:
     cursor = conn.execute(sql)
-    return format_rows([d[0] for d in cursor.description], cursor.fetchall())
+    rows = cursor.fetchall()
+    names = [d[0] for d in cursor.description]
+    return format_rows(names, rows) + _hostile_note(names, rows)
+
+
+#: What makes a cell look like an attack: SQL quoting and comments, markup, a formula.
+_HOSTILE = re.compile(r"[';<>\"]|--|^[=+@]")
+
+
+def _hostile_note(names: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """A word under a table whose DOI cells show one looking like an attack: the sample
+    holds such cells on purpose, valid DOIs by the standard, to show they stay data."""
+    doi_columns = [index for index, name in enumerate(names) if name in ("doi_raw", "doi_key")]
+    shown = next((str(row[index]) for row in rows for index in doi_columns
+                  if isinstance(row[index], str) and _HOSTILE.search(row[index])), None)
+    if shown is None:
+        return ""
+    return ("\n  (" + _cell(shown) + " is a deliberately hostile cell of the sample: a valid DOI "
+            "by the standard, kept as data; every value is bound as a parameter, never run "
+            "as SQL or shown as markup)")
 
 
 def open_command(database: Path) -> tuple[str, str]:
@@ -312,15 +330,15 @@ def show_results(database: Path) -> None:
         metadata = _query(conn, _METADATA_ROWS)
     print(f"airflow: {DAG_ID} succeeded; enriched tables in {database}:")
     for name, rows in tables:
-        print(f"airflow:   {name} ({rows} rows)")
-    print("airflow: doi_resolution: " + ", ".join(f"{s}={n}" for s, n in statuses))
+        print(f"airflow:   {name} ({rows:,} rows)")
+    print("airflow: doi_resolution: " + ", ".join(f"{s}={n:,}" for s, n in statuses))
     print("airflow: the two catalogues joined on doi_key: table reading_list_holdings")
     print("airflow: a few rows of catalogue (invalid DOIs are never sent to the proxy):")
     print(catalogue)
     print("airflow: a few rows of doi_resolution:")
     print(resolution)
     print("airflow: doi_metadata (registry metadata through content negotiation): "
-          + ", ".join(f"{s}={n}" for s, n in enriched))
+          + ", ".join(f"{s}={n:,}" for s, n in enriched))
     print("airflow: a few enriched keys (one per type, then retracted or corrected works):")
     print(metadata)
     command, first_query = open_command(database)

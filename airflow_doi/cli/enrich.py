@@ -27,15 +27,21 @@ negotiation: the doi.org proxy (or --base-url) redirects the request to the regi
 agency's metadata service (mEDRA, JaLC...), which answers in CSL-JSON. --source negotiation
 asks every DOI by content negotiation.
 
-Writes one row per input row: input (the cell as text), doi, key, metadata_status, title,
-csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
+Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
+them, or those of --keep-columns), then input (the cell as text), doi, key, metadata_status,
+title, csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
 journal or book), publisher, issn, isbn, volume, issue, page, author_count, first_author,
-language, license_url, updated_by and update_to (retractions and corrections, as
-type:DOI items), source_host, agency (who registered the DOI), metadata_source (crossref,
-datacite, negotiation), error, attempts, http_status, fetched_at, expires_at and csl_json
-(the record as CSL-JSON, without its reference list). metadata_status is ok, not_found (no
-such DOI), no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the
-reason is in error) or error (gave up, or refused: the reason is in error).
+language, license_url, updated_by and update_to (retractions and corrections, as type:DOI
+items), source_host, agency (who registered the DOI), metadata_source (crossref, datacite,
+negotiation), error, attempts, http_status, fetched_at, expires_at and csl_json (the record
+as CSL-JSON, without its reference list). metadata_status is ok, not_found (no such DOI),
+no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the reason is in
+error) or error (gave up, or refused: the reason is in error). If a kept column already has
+one of these names (in any case), ours are named after the DOI column instead, as normalize
+names them (doi_input, doi_normalized, doi_key, doi_metadata_status, doi_title, ... for a
+column doi) and stderr says so; --prefix chooses. A CSV output keeps the input's separator
+and line endings, in UTF-8 with a BOM when the input was an Excel-style export
+(--output-encoding chooses).
 
 Redirects are followed only to the hosts of --metadata-host (https only) and at most twice.
 Rows sharing a comparison key cost one request to the proxy and one to the agency. With
@@ -58,6 +64,7 @@ GUARDED = (
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("enrich", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    _proxy.add_keep_options(parser)
     add_file_options(parser, escape_default=True,
                      escaped="the input column and every text column the servers filled")
     _proxy.add_proxy_options(

@@ -16,7 +16,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from airflow_doi.cli._files import add_file_options, csv_options, input_error, report_reading, say
+from airflow_doi.cli._files import (
+    add_file_options,
+    csv_options,
+    input_error,
+    output_encoding,
+    report_reading,
+    say,
+)
 from airflow_doi.files import DEFAULT_CHUNK_ROWS
 from airflow_doi.presentation import DEFAULT_BASE_URL
 
@@ -39,15 +46,17 @@ the likeliest code page, e.g. cp1252) and the separator (, ; tab |), said on std
 --encoding and --delimiter override. --column finds ' DOI ' for doi when only one header
 matches once trimmed and case-folded. In the DOI column, missing-value markers (NA, N/A,
 NULL, -, ...: --na-values) read as missing (reason empty). A gzip-compressed CSV is read as
-is. CSV output is UTF-8. In a UTF-8 file, a cell that is not UTF-8 is written back with
-U+FFFD for the bad bytes and counted on stderr (in the DOI column it is reported as
-bad_encoding). No row is ever dropped: a CSV row with the wrong number of fields or a quote
-left open is kept (padded with empty cells, or its extra fields joined into its last cell)
-with doi_valid=false and doi_reason=malformed_row. The file is streamed in chunks, so memory
-stays flat whatever its size.
+is. CSV output is UTF-8, with a BOM when the input was an Excel-style export (a code page or
+a BOM) so that Excel reads it right; --output-encoding chooses. In a UTF-8 file, a cell that
+is not UTF-8 is written back with U+FFFD for the bad bytes and counted on stderr (in the DOI
+column it is reported as bad_encoding). No row is ever dropped: a CSV row with the wrong
+number of fields or a quote left open is kept (padded with empty cells, or its extra fields
+joined into its last cell) with doi_valid=false and doi_reason=malformed_row. The file is
+streamed in chunks, so memory stays flat whatever its size.
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, empty
-file, two columns answering to --column, a --prefix that clashes, a missing extra)."""
+file, two columns answering to --column, a --prefix that clashes, a cell --output-encoding
+cannot hold, a missing extra)."""
 
 
 def register(subparsers: Any) -> None:
@@ -88,11 +97,12 @@ def run(args: argparse.Namespace) -> int:
     from airflow_doi.files.read import TableInputError, detect_format
 
     try:
+        encoding = output_encoding(args)
         summary, reader = normalize_table(
             args.input, args.output, column=args.column, decode=args.decode,
             chunk_rows=args.chunk_size, input_format=args.input_format, output_format=args.format,
             prefix=args.prefix, base_url=args.base_url, options=csv_options(args),
-            escape=args.escape_formulas,
+            escape=args.escape_formulas, output_encoding=encoding, mkdir=args.mkdir,
         )
     except TableInputError as error:
         return input_error("normalize", error)
@@ -101,5 +111,6 @@ def run(args: argparse.Namespace) -> int:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")
     csv_out = detect_format(args.output, args.format) == "csv"
-    report_reading("normalize", reader, dict(summary.repaired), csv_out=csv_out)
+    report_reading("normalize", reader, dict(summary.repaired), csv_out=csv_out,
+                   encoding=encoding)
     return 0

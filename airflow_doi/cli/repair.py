@@ -98,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
         reason or result.error for result, reason in zip(results, reasons, strict=True)
     ]
     try:
-        reader, repaired = append_columns(
+        reader, repaired, _ = append_columns(
             args.input, args.output, args.column, added, KINDS, input_format=args.input_format,
             output_format=read.out_format, options=csv_options(args),
-            escape=args.escape_formulas)
+            escape=args.escape_formulas, encoding=read.encoding)
     except TableInputError as error:
         return input_error("repair", error)
     say("repair", f"{args.output}: {stats.summary()}")
@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         repaired[args.column] = bad
     # What the first read found out (the header matched, the markers) holds for the copy too.
     reader.matched, reader.na_count = read.reader.matched, read.reader.na_count
-    report_reading("repair", reader, repaired, csv_out=read.out_format == "csv")
+    report_reading("repair", reader, repaired, csv_out=read.out_format == "csv",
+                   encoding=read.encoding)
     undecided = sum(1 for result in results if result.error is not None)
     checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
     if checked and undecided / checked > args.max_error_share:

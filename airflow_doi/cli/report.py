@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_doi.cli import missing_extra_message
-from airflow_doi.cli._files import add_na_option, csv_options, say
+from airflow_doi.cli._files import add_mkdir_option, add_na_option, csv_options, say
 
 __all__ = ["register", "run"]
 
@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--column", required=True, help="the column holding the DOIs")
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.html",
                         help="the HTML file to write (replaced whole, or not at all)")
+    add_mkdir_option(parser)
     parser.add_argument("--table", help="table holding the column, for a database input")
     parser.add_argument("--conn-id", help="Airflow SQL connection to read --table from")
     parser.add_argument("--resolution", type=Path, metavar="FILE",
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from airflow_doi.files.write import check_output
 
     try:
-        check_output(None, args.output)  # a directory is refused before any reading
+        check_output(None, args.output, mkdir=args.mkdir)  # before any reading
     except ReportInputError as error:
         return _fail(str(error))
 

@@ -20,13 +20,19 @@ HELP = "resolve a column of DOIs through the doi.org proxy REST API"
 DESCRIPTION = """\
 Resolve a column of DOIs through the doi.org proxy REST API (or any proxy at --base-url).
 
-Writes one row per input row: input (the cell as text), doi, key, status, url, response_code,
-http_status, attempts, error, resolved_at, expires_at, url_raw (the URL exactly as the proxy
-sent it; url holds it only when it is a safe http(s) URL). status is resolved, no_values,
-not_found, invalid (never sent; the reason is in error: bad_encoding for a cell that is not
-UTF-8, malformed_row for a CSV row with the wrong number of fields) or error (the resolver
-gave up; the reason is in error). Rows sharing a comparison key cost one request. The file is
-read as normalize reads it: same encodings, delimiters, gzip and error messages.
+Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
+them, or those of --keep-columns), then input (the cell as text), doi, key, status, url,
+response_code, http_status, attempts, error, resolved_at, expires_at, url_raw (the URL
+exactly as the proxy sent it; url holds it only when it is a safe http(s) URL). status is
+resolved, no_values, not_found, invalid (never sent; the reason is in error: bad_encoding
+for a cell that is not UTF-8, malformed_row for a CSV row with the wrong number of fields)
+or error (the resolver gave up; the reason is in error). If a kept column already has one of
+these names (in any case), ours are named after the DOI column instead, as normalize names
+them (doi_input, doi_normalized, doi_key, doi_status, ... for a column doi) and stderr says
+so; --prefix chooses. Rows sharing a comparison key cost one request. The file is read as
+normalize reads it: same encodings, delimiters, gzip and error messages; a CSV output keeps
+its separator and line endings, in UTF-8 with a BOM when the input was an Excel-style export
+(--output-encoding chooses).
 
 A progress bar is drawn only on a terminal; warnings (the proxy failing, the breaker opening
 or giving up) go to stderr as single lines, and a one-line summary ends the run.
@@ -39,6 +45,7 @@ option, a missing extra); 3 the share of sent rows that ended in status=error is
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("resolve", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    _proxy.add_keep_options(parser)
     add_file_options(parser, escape_default=True)
     _proxy.add_proxy_options(
         parser,

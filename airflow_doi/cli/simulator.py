@@ -28,6 +28,11 @@ Prints its base URL on the first line of stdout, then serves until SIGINT or SIG
 the offline demo and by tests that need the proxy in another process. Needs the [resolve]
 extra.
 
+The DOIs it knows: --records FILE, either a list of DOIs (one a line, in any form; blank
+lines and lines starting with # are skipped), as examples/data/simulated_registry.txt, or
+JSON (an array of DOIs, or an object of handle -> record); or --auto-records, every valid
+DOI. A valid DOI it does not know gets 404, as a DOI nobody registered does on doi.org.
+
 It also plays the registration agencies for DOI content negotiation (airflow-doi enrich,
 DoiEnrichOperator): each on a port of its own, free ones unless --agency-base-port names the
 first (the others follow it: four agencies, then a fifth port for a host off every
@@ -41,8 +46,12 @@ line names them (crossref_url, datacite_url; airflow-doi enrich --crossref-url,
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("simulator", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--records", type=Path, metavar="FILE",
-                        help="a JSON file: an object of handle -> record/values")
+    parser.add_argument(
+        "--records", type=Path, metavar="FILE",
+        help="the DOIs the simulator knows: a list of DOIs, one a line in any form (blank lines "
+        "and lines starting with # skipped; examples/data/simulated_registry.txt is one), or "
+        "JSON: an array of DOIs, or an object of handle -> record (a list of handle values, "
+        "or an object with values)")
     parser.add_argument(
         "--auto-records",
         action="store_true",
@@ -86,21 +95,24 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from airflow_doi.resolver.agencies import AGENCIES
-    from airflow_doi.resolver.simulator import Faults, ProxySimulator
+    from airflow_doi.resolver.simulator import Faults, ProxySimulator, read_records
 
     records: dict[str, Any] | None = None
     if args.records is not None:
         try:
-            records = json.loads(args.records.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            print(f"airflow-doi simulator: --records {args.records}: cannot be read as JSON "
-                  f"({reason}): give a JSON file holding an object of DOI -> record, or use "
-                  "--auto-records", file=sys.stderr)
-            return 2
-        if not isinstance(records, dict):
-            print(f"airflow-doi simulator: --records {args.records}: holds a JSON "
-                  f"{type(records).__name__}, not an object of DOI -> record", file=sys.stderr)
+            records = read_records(args.records)
+        except UnicodeDecodeError:
+            reason = "not UTF-8 text"
+        except OSError as error:
+            reason = error.strerror or str(error)
+        except ValueError as error:
+            reason = str(error)
+        else:
+            reason = ""
+        if reason:
+            print(f"airflow-doi simulator: error: --records {args.records}: cannot be used "
+                  f"({reason}): give a list of DOIs, one a line (# starts a comment), or a "
+                  "JSON object of DOI -> record; or use --auto-records", file=sys.stderr)
             return 2
 
     last = args.agency_base_port + len(AGENCIES)
@@ -147,11 +159,11 @@ def run(args: argparse.Namespace) -> int:
         stats = simulator.stats()
     finally:
         simulator.stop()
-    agencies = ", ".join(f"{name} {count}" for name, count in
+    agencies = ", ".join(f"{name} {count:,}" for name, count in
                          sorted(stats["agency_requests"].items())) or "none"
-    lists = ", ".join(f"{name} {count}" for name, count in
+    lists = ", ".join(f"{name} {count:,}" for name, count in
                       sorted(stats["list_requests"].items())) or "none"
-    print(f"served {stats['requests']} API requests, {stats['cn_requests']} content "
+    print(f"served {stats['requests']:,} API requests, {stats['cn_requests']:,} content "
           f"negotiation requests; agencies: {agencies}; list queries: {lists}",
           file=sys.stderr)
     return 0

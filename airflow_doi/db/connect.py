@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
+from airflow_doi._install import pip_install
 from airflow_doi.resolver.config import redact_url
 
 __all__ = ["SQL_SCHEMES", "DatabaseUrlError", "database_path", "is_database_url", "open_read_only"]
@@ -62,7 +63,7 @@ def open_read_only(url: str) -> Any:
     except ModuleNotFoundError as error:
         raise DatabaseUrlError(
             f"{where}: reading it needs the {error.name} package: "
-            f"pip install 'airflow-doi[{'duckdb' if scheme == 'duckdb' else 'postgres'}]'"
+            + pip_install("duckdb" if scheme == "duckdb" else "postgres")
         ) from None
     except Exception:
         raise DatabaseUrlError(

@@ -24,7 +24,6 @@ import functools
 import re
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -141,12 +140,6 @@ class StatementDialect:
     def marks(self, count: int = 1) -> str:
         """``count`` placeholders joined by commas."""
         return ", ".join([self.placeholder] * count)
-
-    def p(self, count: int = 1) -> str:
-        """Deprecated name of :meth:`marks` (DAGs copied from an earlier example call it)."""
-        warnings.warn("StatementDialect.p() is deprecated: call marks()", DeprecationWarning,
-                      stacklevel=2)
-        return self.marks(count)
 
     def timestamp(self, value: datetime | None) -> datetime | str | None:
         """A timezone-aware datetime as this dialect binds it."""

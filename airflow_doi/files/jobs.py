@@ -1,5 +1,6 @@
 """The column passes the file commands share: normalize a file's DOI column into a copy, read
-a column's cells, write result rows, and copy every row out with columns appended.
+a column's cells, and copy every row out with columns appended (the result columns of
+``resolve`` and ``enrich``, the repairs of ``repair``).
 
 Each pass reads through :func:`airflow_doi.files.read.read_table` (so a file one command
 accepts, or refuses, every command accepts, or refuses, in the same words) and writes through
@@ -36,7 +37,7 @@ from airflow_doi.files.read import (
     require_column,
     text_column,
 )
-from airflow_doi.files.write import check_output, escape_formulas, writing
+from airflow_doi.files.write import CsvEncoding, check_output, escape_formulas, writing
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.syntax import cell_text
 
@@ -47,12 +48,12 @@ __all__ = [
     "NORMALIZE_COLUMNS",
     "Summary",
     "append_columns",
+    "kept_columns",
     "normalize_file",
     "normalize_table",
     "read_cells",
     "repair_cells",
     "result_rows",
-    "write_rows",
 ]
 
 #: The columns ``normalize`` appends, before a prefix.
@@ -97,18 +98,21 @@ def normalize_file(
     delimiter: str | None = None,
     na_values: tuple[str, ...] | None = None,
     escape_formulas: bool = False,
+    output_encoding: CsvEncoding | None = None,
 ) -> tuple[Summary, int, list[str]]:
     """Stream ``source`` to ``target`` with the DOI columns added.
 
     ``encoding`` and ``delimiter`` are found from the file when None; ``na_values`` are the
-    DOI column's missing-value markers (None: pandas' defaults). Returns the summary, the
-    number of malformed CSV rows (kept, flagged ``malformed_row``) and a few of them.
+    DOI column's missing-value markers (None: pandas' defaults); ``output_encoding``: a CSV
+    output's (None: :func:`~airflow_doi.files.write.csv_encoding` chooses). Returns the
+    summary, the number of malformed CSV rows (kept, flagged ``malformed_row``) and a few of
+    them.
     """
     summary, reader = normalize_table(
         source, target, column=column, decode=decode, chunk_rows=chunk_rows,
         input_format=input_format, output_format=output_format, prefix=prefix,
         base_url=base_url, options=CsvOptions(encoding, delimiter, na_values),
-        escape=escape_formulas,
+        escape=escape_formulas, output_encoding=output_encoding,
     )
     return summary, reader.malformed_count, reader.malformed
 
@@ -126,11 +130,15 @@ def normalize_table(
     base_url: str | None,
     options: CsvOptions,
     escape: bool,
+    output_encoding: CsvEncoding | None = None,
+    mkdir: bool = True,
 ) -> tuple[Summary, TableReader]:
-    """The work of :func:`normalize_file`; also returns the reader that read the file."""
+    """The work of :func:`normalize_file`; also returns the reader that read the file.
+    ``mkdir``: create the output's folder if missing (else refuse: the command line's
+    default, see :func:`~airflow_doi.files.write.check_output`)."""
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
-    check_output(source, target)
+    check_output(source, target, mkdir=mkdir)
     out_format = detect_format(target, output_format)
     base = base_url or DEFAULT_BASE_URL
 
@@ -141,7 +149,8 @@ def normalize_table(
         for name, kind in zip(added, (_TEXT, _TEXT, pa.bool_(), _TEXT, _TEXT), strict=True):
             schema = schema.append(pa.field(name, kind))
         guard = escape and out_format == "csv"
-        summary = _stream(reader, target, out_format, schema, found, decode, base, guard)
+        summary = _stream(reader, target, out_format, schema, found, decode, base, guard,
+                          output_encoding)
         summary.added = added
         return summary
 
@@ -152,12 +161,32 @@ def normalize_table(
 
 
 def _added(reader: TableReader, found: str, ours: Sequence[str], prefix: str | None,
-           source: Path) -> list[str]:
-    """The names ``ours`` take in this file (renamed where the file has them already)."""
+           source: Path, names: list[str] | None = None) -> list[str]:
+    """The names ``ours`` take beside ``names`` (default: the file's), renamed where those
+    have them already."""
     try:
-        return added_names(tuple(ours), reader.names, found, prefix)
+        return added_names(tuple(ours), reader.names if names is None else names, found, prefix)
     except TableInputError as error:
         raise TableInputError(f"{source}: {error}") from None
+
+
+def kept_columns(names: list[str], keep: Sequence[str] | None, source: Path) -> list[int]:
+    """The positions of the columns ``keep`` names (each as ``--column`` finds one: exact,
+    else trimmed and case-folded), in the file's order; all when ``keep`` is None. A name
+    the file lacks, or that two columns answer to, is refused."""
+    if keep is None:
+        return list(range(len(names)))
+    chosen: set[int] = set()
+    for name in keep:
+        found = match_column(names, name)
+        if len(found) != 1:
+            listed = ", ".join(repr(item) for item in names) or "none"
+            what = (f"{len(found)} columns answer to {name!r}" if found
+                    else f"no column {name!r}")
+            raise TableInputError(f"{source}: {what} (--keep-columns; columns: {listed}); "
+                                  "give each column's exact name, comma-separated")
+        chosen.add(names.index(found[0]))
+    return sorted(chosen)
 
 
 def output_schema(schema: pa.Schema, out_format: Format) -> pa.Schema:
@@ -184,7 +213,7 @@ def _read_ahead(batches: Iterable[Any], pool: ThreadPoolExecutor) -> Iterator[An
 
 def _stream(
     reader: TableReader, target: Path, out_format: Format, schema: pa.Schema, column: str,
-    decode: str, base: str, escape: bool,
+    decode: str, base: str, escape: bool, encoding: CsvEncoding | None,
 ) -> Summary:
     """One pass: every batch of ``reader`` analysed and written; the file appears at the end."""
     summary = Summary()
@@ -192,7 +221,7 @@ def _stream(
     # release the GIL, so writing a batch overlaps reading and analysing the next one.
     # Likewise the next batch is read while this one is analysed.
     background, ahead = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
-    with writing(target, out_format, schema, reader.dialect) as writer:
+    with writing(target, out_format, schema, reader.dialect, encoding) as writer:
         try:
             pending: Future[None] | None = None
             for batch in _read_ahead(reader.batches, ahead):
@@ -345,55 +374,50 @@ def repair_cells(
     return cells, reasons
 
 
-def write_rows(
-    path: Path, fmt: Format, rows: list[dict[str, object]], escape: bool, dialect: Any = None,
-    *, columns: Sequence[str], integers: Collection[str], guarded: Collection[str],
-) -> None:
-    """Write ``rows`` (dicts by column) as CSV or Parquet: ``integers`` as int64, the rest as
-    text; on CSV with ``escape``, the ``guarded`` columns get formula escaping."""
-    fields = [pa.field(name, pa.int64() if name in integers else pa.string()) for name in columns]
-    schema = pa.schema(fields)
-    arrays = []
-    for item in fields:
-        array = pa.array([row[item.name] for row in rows], item.type)
-        if escape and fmt == "csv" and item.name in guarded:
-            array = escape_formulas(array)
-        arrays.append(array)
-    with writing(path, fmt, schema, dialect) as writer:
-        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
-
-
 def append_columns(
     source: Path, target: Path, column: str, added: Mapping[str, list[object]],
     kinds: Mapping[str, str], *, input_format: str | None, output_format: Format,
     options: CsvOptions, escape: bool, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-) -> tuple[TableReader, dict[str, int]]:
-    """Every row and column of ``source`` copied to ``target``, then the ``added`` columns
-    (one value per row, typed by ``kinds``: Arrow type names such as ``large_string``;
-    named apart from the file's own). Returns the
-    reader and the cells per column that were not UTF-8 (written with U+FFFD).
+    encoding: CsvEncoding | None = None, keep: Sequence[str] | None = None,
+    prefix: str | None = None, guarded: Collection[str] = (),
+) -> tuple[TableReader, dict[str, int], list[str]]:
+    """Every row of ``source`` copied to ``target`` with the columns ``keep`` names (all
+    when None; see :func:`kept_columns`), then the ``added`` columns (one value per row,
+    typed by ``kinds``: Arrow type names such as ``large_string``; named apart from the kept
+    columns as :func:`~airflow_doi.files.read.added_names` names them, ``prefix`` as given).
+    ``escape``: formulas escaped in the copied columns; ``guarded``: added columns escaped
+    (CSV only). Returns the reader, the cells per column that were not UTF-8 (written with
+    U+FFFD) and the added columns' names.
 
     The file must have as many rows as on the first read, else nothing is put in place."""
     ours = tuple(added)
     types = {name: getattr(pa, kinds[name])() for name in ours}
     rows = len(next(iter(added.values()))) if added else 0
+    named: list[str] = []
 
     def one_pass(reader: TableReader) -> Counter[str]:
         found = match_column(reader.names, column)[0]
-        schema = output_schema(reader.schema, output_format)
-        for name, new in zip(ours, _added(reader, found, ours, None, source), strict=True):
+        indices = kept_columns(reader.names, keep, source)
+        full = output_schema(reader.schema, output_format)
+        schema = pa.schema([full.field(index) for index in indices])
+        named[:] = _added(reader, found, ours, prefix, source,
+                          [reader.names[index] for index in indices])
+        for name, new in zip(ours, named, strict=True):
             schema = schema.append(pa.field(new, types[name]))
         guard = escape and output_format == "csv"
+        protect = {name for name in guarded if output_format == "csv"}
         repaired: Counter[str] = Counter()
         done = 0
-        with writing(target, output_format, schema, reader.dialect) as writer:
+        with writing(target, output_format, schema, reader.dialect, encoding) as writer:
             for batch in reader.batches:
                 if reader.flags_malformed:
                     batch = batch.drop_columns([MALFORMED_FLAG])
-                columns, bad, _ = _copied(reader, batch, schema, guard)
+                columns, bad, _ = _copied(reader, batch.select(indices), schema, guard)
                 repaired.update(bad)
                 end = done + batch.num_rows
-                columns += [pa.array(added[name][done:end], types[name]) for name in ours]
+                for name in ours:
+                    values = pa.array(added[name][done:end], types[name])
+                    columns.append(escape_formulas(values) if name in protect else values)
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 done = end
             if done != rows:  # the output file is not put in place
@@ -407,4 +431,4 @@ def append_columns(
         source, detect_format(source, input_format), one_pass,
         chunk_rows=chunk_rows, options=options,
     )
-    return reader, dict(repaired)
+    return reader, dict(repaired), named

@@ -14,7 +14,8 @@ CSV rules, the same on both readers:
 - cells are read as raw bytes, so ids like ``00123`` stay text; in a UTF-8 file a cell that is
   not UTF-8 cannot stop the run: it is written back with U+FFFD for the bad bytes and counted
   (:func:`text_column`), and the DOI column reports it as ``bad_encoding``. Any other
-  encoding (``cp1252``, ``utf-16``) is decoded strictly; output is always UTF-8;
+  encoding (``cp1252``, ``utf-16``) is decoded strictly (the output's encoding is
+  :func:`airflow_doi.files.write.csv_encoding`'s);
 - no row is ever lost: a row with the wrong number of fields is kept (padded with nulls, or
   its surplus fields joined into its last cell) and flagged, a quote left open does not
   swallow the rows after it (see :func:`open_csv_lenient`); a blank line is an empty cell in
@@ -72,6 +73,7 @@ __all__ = [
     "TableReader",
     "added_names",
     "detect_format",
+    "find_added",
     "match_column",
     "open_csv_lenient",
     "open_table",
@@ -231,18 +233,20 @@ class TableReader:
 
 
 def reading_notes(
-    reader: TableReader, repaired: dict[str, int], *, csv_out: bool = False
+    reader: TableReader, repaired: dict[str, int], *, written: str | None = None
 ) -> list[tuple[str, str]]:
     """What a user should hear about how a file was read, as (``note`` | ``warning``, text):
-    how it was written (when not plain UTF-8 with commas; ``csv_out``: the output is CSV,
-    and UTF-8 whatever the input was), the header ``--column`` matched, missing-value
-    markers, rows kept though malformed, and (``repaired``: column -> count) cells that were
-    not UTF-8. Nothing when there is nothing to say."""
+    how it was written (when not plain UTF-8 with commas; ``written``: how the CSV output is,
+    said beside it, or alone when the input was plain), the header ``--column`` matched,
+    missing-value markers, rows kept though malformed, and (``repaired``: column -> count)
+    cells that were not UTF-8. Nothing when there is nothing to say."""
     notes: list[tuple[str, str]] = []
     dialect = reader.dialect
     if dialect is not None and not dialect.plain:
-        written = "; written as UTF-8" if csv_out and not dialect.lenient_utf8 else ""
-        notes.append(("note", f"read as {dialect.describe()}{written}"))
+        also = f"; written as {written}" if written else ""
+        notes.append(("note", f"read as {dialect.describe()}{also}"))
+    elif written:
+        notes.append(("note", f"written as {written}"))
     if reader.matched:
         asked, found = reader.matched
         notes.append(("note", f"--column {asked!r} read the column {found!r}"))
@@ -466,6 +470,41 @@ def added_names(
         if not clashes(chosen) and len({_fold(name) for name in chosen}) == len(chosen):
             return chosen
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def find_added(names: list[str], wanted: tuple[str, ...]) -> dict[str, str] | None:
+    """Where a file a command wrote holds the columns it added: ``wanted`` -> the name
+    each has there, whether as is or renamed by :func:`added_names` (after the DOI column, with
+    a ``_2``... for a second clash, or a ``--prefix``); None when they are not all there. So a
+    reader of ``resolve``'s output finds ``status`` in ``doi_status`` when the input had a
+    column ``doi``."""
+    if all(name in names for name in wanted):
+        return {name: name for name in wanted}
+    # Renamed: the last of ours ends one of the names, maybe with a _2...; what comes before
+    # it is a --prefix, or the DOI column's name and "_".
+    last = wanted[-1]
+    for found in names:
+        for suffix in ("", *(f"_{number}" for number in range(2, 10))):
+            if not found.endswith(last + suffix) or found == last + suffix:
+                continue
+            before = found[: len(found) - len(last) - len(suffix)]
+            candidates = [{name: before + name for name in wanted}] if not suffix else []
+            if before.endswith("_"):
+                candidates.append({name: _derived_name(before[:-1], name) + suffix
+                                   for name in wanted})
+            for mapping in candidates:
+                if all(value in names for value in mapping.values()):
+                    return mapping
+    return None
+
+
+def _derived_name(stem: str, name: str) -> str:
+    """``name`` as :func:`added_names` renames it after the DOI column ``stem``."""
+    if name == "doi":
+        return f"{stem}_normalized"
+    if name.startswith("doi_"):
+        return stem + name[3:]
+    return f"{stem}_{name}"
 
 
 def _open_parquet(path: Path, chunk_rows: int, columns: list[str] | None) -> TableReader:

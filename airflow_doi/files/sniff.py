@@ -41,7 +41,7 @@ from typing import IO, Final
 
 __all__ = [
     "CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "detect_code_page",
-    "display_delimiter", "sniff",
+    "display_delimiter", "display_encoding", "line_ending", "sniff",
 ]
 
 #: Separators tried, in the order that breaks a tie.
@@ -118,7 +118,7 @@ class CsvDialect:
 
     def describe(self) -> str:
         """``cp1252, ';'-separated, CRLF line endings`` (what was read, in one phrase)."""
-        shown = _display_encoding(self.encoding)
+        shown = display_encoding(self.encoding)
         if not self.encoding_sniffed and not shown.startswith("UTF-"):
             shown = self.encoding  # as the user spelt it
         encoding = shown + (" with a BOM" if self.bom else "")
@@ -127,13 +127,19 @@ class CsvDialect:
         else:
             separated = (f"header {display_delimiter(self.header_delimiter)}-separated, rows "
                          f"{display_delimiter(self.delimiter)}-separated")
-        return f"{encoding}, {separated}, {_ENDINGS.get(self.line_ending, 'LF')} line endings"
+        return f"{encoding}, {separated}, {line_ending(self.line_ending)} line endings"
 
 
-def _display_encoding(name: str) -> str:
+def display_encoding(name: str) -> str:
+    """An encoding as stderr names it: ``UTF-8``, ``UTF-16``, else the codec's own name."""
     canonical = codecs.lookup(name).name
     return {"utf-8": "UTF-8", "utf-16": "UTF-16", "utf-32": "UTF-32", "utf-16-le": "UTF-16LE",
             "utf-16-be": "UTF-16BE"}.get(canonical, canonical)
+
+
+def line_ending(ending: str) -> str:
+    """``CRLF``, ``LF`` or ``CR``: a line ending as people name it."""
+    return _ENDINGS.get(ending, "LF")
 
 
 def display_delimiter(delimiter: str) -> str:

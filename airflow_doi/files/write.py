@@ -2,8 +2,9 @@
 
 Output goes to a temporary file beside the target, created with the user's umask, and is
 renamed into place only when complete (:func:`writing`, :func:`replacing`). CSV keeps the
-input's separator, line ending and BOM, and quotes a cell only when it must
-(:class:`CsvWriter`); a cell a spreadsheet would run as a formula can be escaped
+input's separator and line ending, and quotes a cell only when it must (:class:`CsvWriter`);
+it is UTF-8, with a BOM when the input was an Excel-style export, or the encoding the user
+chose (:func:`csv_encoding`); a cell a spreadsheet would run as a formula can be escaped
 (:func:`escape_formulas`). Parquet is written as it came.
 """
 
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,14 +30,22 @@ import pyarrow.parquet as pq
 
 from airflow_doi.files import BEFORE_PUT_IN_PLACE
 from airflow_doi.files.read import Format, TableInputError, value_offsets
-from airflow_doi.files.sniff import CsvDialect
+from airflow_doi.files.sniff import (
+    CsvDialect,
+    display_delimiter,
+    display_encoding,
+    line_ending,
+)
 
 __all__ = [
     "FORMULA_STARTS",
+    "CsvEncoding",
     "CsvWriter",
     "TableWriter",
     "check_output",
     "create_beside",
+    "csv_encoding",
+    "describe_csv_output",
     "escape_formulas",
     "output_target",
     "refuse_same_file",
@@ -65,29 +75,89 @@ def escape_formulas(values: pa.Array) -> pa.Array:
     return pc.if_else(risky, quoted, values)
 
 
+@dataclass(frozen=True)
+class CsvEncoding:
+    """How CSV output is encoded: a Python codec, and whether a UTF-8 BOM starts the file
+    (``utf-16`` and ``utf-32`` write their own)."""
+
+    codec: str = "utf-8"
+    bom: bool = False
+    #: Chosen by the user (``--output-encoding``), not by the input.
+    asked: bool = False
+
+    @property
+    def utf8(self) -> bool:
+        return codecs.lookup(self.codec).name == "utf-8"
+
+    def describe(self) -> str:
+        """``UTF-8 with a BOM``, ``cp1252``...: the encoding in one phrase."""
+        return display_encoding(self.codec) + (" with a BOM" if self.bom else "")
+
+
+def csv_encoding(dialect: CsvDialect | None, asked: str | None = None) -> CsvEncoding:
+    """The encoding of a CSV output: ``asked`` (``--output-encoding``: any Python codec name;
+    ``utf-8-sig`` is UTF-8 with a BOM), else UTF-8 with a BOM when the input was an
+    Excel-style export (a code page such as cp1252, or any BOM: Excel knows a UTF-8 file only
+    by its BOM, and reads one without it in the machine's code page), else UTF-8."""
+    if asked is not None:
+        try:
+            info = codecs.lookup(asked)
+        except LookupError:
+            info = None
+        if info is None or not info._is_text_encoding:
+            raise TableInputError(
+                f"unknown output encoding {asked!r}: use a name such as utf-8, utf-8-sig (UTF-8 "
+                "with a BOM, as Excel reads it), cp1252 or latin-1"
+            )
+        if info.name == "utf-8-sig":
+            return CsvEncoding("utf-8", bom=True, asked=True)
+        return CsvEncoding(asked, asked=True)
+    if dialect is None or (dialect.lenient_utf8 and not dialect.bom):
+        return CsvEncoding()
+    return CsvEncoding("utf-8", bom=True)
+
+
+def describe_csv_output(dialect: CsvDialect | None, encoding: CsvEncoding) -> str:
+    """``UTF-8 with a BOM (for Excel; --output-encoding chooses), ';'-separated, CRLF line
+    endings``: a CSV output in one phrase (why a BOM, when the input chose it)."""
+    dialect = dialect or CsvDialect()
+    why = " (for Excel; --output-encoding chooses)" if encoding.bom and not encoding.asked else ""
+    return (f"{encoding.describe()}{why}, {display_delimiter(dialect.delimiter)}-separated, "
+            f"{line_ending(dialect.line_ending)} line endings")
+
+
 class TableWriter(Protocol):
     def write_table(self, table: pa.Table) -> None: ...
 
 
 @contextmanager
 def writing(
-    path: Path, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None = None
+    path: Path, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None = None,
+    encoding: CsvEncoding | None = None,
 ) -> Iterator[TableWriter]:
     """A batch writer for ``path``; a regular file appears only if the block exits cleanly.
 
-    CSV is written as UTF-8 with minimal quoting (a cell is quoted only when it holds the
-    separator, a quote or a line break), on the separator and line ending of ``dialect`` (the
-    input's, so a ``;``-separated CRLF export comes back as one) and with a BOM if the input
-    had one; without a dialect, ``,`` and LF. Parquet keeps the columns' types (a repeated
-    column name gets ``.1``, ``.2``... there, as pandas reads it).
+    CSV is written with minimal quoting (a cell is quoted only when it holds the separator, a
+    quote or a line break), on the separator and line ending of ``dialect`` (the input's, so a
+    ``;``-separated CRLF export comes back as one), in ``encoding`` (default: what
+    :func:`csv_encoding` chooses for ``dialect``); without a dialect, ``,`` and LF. Parquet
+    keeps the columns' types (a repeated column name gets ``.1``, ``.2``... there, as pandas
+    reads it).
 
     The temporary file is created with mode 0666 less the umask, as any file the user's
     shell would create. A symlink is followed (its target is replaced, the link stays); a
     path that is not a regular file (``/dev/stdout``, a FIFO) is written straight through,
     never replaced by a file.
     """
-    with replacing(path) as (target, _), _writer(target, fmt, schema, dialect) as writer:
+    chosen = encoding or csv_encoding(dialect)
+    with replacing(path) as (target, _), _writer(target, fmt, schema, dialect, chosen,
+                                                 _shown(path)) as writer:
         yield writer
+
+
+def _shown(path: str | os.PathLike[str]) -> str:
+    """An output as messages name it: as the user gave it, ``-`` as standard output."""
+    return "standard output" if os.fspath(path) == "-" else os.fspath(path)
 
 
 def _putting_in_place() -> None:
@@ -132,10 +202,11 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
             os.unlink(temporary)
 
 
-def _writer(target: str, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None) -> Any:
+def _writer(target: str, fmt: Format, schema: pa.Schema, dialect: CsvDialect | None,
+            encoding: CsvEncoding, shown: str) -> Any:
     if fmt == "parquet":
         return _ParquetWriter(target, schema)
-    return CsvWriter(target, schema, dialect or CsvDialect())
+    return CsvWriter(target, schema, dialect or CsvDialect(), encoding, shown=shown)
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -180,9 +251,20 @@ class CsvWriter:
     Python's ``csv.QUOTE_MINIMAL`` does, and ends lines as the input did. A null is an empty
     cell; booleans are ``true``/``false``. On the Arrow path, which cells need quotes is found
     from the column's bytes in one vectorized pass.
+
+    In an encoding other than UTF-8 the text is encoded strictly: a cell the encoding cannot
+    hold stops the write (:class:`TableInputError` naming its row and column), so no
+    character is ever replaced without the user knowing.
     """
 
-    def __init__(self, target: str, schema: pa.Schema, dialect: CsvDialect) -> None:
+    def __init__(self, target: str, schema: pa.Schema, dialect: CsvDialect,
+                 encoding: CsvEncoding | None = None, *, shown: str | None = None) -> None:
+        self._encoding = encoding or CsvEncoding()
+        self._encoder = None if self._encoding.utf8 else codecs.getincrementalencoder(
+            self._encoding.codec)("strict")
+        self._names = list(schema.names)
+        self._shown = shown or target  # the output as the user named it, for messages
+        self._rows = 0  # written so far, to name the row of a cell that cannot be encoded
         self._delimiter = dialect.delimiter
         self._ending = dialect.line_ending
         special = '"\r\n' + self._delimiter
@@ -192,10 +274,10 @@ class CsvWriter:
             self._table = np.zeros(256, dtype=bool)
             self._table[list(special.encode("utf-8"))] = True
         self._handle = open(target, "wb")  # closed by __exit__
-        if dialect.bom:
+        if self._encoding.bom:
             self._handle.write(codecs.BOM_UTF8)
         header = [self._quoted_text(name) for name in schema.names]
-        self._handle.write((self._delimiter.join(header) + self._ending).encode("utf-8"))
+        self._write_text(self._delimiter.join(header) + self._ending, None)
 
     def _quoted_text(self, text: str) -> str:
         if re.search(self._pattern, text):
@@ -229,14 +311,47 @@ class CsvWriter:
         quoted = pc.binary_join_element_wise(quote, doubled, quote, empty)
         return pc.if_else(special, quoted, values)
 
+    def _write_text(self, text: str, table: pa.Table | None) -> None:
+        """``text`` (the header, or ``table``'s rows) in the output's encoding."""
+        if self._encoder is None:
+            self._handle.write(text.encode("utf-8"))
+            return
+        try:
+            self._handle.write(self._encoder.encode(text))
+        except UnicodeEncodeError as error:
+            raise self._unencodable(error, table) from None
+
+    def _unencodable(self, error: UnicodeEncodeError, table: pa.Table | None) -> TableInputError:
+        """Which cell ``error`` is in, in the user's words."""
+        bad = error.object[error.start : error.end]
+        where = "the header"
+        if table is None:
+            where = "the header" + next(
+                (f", column {name!r}" for name in self._names if bad in name), "")
+        else:
+            for name, column in zip(self._names, table.columns, strict=True):
+                cells = self._text(column).to_pylist()
+                row = next((index for index, cell in enumerate(cells) if cell and bad in cell),
+                           None)
+                if row is not None:
+                    where = f"row {self._rows + row + 1:,}, column {name!r}"
+                    break
+        shown = ", ".join(f"{char!r} (U+{ord(char):04X})" for char in dict.fromkeys(bad))
+        return TableInputError(
+            f"{self._shown}: {where} holds {shown}, which {self._encoding.codec} "
+            "(--output-encoding) cannot hold, so nothing was written: choose utf-8-sig (UTF-8 "
+            "with a BOM, which Excel opens) or an encoding that has it"
+        )
+
     def write_table(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
         from airflow_doi.native import module
 
         native = module()
-        if native is not None and self._table is not None:
+        if native is not None and self._table is not None and self._encoder is None:
             self._write_native(native, table)
+            self._rows += table.num_rows
             return
         cells = [self._cells(column) for column in table.columns]
         text = pa.large_string()
@@ -248,7 +363,12 @@ class CsvWriter:
         )
         data = lines.buffers()[2]
         bounds = value_offsets(lines)
-        self._handle.write(memoryview(data)[int(bounds[0]) : int(bounds[-1])])
+        text = memoryview(data)[int(bounds[0]) : int(bounds[-1])]
+        if self._encoder is None:
+            self._handle.write(text)
+        else:
+            self._write_text(bytes(text).decode("utf-8"), table)
+        self._rows += table.num_rows
 
     def _write_native(self, native: Any, table: pa.Table) -> None:
         """The C core writes the rows straight to the file (``csv_write``), the GIL released."""
@@ -281,12 +401,20 @@ class CsvWriter:
         self._handle.close()
 
 
-def check_output(source: Path | None, target: str | os.PathLike[str]) -> None:
-    """Refuse, before any work, an output that cannot be written: a directory, or the input
-    file itself (see :func:`refuse_same_file`)."""
-    output_target(target)  # a directory is refused here
+def check_output(source: Path | None, target: str | os.PathLike[str], *,
+                 mkdir: bool = True) -> None:
+    """Refuse, before any work, an output that cannot be written: a directory, the input
+    file itself (see :func:`refuse_same_file`), or, unless ``mkdir``, one whose folder does
+    not exist (a typo in a path should not become a new folder; ``--mkdir`` asks for it)."""
+    final, straight = output_target(target)  # a directory is refused here
     if source is not None:
         refuse_same_file(source, Path(target))
+    if not mkdir and not straight and not final.parent.is_dir():
+        missing = Path(os.fspath(target)).parent
+        raise TableInputError(
+            f"{target}: the folder {missing} does not exist; create it, correct the path, or "
+            "pass --mkdir to have it created"
+        )
 
 
 def refuse_same_file(source: Path, target: Path) -> None:

@@ -22,6 +22,7 @@ from importlib import resources
 from types import ModuleType
 from typing import Final
 
+from airflow_doi._install import pip_install
 from airflow_doi.native import sources
 from airflow_doi.syntax import REASONS, Decode, Validation
 from airflow_doi.syntax import validate as _validate
@@ -63,7 +64,7 @@ def _load() -> tuple[ModuleType | None, str]:
     if _native.SOURCE_DIGEST != source_digest():
         return None, (
             "built from older sources than the installed ones; reinstall airflow-doi to "
-            "rebuild it (from a checkout: pip install --force-reinstall --no-deps .)"
+            f"rebuild it: {pip_install(force=True)} --no-deps"
         )
     return _native, "the native core (airflow_doi.native._core)"
 

@@ -26,6 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from airflow_doi._install import pip_install
 from airflow_doi.db.install import (
     NORMALIZE_FUNCTIONS,
     InstallError,
@@ -138,8 +139,8 @@ def column_sql(
         from sqlglot import exp
     except ImportError as error:  # pragma: no cover - the [airflow] extra installs it
         raise RuntimeError(
-            "in-database DOI rules need sqlglot: pip install 'airflow-doi[airflow]' "
-            "(or pass mode='python')"
+            f"in-database DOI rules need sqlglot: {pip_install('airflow')} (or pass "
+            "mode='python')"
         ) from error
     if engine == "postgres":
         with conn.cursor() as cursor:

@@ -37,6 +37,7 @@ from airflow_doi.files.read import (
     TableInputError,
     TableReader,
     detect_format,
+    find_added,
     read_table,
     reading_notes,
     require_column,
@@ -128,6 +129,7 @@ def read_resolution_table(
         return pa.Table.from_batches(batches)
 
     found, _ = read_table(path, detect_format(path), consume, chunk_rows=_CHUNK_ROWS)
+    found = _our_names(found)
     if keep is not None:
         wanted = {name.lower() for name in keep}
         nulls = pa.nulls(found.num_rows, _TEXT)
@@ -135,6 +137,20 @@ def read_resolution_table(
             name: found[name] if name.lower() in wanted else nulls for name in found.column_names
         })
     return found
+
+
+def _our_names(table: pa.Table) -> pa.Table:
+    """The output of ``resolve`` or ``enrich`` with our columns under their own names: they
+    are renamed after the DOI column when the input had one of them (``doi_status`` for
+    ``status`` beside a column ``doi``), and then only ours are read."""
+    from airflow_doi.metadata.result import METADATA_COLUMNS
+    from airflow_doi.resolver.result import COLUMNS
+
+    for ours in (COLUMNS, METADATA_COLUMNS):
+        found = find_added(table.column_names, ours)
+        if found is not None and any(name != there for name, there in found.items()):
+            return pa.table({name: table[there] for name, there in found.items()})
+    return table
 
 
 def _from_file(

@@ -164,10 +164,11 @@ class ResolverStats:
 
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
-        counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in self.statuses)
+        counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses)
+        rows = "1 row" if self.rows == 1 else f"{self.rows:,} rows"
         return (
-            f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
-            f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "
-            f"{self.retries} retries, {self.throttled} throttled, "
-            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens"
+            f"{rows}, {self.keys:,} distinct keys: {counts}; "
+            f"{self.requests:,} requests in {self.elapsed:.1f}s ({self.request_rate:,.1f}/s), "
+            f"{self.retries:,} retries, {self.throttled:,} throttled, "
+            f"{self.cache_hits:,} cache hits, {self.breaker_opens:,} breaker opens"
         )

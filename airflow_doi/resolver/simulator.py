@@ -62,7 +62,7 @@ from airflow_doi.resolver.agencies import (
 from airflow_doi.resolver.agencies import expected_metadata as expected_of_work
 from airflow_doi.syntax import ascii_upper, validate
 
-__all__ = ["Faults", "ProxySimulator", "make_records", "record_url"]
+__all__ = ["Faults", "ProxySimulator", "make_records", "read_records", "record_url"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,43 @@ def make_records(
     return records
 
 
+def read_records(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The records a ``--records`` file holds, in either form:
+
+    - a JSON object of handle -> record (a list of values, or an object with ``values``);
+    - a list of DOIs: one a line, in any presentation form (``doi:``, a doi.org URL...),
+      blank lines and lines starting with ``#`` skipped (what the demo ships,
+      ``examples/data/simulated_registry.txt``), or a JSON array of them. Each gets
+      :func:`make_records`' record, under its normalized DOI.
+
+    Raises ``ValueError`` saying what is wrong and where (the line of a cell that is not a
+    DOI), ``OSError`` when the file cannot be read."""
+    text = Path(path).read_bytes().decode("utf-8-sig", errors="strict")
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ValueError(f"starts like JSON but is not JSON ({error})") from None
+        if isinstance(data, dict):
+            return data
+        lines = [(number, item) for number, item in enumerate(data, 1)]
+        where = "item"
+    else:
+        lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
+                 if line.strip() and not line.lstrip().startswith("#")]
+        where = "line"
+    dois = []
+    for number, value in lines:
+        found = validate(value) if isinstance(value, str) else None
+        if found is None or not found.valid or found.doi is None:
+            reason = found.reason if found is not None else "not text"
+            raise ValueError(f"{where} {number}, {value!r}, is not a DOI ({reason})")
+        dois.append(found.doi)
+    if not dois:
+        raise ValueError("holds no DOI")
+    return make_records(dois)
+
+
 def _load(
     records: Mapping[str, Any] | str | os.PathLike[str] | None,
 ) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -150,9 +187,10 @@ def _load(
     elif isinstance(records, Mapping):
         data = records
     else:
-        data = json.loads(Path(records).read_text(encoding="utf-8"))
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{records}: expected a JSON object of handle -> record")
+        try:
+            data = read_records(records)
+        except ValueError as error:
+            raise ValueError(f"{records}: {error}") from None
     table: dict[str, tuple[str, dict[str, Any]]] = {}
     for handle, record in data.items():
         if isinstance(record, list):

@@ -254,9 +254,11 @@ def quality_report() -> str:
 
         from airflow_doi.report import write_report
     except ModuleNotFoundError as error:
+        from airflow_doi._install import pip_install  # the command for this very install
+
         raise AirflowSkipException(
             f"the quality report needs the [report] extra ({error.name} is not installed): "
-            "pip install 'airflow-doi[report]'"
+            + pip_install("report")
         ) from None
     default = Path(os.environ.get("AIRFLOW_HOME", tempfile.gettempdir())) / "doi_reports"
     target = params["report_path"] or str(default / f"{table}.html")

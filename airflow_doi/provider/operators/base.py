@@ -7,14 +7,12 @@ its due keys asked of the proxy (resolve, enrich).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow.sdk import BaseHook, BaseOperator
 
-from airflow_doi._moved import moved
 from airflow_doi.db.sqlite import register as register_sqlite
 from airflow_doi.db.statements import (
     fold_identifier,
@@ -74,13 +72,6 @@ class DoiSqlOperator(BaseOperator):
         self.batch_size = batch_size
         if isinstance(batch_size, int):
             check_batch_size(batch_size)  # fail at parse time when it is not templated
-
-    @property
-    def page_size(self) -> int:
-        """Deprecated: ``check_batch_size(self.batch_size)``, the one name of this value."""
-        warnings.warn("DoiSqlOperator.page_size is deprecated: use "
-                      "check_batch_size(self.batch_size)", DeprecationWarning, stacklevel=2)
-        return check_batch_size(self.batch_size)
 
     def get_db_hook(self) -> DbApiHook:
         """The connection's own hook, which must speak the DB-API (common-sql ``DbApiHook``)."""
@@ -218,9 +209,3 @@ class DoiDueKeysOperator(DoiSqlOperator):
                    *more]
         outputs = [dataset(hook, connection, table, fields, origin) for table, fields in written]
         return operator_lineage([source], outputs)
-
-
-#: sql_hook, connect and dialect_of moved to :mod:`airflow_doi.provider.hooks.sql`.
-__getattr__ = moved(
-    __name__, "airflow_doi.provider.hooks.sql", ("connect", "dialect_of", "sql_hook")
-)

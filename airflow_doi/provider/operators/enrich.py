@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_doi._moved import moved
 from airflow_doi.db.statements import sibling_table
 from airflow_doi.provider.hooks.due_keys import ProxyUnavailableError
 from airflow_doi.provider.hooks.enrichment import METADATA_TABLE, enrich_due_keys
@@ -61,10 +60,3 @@ class DoiEnrichOperator(DoiDueKeysOperator):
         column."""
         return self.due_keys_lineage(
             self.metadata_table or sibling_table(self.table, METADATA_TABLE))
-
-
-#: The enrichment engine's names moved to :mod:`airflow_doi.provider.hooks.enrichment`.
-__getattr__ = moved(
-    __name__, "airflow_doi.provider.hooks.enrichment",
-    ("METADATA_TABLE_COLUMNS", "ensure_metadata_table", "metadata_types"),
-)

@@ -26,7 +26,6 @@ from typing import Any
 
 from airflow.configuration import conf
 
-from airflow_doi._moved import moved
 from airflow_doi.db.statements import quote_identifier, sibling_table
 from airflow_doi.provider.hooks.doi_proxy import DoiProxyHook, renamed_conn_id
 from airflow_doi.provider.hooks.due_keys import ProxyUnavailableError
@@ -182,13 +181,3 @@ class DoiResolveOperator(DoiDueKeysOperator):
         repair_table = self.repair_table or sibling_table(self.table, REPAIR_TABLE)
         return self.due_keys_lineage(results_table,
                                      (repair_table, {"raw_value": [self.repair_column]}))
-
-
-#: The resolution engine's names moved to :mod:`airflow_doi.provider.hooks.resolution` and
-#: :mod:`airflow_doi.provider.hooks.due_keys`.
-__getattr__ = moved(
-    __name__, "airflow_doi.provider.hooks.due_keys",
-    ("RESOLUTION_COLUMNS", "ResolveSummary", "default_lease", "ensure_resolution_table",
-     "resolution_types", "task_owner"),
-    also="airflow_doi.provider.hooks.resolution",
-)

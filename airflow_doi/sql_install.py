@@ -1,5 +1,0 @@
-"""Moved to :mod:`airflow_doi.db.install`; this old path still works, and warns."""
-
-from airflow_doi._moved import moved
-
-__getattr__ = moved(__name__, "airflow_doi.db.install")

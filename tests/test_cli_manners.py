@@ -1,0 +1,172 @@
+"""What people notice in their first hour (#34 item 8): a version, one line on Ctrl-C, a
+mistyped output folder refused, numbers written alike in every summary, a first install that
+says what it is doing, and a hostile sample cell explained."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_doi import __version__
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import ROOT
+
+
+def cli(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+
+
+def test_version() -> None:
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout == f"airflow-doi {__version__}\n", done
+
+
+@pytest.fixture(scope="module")
+def proxy() -> ProxySimulator:
+    with ProxySimulator(auto_records=True) as simulator:
+        yield simulator
+
+
+@pytest.mark.parametrize("command", ["normalize", "resolve", "enrich", "repair", "report"])
+def test_a_missing_output_folder_is_refused_unless_mkdir(tmp_path: Path, proxy: ProxySimulator,
+                                                         command: str) -> None:
+    (tmp_path / "in.csv").write_text("id,doi\n1,10.1000/a\n", encoding="utf-8")
+    target = Path("nodir") / "sub" / ("out.html" if command == "report" else "out.csv")
+    extra = {"normalize": [], "repair": ["--no-verify"], "report": [],
+             "resolve": ["--base-url", proxy.url, "--rate", "100"],
+             "enrich": ["--base-url", proxy.url, "--rate", "100", "--agency-rate", "100",
+                        "--metadata-host", ",".join(proxy.metadata_hosts)]}[command]
+    args = [command, "in.csv", "--column", "doi", "-o", target, *extra]
+    before = proxy.request_count + proxy.cn_requests
+    refused = cli(*args, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr == (
+        f"airflow-doi {command}: error: {target}: the folder nodir/sub does not exist; create "
+        "it, correct the path, or pass --mkdir to have it created\n")
+    assert not (tmp_path / "nodir").exists()
+    assert proxy.request_count + proxy.cn_requests == before  # refused before any request
+    made = cli(*args, "--mkdir", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / target).is_file()
+
+
+def test_the_library_and_the_report_default_still_make_their_folder(tmp_path: Path) -> None:
+    """Only the command line refuses: a task's normalize_file, and a report written to its
+    default folder, create what they need."""
+    from airflow_doi.files.jobs import normalize_file
+
+    (tmp_path / "in.csv").write_text("doi\n10.1000/a\n", encoding="utf-8")
+    target = tmp_path / "made" / "by" / "task.csv"
+    summary, _, _ = normalize_file(tmp_path / "in.csv", target, column="doi")
+    assert summary.rows == 1 and target.is_file()
+
+
+def test_every_summary_writes_its_numbers_alike(tmp_path: Path, proxy: ProxySimulator) -> None:
+    """2,000 rows, as normalize says them, in resolve's, enrich's and repair's summaries."""
+    rows = "".join(f"{i},10.1000/{i % 3}\n" for i in range(2_000))
+    (tmp_path / "in.csv").write_text("id,doi\n" + rows, encoding="utf-8")
+    lines = {}
+    for command, extra in [
+        ("normalize", []), ("repair", ["--no-verify"]),
+        ("resolve", ["--base-url", proxy.url, "--rate", "100"]),
+        ("enrich", ["--base-url", proxy.url, "--rate", "100", "--agency-rate", "100",
+                    "--metadata-host", ",".join(proxy.metadata_hosts)]),
+    ]:
+        done = cli(command, "in.csv", "--column", "doi", "-o", f"{command}.csv", *extra,
+                   cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        lines[command] = done.stderr.splitlines()[0]
+    assert lines["normalize"].endswith("normalize.csv: 2,000 rows: 2,000 valid, 0 not")
+    assert lines["repair"].endswith("repair.csv: 2,000 rows, 0 with candidate repairs: 0 "
+                                    "verified, 0 not found, 0 unchecked, 0 left alone (their "
+                                    "own DOI exists); 0 requests in 0.0s, 0 retries, 0 cache "
+                                    "hits")
+    for command, status in (("resolve", "resolved"), ("enrich", "ok")):
+        assert f"{command}.csv: 2,000 rows, 3 distinct keys: {status}=2,000 " in lines[command]
+    for line in lines.values():  # no number of four digits or more without its comma
+        assert not re.search(r"(?<![\d.,])\d{4,}(?![\d])", line.replace("2026", "")), line
+
+
+def _interrupted_run(tmp_path: Path, args: list[str]) -> tuple[int, str]:
+    """``airflow-doi ARGS`` in a process of its own, Ctrl-C once it has started requests."""
+    child = subprocess.Popen([sys.executable, "-m", "airflow_doi", *args], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    return child.returncode, err
+
+
+def test_ctrl_c_says_what_was_and_was_not_written(tmp_path: Path) -> None:
+    rows = "".join(f"{i},10.1000/{i}\n" for i in range(200))
+    (tmp_path / "in.csv").write_text("id,doi\n" + rows, encoding="utf-8")
+    with ProxySimulator(auto_records=True, latency=0.2) as slow:
+        code, err = _interrupted_run(tmp_path, [
+            "resolve", "in.csv", "--column", "doi", "-o", "out.csv", "--base-url", slow.url,
+            "--rate", "20", "--cache", "cache.sqlite"])
+    assert code == 130, err
+    assert err.splitlines()[-1] == (
+        "airflow-doi resolve: interrupted (Ctrl-C): out.csv was not written (a file appears "
+        "only once complete); the cache cache.sqlite keeps every answer already in, so "
+        "running the same command again asks only for the rest")
+    assert "Traceback" not in err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_the_first_install_says_what_it_is_doing(tmp_path: Path) -> None:
+    """scripts/bootstrap.sh on a fresh clone (here with a python that only records what it is
+    asked, so the test takes seconds): each long step is announced before it starts."""
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "bootstrap.sh", clone / "scripts")
+    shutil.copy(ROOT / "pyproject.toml", clone)
+    shutil.copytree(ROOT / "airflow_doi" / "native", clone / "airflow_doi" / "native",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python3"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "python $*" >> {log}\n'
+        'if [[ "$1 $2" == "-m venv" ]]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; fi\n'
+        'if [[ "$1" == "--version" ]]; then echo "Python 3.11.2"; fi\n', encoding="utf-8")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake)}
+    done = subprocess.run(["bash", "scripts/bootstrap.sh", "all"], cwd=clone, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0] == "bootstrap: creating the virtualenv .venv (Python 3.11.2)"
+    assert said[1].startswith("bootstrap: installing airflow-doi with the [all] extra into "
+                              ".venv: Airflow, dbt, DuckDB, pandas... and the native core")
+    assert "2 to 5 minutes" in said[1]
+    assert said[2] == "bootstrap: installed"
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert any(call.endswith("pip install -q -e .[all]") for call in calls), calls
+
+
+def test_the_demo_explains_a_hostile_sample_cell() -> None:
+    """The demo's tables show the sample's injection string as a key: a word says why."""
+    import duckdb
+
+    from airflow_doi.cli.demo import _query
+
+    con = duckdb.connect()
+    con.execute("create table r (doi_key varchar, status varchar)")
+    con.execute("insert into r values ('10.1000/182', 'resolved'), "
+                "('10.1000/1''; DELETE FROM CATALOGUE; --', 'resolved')")
+    shown = _query(con, "select * from r order by doi_key")
+    assert shown.splitlines()[-1] == (
+        "  (10.1000/1'; DELETE FROM CATALOGUE; -- is a deliberately hostile cell of the sample: "
+        "a valid DOI by the standard, kept as data; every value is bound as a parameter, never "
+        "run as SQL or shown as markup)")
+    plain = _query(con, "select * from r where doi_key = '10.1000/182'")
+    assert "hostile" not in plain
