@@ -230,9 +230,9 @@ def test_parquet_binary_column_is_text_in_input(tmp_path: Path, proxy: str) -> N
     run = resolve(FILES / "binary_column.parquet", tmp_path / "r.parquet", proxy)
     assert run.returncode == 0, run.stderr
     table = pq.read_table(tmp_path / "r.parquet")
-    assert table.column("doi_input").to_pylist() == ["10.1000/a", "10.1000/\ufffd", None]
-    assert table.column("doi_status").to_pylist() == ["resolved", "invalid", "invalid"]
-    assert table.column("doi_error").to_pylist()[1] == "bad_encoding"
+    assert table.column("resolution_input").to_pylist() == ["10.1000/a", "10.1000/\ufffd", None]
+    assert table.column("resolution_status").to_pylist() == ["resolved", "invalid", "invalid"]
+    assert table.column("resolution_error").to_pylist()[1] == "bad_encoding"
     assert table.schema.field("doi").type == pa.binary()  # the user's column, kept as it was
     # normalize keeps the column's type in Parquet output and writes it as text in CSV
     assert normalize(FILES / "binary_column.parquet", tmp_path / "n.parquet").returncode == 0
@@ -346,8 +346,9 @@ def test_resolve_escapes_formulas_in_raw_and_server_columns(tmp_path: Path, prox
     assert read_csv(tmp_path / "raw.csv")[0]["input"] == '=HYPERLINK("http://x")'
     # Parquet is not a spreadsheet format: nothing is changed there.
     assert resolve(FILES / "formulas.csv", tmp_path / "r.parquet", proxy).returncode == 0
-    # (ours are named after the DOI column there: the file has a column doi)
-    assert pq.read_table(tmp_path / "r.parquet").column("doi_input")[1].as_py() == "+10.1000/a"
+    # (ours are named resolution_... there: the file has a column doi)
+    assert pq.read_table(tmp_path / "r.parquet").column("resolution_input")[1].as_py() == (
+        "+10.1000/a")
 
 
 def test_an_unsafe_url_value_reaches_the_csv_only_raw_and_escaped(tmp_path: Path) -> None:

@@ -170,15 +170,15 @@ def test_resolve_and_enrich_carry_every_column_through_by_default(
     from airflow_doi.resolver.result import COLUMNS
 
     ours = COLUMNS if command == "resolve" else METADATA_COLUMNS
-    renamed = ["doi_normalized" if name == "doi" else
-               name if name.startswith("doi_") else f"doi_{name}" for name in ours]
+    stem = "resolution" if command == "resolve" else "metadata"
+    renamed = [name if name.startswith(f"{stem}_") else f"{stem}_{name}" for name in ours]
     assert output_header(target) == ["ID", "Name", "Betrag", "doi", *renamed]
     rows = read_output_csv(target, raw=True)
     assert [[row[name] for name in EXCEL_ROWS[0]] for row in rows] == EXCEL_ROWS[1:]
-    status = "doi_status" if command == "resolve" else "doi_metadata_status"
+    status = f"{stem}_status"
     ok = "resolved" if command == "resolve" else "ok"
     assert [row[status] for row in rows] == [ok, ok, "invalid"]
-    assert [row["doi_input"] for row in rows] == ["10.1000/ÄBC", "doi:10.1000/xyz", "NA"]
+    assert [row[f"{stem}_input"] for row in rows] == ["10.1000/ÄBC", "doi:10.1000/xyz", "NA"]
     assert (f"airflow-doi {command}: note: {source} already has a column named as one of "
             f"ours, so ours are named {', '.join(renamed)} (--prefix chooses others)"
             ) in done.stderr.splitlines()

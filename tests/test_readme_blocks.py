@@ -198,15 +198,17 @@ def test_enrichment_command_block(tmp_path: Path) -> None:
                               env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr
         assert sim.cn_requests > 0
-    # The normalized file's columns come along; ours are named after its column doi.
+    # The normalized file's columns come along; ours are named after the registry (its column
+    # doi is taken).
     rows = read_output_csv(tmp_path / "enriched.csv")
     kept = read_output_csv(tmp_path / "enriched.csv", raw=True)
     with SAMPLE.open(encoding="utf-8", newline="") as handle:
         sample = list(csv.DictReader(handle))
     assert len(rows) == len(sample)
     assert [row["doi_raw"] for row in kept] == [row["doi_raw"] for row in sample]
-    # normalize's doi_key and doi_url are there too, so ours get a _2, as normalize's would.
-    assert "doi_metadata_status_2" in kept[0] and "doi_key_2" in kept[0]
+    # normalize's doi_key and doi_url stay as they were, beside ours: no _2 anywhere.
+    assert "metadata_status" in kept[0] and "metadata_key" in kept[0] and "doi_key" in kept[0]
+    assert not any(name.endswith("_2") for name in kept[0])
     assert {r["metadata_status"] for r in rows} >= {"ok", "invalid"}
     assert (tmp_path / "enriched.sqlite").exists()
 

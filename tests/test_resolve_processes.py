@@ -114,9 +114,9 @@ def test_cli_killed_mid_batch_resumes_from_the_cache(tmp_path, simulator_process
     assert set(asked_again.values()) == {1}  # each of them exactly once
 
     rows = _read_output(output)
-    # The input's columns first, then ours, named after its column doi (it clashes with ours).
+    # The input's columns first, then ours, named resolution_... (its column doi is ours).
     assert output_header(output) == ["id", "doi", *added_names(COLUMNS, ["id", "doi"], "doi",
-                                                               None)]
+                                                               None, "resolution")]
     assert list(rows[0]) == list(COLUMNS)
     assert [r["input"] for r in rows] == values  # one row per input row, in order
     assert [r["status"] for r in rows] == ["resolved"] * 150 + ["invalid", "resolved", "resolved"]

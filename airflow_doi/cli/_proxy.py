@@ -271,6 +271,9 @@ class Output:
     ended: str
     #: What to check when too many rows ended in error.
     advice: str
+    #: The word ours are named after when a kept column has one of their names
+    #: (``resolution_status``, ``metadata_title``).
+    stem: str | None = None
 
 
 def ask(function: Callable[..., list[Any]], read: Input, args: argparse.Namespace,
@@ -299,7 +302,7 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
             args.input, args.output, args.column, added, kinds, input_format=args.input_format,
             output_format=read.out_format, options=csv_options(args), escape=False,
             encoding=read.encoding, keep=kept(args), prefix=args.prefix or None,
-            guarded=output.guarded if args.escape_formulas else ())
+            guarded=output.guarded if args.escape_formulas else (), stem=output.stem)
     except TableInputError as error:
         return input_error(command, error)
     say(command, f"{args.output}: {summary}")

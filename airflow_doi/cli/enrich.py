@@ -37,9 +37,9 @@ negotiation), error, attempts, http_status, fetched_at, expires_at and csl_json 
 as CSL-JSON, without its reference list). metadata_status is ok, not_found (no such DOI),
 no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the reason is in
 error) or error (gave up, or refused: the reason is in error). If a kept column already has
-one of these names (in any case), ours are named after the DOI column instead, as normalize
-names them (doi_input, doi_normalized, doi_key, doi_metadata_status, doi_title, ... for a
-column doi) and stderr says so; --prefix chooses. A CSV output keeps the input's separator
+one of these names (in any case, as a column doi or title), ours are named metadata_input,
+metadata_doi, metadata_key, metadata_status, metadata_title, ... instead and stderr says so;
+--prefix chooses. A CSV output keeps the input's separator
 and line endings, in UTF-8 with a BOM when the input was an Excel-style export
 (--output-encoding chooses).
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
         ended="status error", advice="the reasons are in its error column; check --base-url, "
-        "--metadata-host and the servers")
+        "--metadata-host and the servers", stem="metadata")
     return _proxy.finish("enrich", args, read, rows, stats.summary(), output, _landing_only)
 
 

@@ -27,12 +27,12 @@ exactly as the proxy sent it; url holds it only when it is a safe http(s) URL). 
 resolved, no_values, not_found, invalid (never sent; the reason is in error: bad_encoding
 for a cell that is not UTF-8, malformed_row for a CSV row with the wrong number of fields)
 or error (the resolver gave up; the reason is in error). If a kept column already has one of
-these names (in any case), ours are named after the DOI column instead, as normalize names
-them (doi_input, doi_normalized, doi_key, doi_status, ... for a column doi) and stderr says
-so; --prefix chooses. Rows sharing a comparison key cost one request. The file is read as
-normalize reads it: same encodings, delimiters, gzip and error messages; a CSV output keeps
-its separator and line endings, in UTF-8 with a BOM when the input was an Excel-style export
-(--output-encoding chooses).
+these names (in any case, as a column doi), ours are named resolution_input, resolution_doi,
+resolution_key, resolution_status, ... instead and stderr says so; --prefix chooses. Rows
+sharing a comparison key cost one request. The file is read as normalize reads it: same
+encodings, delimiters, gzip and error messages; a CSV output keeps its separator and line
+endings, in UTF-8 with a BOM when the input was an Excel-style export (--output-encoding
+chooses).
 
 A progress bar is drawn only on a terminal; warnings (the proxy failing, the breaker opening
 or giving up) go to stderr as single lines, and a one-line summary ends the run.
@@ -92,4 +92,4 @@ def _output() -> _proxy.Output:
     return _proxy.Output(
         COLUMNS, integers=("response_code", "http_status", "attempts"),
         guarded=("input", "url", "url_raw", "error"), status="status", ended="status=error",
-        advice="check --base-url and the proxy")
+        advice="check --base-url and the proxy", stem="resolution")

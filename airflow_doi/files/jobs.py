@@ -161,11 +161,12 @@ def normalize_table(
 
 
 def _added(reader: TableReader, found: str, ours: Sequence[str], prefix: str | None,
-           source: Path, names: list[str] | None = None) -> list[str]:
+           source: Path, names: list[str] | None = None, stem: str | None = None) -> list[str]:
     """The names ``ours`` take beside ``names`` (default: the file's), renamed where those
-    have them already."""
+    have them already (after ``stem``, the command's word, when given)."""
     try:
-        return added_names(tuple(ours), reader.names if names is None else names, found, prefix)
+        return added_names(tuple(ours), reader.names if names is None else names, found, prefix,
+                           stem)
     except TableInputError as error:
         raise TableInputError(f"{source}: {error}") from None
 
@@ -379,12 +380,13 @@ def append_columns(
     kinds: Mapping[str, str], *, input_format: str | None, output_format: Format,
     options: CsvOptions, escape: bool, chunk_rows: int = DEFAULT_CHUNK_ROWS,
     encoding: CsvEncoding | None = None, keep: Sequence[str] | None = None,
-    prefix: str | None = None, guarded: Collection[str] = (),
+    prefix: str | None = None, guarded: Collection[str] = (), stem: str | None = None,
 ) -> tuple[TableReader, dict[str, int], list[str]]:
     """Every row of ``source`` copied to ``target`` with the columns ``keep`` names (all
     when None; see :func:`kept_columns`), then the ``added`` columns (one value per row,
     typed by ``kinds``: Arrow type names such as ``large_string``; named apart from the kept
-    columns as :func:`~airflow_doi.files.read.added_names` names them, ``prefix`` as given).
+    columns as :func:`~airflow_doi.files.read.added_names` names them, ``prefix`` as given, after
+    ``stem`` on a clash).
     ``escape``: formulas escaped in the copied columns; ``guarded``: added columns escaped
     (CSV only). Returns the reader, the cells per column that were not UTF-8 (written with
     U+FFFD) and the added columns' names.
@@ -401,7 +403,7 @@ def append_columns(
         full = output_schema(reader.schema, output_format)
         schema = pa.schema([full.field(index) for index in indices])
         named[:] = _added(reader, found, ours, prefix, source,
-                          [reader.names[index] for index in indices])
+                          [reader.names[index] for index in indices], stem)
         for name, new in zip(ours, named, strict=True):
             schema = schema.append(pa.field(new, types[name]))
         guard = escape and output_format == "csv"

@@ -434,15 +434,18 @@ def require_column(reader: TableReader, column: str, path: Path) -> str:
 
 
 def added_names(
-    wanted: tuple[str, ...], names: list[str], column: str, prefix: str | None
+    wanted: tuple[str, ...], names: list[str], column: str, prefix: str | None,
+    stem: str | None = None,
 ) -> list[str]:
     """Names for the columns a command appends to a file that has ``names``.
 
     ``prefix`` (``--prefix``) is taken as given, and refused if a name then clashes. Without
     it the names are ``wanted`` unless one of them is already a column (case-insensitively,
-    as DuckDB and spreadsheets compare names); then each ``doi...`` name is derived from the
-    DOI column instead (``doi`` -> ``<column>_normalized``, ``doi_key`` -> ``<column>_key``,
-    ...), with ``_2``, ``_3``... added until none clashes.
+    as DuckDB and spreadsheets compare names); then each is named after ``stem``, the
+    command's own word (``resolve``'s ``resolution_status``, ``enrich``'s ``metadata_title``;
+    a name that starts with it is kept: ``metadata_status``), or without one each ``doi...``
+    name is derived from the DOI column (``doi`` -> ``<column>_normalized``, ``doi_key`` ->
+    ``<column>_key``, ...), with ``_2``, ``_3``... added until none clashes.
     """
     taken = {_fold(name) for name in names}
 
@@ -459,12 +462,11 @@ def added_names(
         return chosen
     if not clashes(list(wanted)):
         return list(wanted)
-    stem = column.strip().strip("\ufeff").strip() or "doi"
-    derived = [
-        f"{stem}_normalized" if name == "doi" else stem + name[3:] if name.startswith("doi_")
-        else f"{stem}_{name}"
-        for name in wanted
-    ]
+    if stem:
+        derived = [name if name.startswith(f"{stem}_") else f"{stem}_{name}" for name in wanted]
+    else:
+        stem = column.strip().strip("\ufeff").strip() or "doi"
+        derived = [_derived_name(stem, name) for name in wanted]
     for number in itertools.count(1):
         chosen = derived if number == 1 else [f"{name}_{number}" for name in derived]
         if not clashes(chosen) and len({_fold(name) for name in chosen}) == len(chosen):
@@ -492,6 +494,8 @@ def find_added(names: list[str], wanted: tuple[str, ...]) -> dict[str, str] | No
             if before.endswith("_"):
                 candidates.append({name: _derived_name(before[:-1], name) + suffix
                                    for name in wanted})
+                candidates.append({name: (name if name.startswith(before) else before + name)
+                                   + suffix for name in wanted})
             for mapping in candidates:
                 if all(value in names for value in mapping.values()):
                     return mapping

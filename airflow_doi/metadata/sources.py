@@ -105,12 +105,16 @@ class SourceCounts:
 
     def summary(self) -> str:
         """``crossref 700 keys in 14 requests, ...`` (the order the sources were used)."""
+        def many(n: int, word: str) -> str:
+            return f"{n:,} {word}" + ("" if n == 1 else "s")
+
         parts = []
         for name, count in self.counts.items():
             if name == WHICH_RA:
-                parts.append(f"Which RA? {count.requests:,} requests")
+                parts.append(f"Which RA? {many(count.requests, 'request')}")
             else:
-                parts.append(f"{name} {count.keys:,} keys in {count.requests:,} requests")
+                parts.append(f"{name} {many(count.keys, 'key')} in "
+                             f"{many(count.requests, 'request')}")
         return "; ".join(parts)
 
 
