@@ -155,6 +155,32 @@ def test_a_citation_note_after_a_space_is_cut_not_closed_up(cell):
     assert suggest_repairs(cell)[0].doi == cell.split(" ")[0]
 
 
+#: Cells a user tried (issue 34): each gave a wrong cut first, or nothing at all.
+TRIED = {
+    "10.1371/journal. pone.0123456": "10.1371/journal.pone.0123456",  # was 10.1371/journal
+    "10.1038/nature12373Accessed 2019": "10.1038/nature12373",  # was ...12373Accessed
+    "doi:10.1000/xyz</a>": "10.1000/xyz",  # was no suggestion at all
+}
+
+
+@pytest.mark.parametrize("cell", TRIED)
+def test_repairs_a_user_tried_give_the_intended_doi_first_offline(cell):
+    [first, *_] = suggest_repairs(cell)
+    assert (first.doi, first.verify_only) == (TRIED[cell], False)
+
+
+def test_repairs_a_user_tried_are_verified_first():
+    with _simulator(list(TRIED.values())) as sim:
+        results = repair(list(TRIED), config=FAST, base_url=sim.url)
+    assert [(r.suggestion, r.verified) for r in results] == [
+        (doi, True) for doi in TRIED.values()]
+
+
+@pytest.mark.parametrize("cell", ["10.1000/abc. Retracted", "10.1000/abc. 2019 Jan"])
+def test_a_word_after_a_dot_and_a_space_is_not_closed_up(cell):
+    assert suggest_repairs(cell)[0].doi == "10.1000/abc"
+
+
 def test_import_stays_standard_library():
     code = (
         "import sys, airflow_doi.repair.rules as r; r.suggest_repairs('1038/x.');"

@@ -402,6 +402,9 @@ _GLUED_TAIL_RE: Final = re.compile(
     r"(?:"
     r"[.,;]?[(\[]?pmid ?:? ?[0-9]{5,9}[)\]]?"  # .pmid:12345678, pmid:23456789
     r"|>\s?accessed\b.*"  # >accessed 12 May 2019
+    r"|(?<=[0-9])(?:accessed|retrieved|available)(?![a-z]).*"  # ...12373Accessed 2019
+    r"|(?:</[a-z][\w:.-]*\s*>)+"  # closing tags at the end: </a>, </td></tr>
+    r"|\"\s*>.*"  # the end of an HTML attribute: ">10.1000/x</a>
     rf"|(?<=[0-9])[a-z]{{2,12}}\.(?:{_GLUED_HOSTS})\.(?:com|org|net)(?:/\S*)?"  # abc.sagepub.com
     rf"|[./]?(?:journals|www|pubs|academic|link|onlinelibrary)\.(?:{_GLUED_HOSTS})"
     r"\.(?:com|org|net)(?:/\S*)?"  # journals.sagepub.com/home/xyz
@@ -512,11 +515,12 @@ def _one_hyphen(run: re.Match[str]) -> str:
     return "-" if run.group().strip("-") else run.group()
 
 
-#: One whitespace after a digit, before the value's last token that holds a digit too
-#: (``abcd.1 2.3.4``, ``v9n10 p149``): a number split, not a note appended. A lone year after
-#: a space is a note, not the rest of a number.
+#: One whitespace after a digit or a dot, before the value's last token that holds a digit
+#: too (``abcd.1 2.3.4``, ``v9n10 p149``, ``journal. pone.0123456``): a number or a name split
+#: at a line wrap, not a note appended. A lone year after a space is a note, not the rest of a
+#: number.
 _SPLIT_NUMBER_RE: Final = re.compile(
-    r"(?<=[0-9])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
+    r"(?<=[0-9.])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
 
 
 _ARTICLE_NUMBER_RE: Final = re.compile(r"[A-Za-z]{1,2}([0-9]{3,})")
@@ -592,15 +596,17 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|(?<!\s)\s+(?=[./])", ""),
          "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004"),
     Rule("glued_tail", 1.0, _glued_tail,
-         "a note, host, path, fragment or year glued on: 10.1000/1.pmid:12345678, "
-         "10.1000/1(epub ahead of print), 10.1000/1#sa2, 10.1000/1.......129,5334(2007)"),
+         "a note, host, path, fragment, year or closing tag glued on: 10.1000/1.pmid:12345678, "
+         "10.1000/1(epub ahead of print), 10.1000/1#sa2, 10.1000/1.......129,5334(2007), "
+         "10.1038/nature12373Accessed 2019, 10.1000/xyz</a>"),
     Rule("markup_inside", 1.0, _markup_inside,
          "empty tags or an inserted element inside: 10.1000/ab<br/>c, "
          "10.1000/1234-<xml_add>e</xml_add>5678"),
     Rule("latex_escape", 1.0, _sub(r"\\([_&%#$])", r"\1"),
          "a LaTeX-escaped character: 10.1000/a\\_b"),
     Rule("split_number", 1.0, _split_number,
-         "a space splitting a number: 10.1000/abcd.1 2.3.4, 10.1000/xyz.v9n10 p149"),
+         "a space splitting a number, or after a dot: 10.1000/abcd.1 2.3.4, "
+         "10.1000/xyz.v9n10 p149, 10.1371/journal. pone.0123456"),
     Rule("junk_before_directory", 1.0, _junk_before_directory,
          "a letter or digit glued before 10., or 20. for 10.: e10.1000/1, 110.1000/1"),
     Rule("mistyped_dot", 1.5, _mistyped_dot,
