@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
@@ -179,6 +180,81 @@ def test_repairs_a_user_tried_are_verified_first():
 @pytest.mark.parametrize("cell", ["10.1000/abc. Retracted", "10.1000/abc. 2019 Jan"])
 def test_a_word_after_a_dot_and_a_space_is_not_closed_up(cell):
     assert suggest_repairs(cell)[0].doi == "10.1000/abc"
+
+
+def _changes(rule, doi):
+    """Whether ``rule`` turns the valid ``doi`` into another valid DOI in one step."""
+    key = validate(doi).key
+    return any(
+        (check := validate(produced.strip())).valid and check.key != key
+        for produced in rule.transform(doi)
+    )
+
+
+def _valid_samples():
+    """Valid DOIs that look damaged, and intact ones: every damaged cell of the cases that is
+    valid, their intended DOIs, Crossref's, and damage glued onto Crossref's."""
+    cells = [v["damaged"] for v in RULE_VECTORS] + [v["expect"] for v in RULE_VECTORS]
+    cells += [c["damaged"] for c in SYNTHETIC] + [c["damaged"] for c in REAL_CASES]
+    cells += CROSSREF[:3000]
+    tails = [" (retracted)", "Accessed 2019", ". ", "</a>", "\u00a0x", "..", "//", "__",
+             "\u2013x", "&amp;", "%2F", "#top", "/full", ".pdf", " [doi]", "(2019)", "?x=1"]
+    cells += [doi + tail for doi in CROSSREF[:40] for tail in tails]
+    found = {}
+    for cell in cells:
+        check = validate(cell)
+        if check.valid and check.doi is not None:
+            found[check.doi] = None
+    return list(found)
+
+
+def test_each_rules_hint_picks_every_valid_doi_it_changes():
+    """Rule.hint is what normalize and the report run on a whole column before the rules:
+    a rule may change only what its hint matches, in RE2 (Arrow) and in Python alike."""
+    from airflow_doi.repair.damage import DAMAGE_HINT
+    from airflow_doi.repair.rules import HINTS, OFFERED_ON_VALID
+
+    samples = _valid_samples()
+    assert len(samples) > 3000
+    column = pa.array(samples, pa.large_string())
+    combined = pc.match_substring_regex(column, DAMAGE_HINT).to_pylist()
+    changed = 0
+    for rule in RULES:
+        if rule.verify_only:
+            continue
+        if rule.hint is None:  # such a rule never changes a valid DOI
+            assert not [d for d in samples if _changes(rule, d)], rule.name
+            continue
+        arrow = pc.match_substring_regex(column, rule.hint).to_pylist()
+        for doi, hit, any_hit in zip(samples, arrow, combined, strict=True):
+            assert hit == (HINTS[rule.name].search(doi) is not None), (rule.name, doi)
+            if _changes(rule, doi):
+                changed += 1
+                assert hit and any_hit, (rule.name, doi)
+    assert changed > 500
+    assert [rule.name for rule in OFFERED_ON_VALID] == sorted(
+        (r.name for r in RULES if r.hint and not r.verify_only),
+        key=lambda name: ([r.name for r in RULES].index(name)
+                          + 1000 * next(r.cost for r in RULES if r.name == name)))
+
+
+def test_likely_damage_over_a_column_counts_rows_and_keeps_examples():
+    from airflow_doi.repair import likely_damage
+    from airflow_doi.repair.damage import LikelyDamaged
+
+    cells = ["10.1000/182 (retracted)", "10.1038/nature12373Accessed 2019", None,
+             "10.1000/182 (retracted)", "10.1000/182", "10.1371/journal. pone.0123456"]
+    found = LikelyDamaged()
+    found.add(pa.chunked_array([cells[:3], cells[3:]], pa.large_string()),
+              pa.array([True, True, False, True, True, True]))
+    found.add(pa.array(["10.1000/abc."]), pa.array([False]))  # not valid: never looked at
+    assert found.rows == 4
+    assert [(doi, r.doi, r.rule, n) for doi, r, n in found.examples(2)] == [
+        ("10.1000/182 (retracted)", "10.1000/182", "appended_text", 2),
+        ("10.1038/nature12373Accessed 2019", "10.1038/nature12373", "glued_tail", 1),
+    ]
+    assert likely_damage("10.1000/182") is None and likely_damage("not a doi") is None
+    assert likely_damage("doi:10.1000/abc.").doi == "10.1000/abc"
 
 
 def test_import_stays_standard_library():

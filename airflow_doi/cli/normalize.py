@@ -97,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
     except TableInputError as error:
         return input_error("normalize", error)
     say("normalize", f"{args.output}: {summary.line()}")
+    damaged = summary.damaged
+    if damaged.rows:
+        shown = "; ".join(f"{doi!r} (likely {repair.doi}, {repair.rule})"
+                          for doi, repair, _ in damaged.examples(3))
+        cells = "1 valid cell looks" if damaged.rows == 1 else f"{damaged.rows:,} valid cells look"
+        say("normalize", f"note: {cells} damaged (valid per the standard, but a repair rule "
+            f"changes {'it' if damaged.rows == 1 else 'them'}), e.g. {shown}: airflow-doi repair "
+            f"{args.input} --column {args.column} -o repaired.csv suggests repairs and checks "
+            "them on the proxy")
     if summary.added and summary.added[0] != (args.prefix or "") + NORMALIZE_COLUMNS[0]:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")
