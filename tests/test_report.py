@@ -179,21 +179,28 @@ def test_a_resolve_run_over_loopback_fills_the_resolution_section(sample_resolut
     page, figures = build_report(SAMPLE, COLUMN, resolution=sample_resolution)
     resolution = figures.resolution
     cells = sample_cells()
-    known = sample_proxy_records()
+    known = {airflow_doi.comparison_key(doi) for doi in sample_proxy_records()}
     verdicts = [airflow_doi.validate(c) for c in cells]
-    found = sum(v.valid and v.doi in known for v in verdicts)
+    found = sum(v.valid and v.doi in sample_proxy_records() for v in verdicts)
     invalid = sum(not v.valid for v in verdicts)
-    medra = sum(v.valid and v.doi in known and v.doi.startswith("10.1000/") for v in verdicts)
-    assert resolution.rows == len(cells)
+    medra = len({k for k in known if k.startswith("10.1000/")} & {v.key for v in verdicts})
+    # One basis: the distinct keys looked up; cells that are not valid DOIs never count.
+    keys = {v.key for v in verdicts if v.valid}
+    assert resolution.rows == len(cells) and resolution.not_sent == invalid
+    assert resolution.looked_up == len(keys)
+    assert resolution.resolved == len(keys & known) < found
     assert resolution.statuses == {
-        "resolved": found, "not_found": len(cells) - found - invalid, "invalid": invalid,
+        "resolved": len(keys & known), "not_found": len(keys - known),
     }
-    assert resolution.agencies == {"DataCite": found - medra, "mEDRA": medra}
-    assert resolution.failures == len(cells) - found - invalid >= 1
-    failed = {doi for doi, status, _, _ in resolution.failure_examples if status == "not_found"}
-    assert "10.1109/CVPR.2016.90" in failed
+    assert resolution.agencies == {"DataCite": len(keys & known) - medra, "mEDRA": medra}
+    assert resolution.failures == len(keys - known) >= 1
+    failed = {doi: n for doi, status, _, n in resolution.failure_examples if status == "not_found"}
+    assert failed["10.1109/CVPR.2016.90"] == 1  # rows of the column holding it
     assert "Registration agency (Which RA?)" in page
-    assert "Rows by resolution status" in page
+    assert "DOIs by resolution status" in page
+    assert (f"{len(keys)} DOIs (distinct comparison keys) looked up, {len(keys & known)} "
+            f"resolved; read from {len(cells)} rows in the resolution table, of which "
+            f"{invalid} rows never sent (not a valid DOI).") in page
 
 
 def test_resolution_file_with_repairs(tmp_path):
@@ -441,7 +448,7 @@ def test_readme_quality_report_block(tmp_path, monkeypatch, sample_resolution):
         assert cli(*words[2:]) == 0, line
         page = (tmp_path / "report.html").read_text(encoding="utf-8")
         assert "Duplicates by comparison key" in page
-    assert "Rows by resolution status" in page  # the second line gave a resolution file
+    assert "DOIs by resolution status" in page  # the second line gave a resolution file
 
 
 def test_airflow_connection(tmp_path, monkeypatch):
