@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -194,6 +195,82 @@ def test_resolvers_running_at_once_ask_each_key_once(engine: Engine) -> None:
         (len(keys),)]
     assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results + '_claims')}"
                       ) == [(0,)]
+
+
+#: DoiResolveOperator run as a task runs it, on the table of argv[1], batches of argv[2].
+OPERATOR = """
+import json, sys
+from airflow_doi.provider.operators.resolve import DoiResolveOperator
+summary = DoiResolveOperator(task_id="resolve", conn_id="cat", table=sys.argv[1],
+                             batch_size=int(sys.argv[2])).execute({})
+print(json.dumps(summary))
+"""
+
+
+def _dead_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_proxy_never_there_fails_the_operator_within_seconds(engine: Engine) -> None:
+    """Issue 34: nothing ever answered (every request refused): DoiResolveOperator fails the
+    task in seconds, not after breaker_give_up (120 s by default), naming the proxy, and
+    writes no row for the keys never answered."""
+    engine.load([f"10.5555/N{i}" for i in range(30)])
+    base = f"http://127.0.0.1:{_dead_port()}"
+    env = _env(engine, base, rate=20)  # the default breaker_give_up
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert elapsed < 30, elapsed
+    assert ("ProxyUnavailableError: the DOI proxy failed (no request was ever answered (could "
+            f"not connect to {base}/ (connection refused), ") in result.stderr, result.stderr
+    assert "not after breaker_give_up (120s)" in result.stderr
+    assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results)}") == [(0,)]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_proxy_dead_after_the_first_batch_is_waited_for(engine: Engine) -> None:
+    """The proxy answered the first batch, then stopped before the second was answered: the
+    run had an answer, so the bounded wait applies (breaker_give_up), as for a proxy that
+    dies mid-batch; the first batch is stored, the rest stay due."""
+    keys = [f"10.5555/W{i:03d}" for i in range(40)]
+    engine.load(keys)
+    give_up = 3.0
+    sim = ProxySimulator(auto_records=True, latency=0.5)
+    sim.start()
+    stopped: list[float] = []
+    results = quote_identifier(engine.results)
+
+    def stop_after_the_first_batch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if engine.run(f"SELECT COUNT(*) FROM {results}") == [(10,)]:
+                    break
+            except Exception:  # not created yet, or locked by the writer
+                pass
+            time.sleep(0.01)
+        sim.stop()
+        stopped.append(time.monotonic())
+
+    stopper = threading.Thread(target=stop_after_the_first_batch)
+    stopper.start()
+    env = _env(engine, sim.url, rate=200, breaker_give_up=give_up, breaker_cooldown=0.5,
+               max_attempts=50, backoff_base=0.1, timeout=2)
+    result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    ended = time.monotonic()
+    stopper.join(30)
+    assert result.returncode != 0
+    assert "the DOI proxy failed (circuit breaker open" in result.stderr, result.stderr[-2000:]
+    assert "never answered" not in result.stderr
+    assert ended - stopped[0] >= give_up
+    assert engine.run(f"SELECT COUNT(*) FROM {results}") == [(10,)]
 
 
 @pytest.mark.parametrize("engine", ["postgres", "duckdb"], indirect=True)

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (``browser`` is the fixture of test_report_browser, used as an argument)
 """The example DAG ``doi_enrich_catalogue`` end to end, through ``airflow dags test``.
 
 One migrated ``AIRFLOW_HOME`` (SQLite metadata) is shared by every test of this module, which

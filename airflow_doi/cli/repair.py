@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     with _proxy.progress_bar(terminal) as progress:
         results = repair(cells, verify=not args.no_verify, config=config, cache=args.cache,
                          progress=progress, stats=stats)
+    _proxy.never_answered("repair", args, stats.resolver)
     added = repair_columns(results)
     added[ERROR_COLUMN] = [
         reason or result.error for result, reason in zip(results, reasons, strict=True)

@@ -149,6 +149,8 @@ class MetadataClient:
                 cooldown_max=host_config.breaker_cooldown_max,
                 give_up=host_config.breaker_give_up, target=redact_url(origin),
             )
+            if origin == origin_of(self.config.base_url):
+                breaker.answered = self.stats.answered  # the proxy answered an earlier batch
             limiter = RateLimiter(host_config)
             self.gates[origin] = _Gate(
                 ProxyClient(host_config, self.session), breaker, limiter,
@@ -164,6 +166,10 @@ class MetadataClient:
         # errors (asked again next run) while the other agencies' keys go on.
         proxy = self.gates.get(origin_of(self.config.base_url) or "")
         self.stats.gave_up = proxy.breaker.gave_up_reason if proxy is not None else None
+        if proxy is not None:
+            self.stats.answered = proxy.breaker.answered
+        if proxy is not None and proxy.breaker.never_answered:
+            self.stats.never_answered = proxy.breaker.last_reason
 
     def next_url(self, current: str, location: str, visited: set[str]) -> str:
         """Where a redirect leads, or :class:`_Stop` when it must not be followed."""

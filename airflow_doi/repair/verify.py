@@ -102,6 +102,8 @@ class _Plan:
         ]
         #: Answers by comparison key, shared by every row and round.
         self.answers: dict[str, ResolutionResult] = {}
+        #: Why the rounds stopped before the last (the proxy gave up), if they did.
+        self.stopped: str | None = None
 
     def own_to_check(self) -> list[str]:
         return _distinct(doi for doi, _ in filter(None, self.own))
@@ -179,7 +181,9 @@ class _Plan:
         if status == "not_found":
             return _suggest(value, candidates, shown, False, own)
         answer = self.answers.get(ascii_upper(shown.doi))
-        problem = answer.error if answer is not None else "not checked"
+        problem = (answer.error if answer is not None
+                   else f"not asked, the proxy having failed ({self.stopped})" if self.stopped
+                   else "not checked")
         error = f"could not check {shown.doi}: {problem}"
         return _suggest(value, candidates, shown, None, own, error)
 
@@ -218,6 +222,8 @@ def _add(total: ResolverStats, part: ResolverStats) -> None:
         setattr(total, name, getattr(total, name) + getattr(part, name))
     total.elapsed += part.elapsed
     total.gave_up = total.gave_up or part.gave_up
+    total.never_answered = total.never_answered or part.never_answered
+    total.answered = total.answered or part.answered
     for status, count in part.by_status.items():
         total.by_status[status] = total.by_status.get(status, 0) + count
 
@@ -243,13 +249,18 @@ async def arepair(
     stats = stats if stats is not None else RepairStats()
     if verify:
         for todo in _rounds(plan):
-            part = ResolverStats()
+            part = ResolverStats(answered=stats.resolver.answered)
             plan.take(
                 await aresolve(
                     todo, config=config, cache=cache, progress=progress, stats=part, **overrides
                 )
             )
             _add(stats.resolver, part)
+            if part.gave_up is not None:
+                # The proxy is down (or was never there): a next round would only wait for
+                # its own breaker to give up again. The rows not decided stay unchecked.
+                plan.stopped = part.gave_up
+                break
     return plan.results(verify, stats)
 
 

@@ -277,6 +277,7 @@ class _Batch(KeyedBatch):
             give_up=config.breaker_give_up,
             target=f"the proxy at {config.safe_base_url}",
         )
+        self.breaker.answered = stats.answered  # an earlier batch of the run was answered
         self.limiter = RateLimiter(config)
         self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
 
@@ -301,6 +302,9 @@ class _Batch(KeyedBatch):
         await self.limiter.aclose()
         self.stats.breaker_opens = self.breaker.opens
         self.stats.gave_up = self.breaker.gave_up_reason
+        self.stats.answered = self.breaker.answered
+        if self.breaker.never_answered:
+            self.stats.never_answered = self.breaker.last_reason
 
     async def request(self, client: Any, doi: str, key: str) -> ResolutionResult:
         from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp

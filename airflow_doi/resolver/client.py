@@ -72,12 +72,17 @@ class _RequestError(Exception):
 
 
 class RetryableError(_RequestError):
-    """A failure worth retrying (the proxy or the network, not the DOI, was at fault)."""
+    """A failure worth retrying (the proxy or the network, not the DOI, was at fault).
+
+    ``unreachable``: no connection could be made at all (refused, host name not found,
+    connection timed out): the server was not reached.
+    """
 
     def __init__(self, reason: str, *, http_status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, unreachable: bool = False) -> None:
         super().__init__(reason, http_status=http_status)
         self.retry_after = retry_after
+        self.unreachable = unreachable
 
     @property
     def throttled(self) -> bool:
@@ -304,6 +309,10 @@ class ProxyClient:
             async with self.session.get(url, allow_redirects=False) as response:
                 body = await _read_capped(response, MAX_BODY_BYTES)
                 return response.status, body, response.headers
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError, which it also is
+            raise RetryableError(
+                f"could not connect to {self._where()} (connection timed out)", unreachable=True
+            ) from None
         except asyncio.TimeoutError:
             raise RetryableError(f"no complete answer within {self.config.timeout:g}s") from None
         except aiohttp.ServerDisconnectedError:
@@ -314,7 +323,7 @@ class ProxyClient:
             ) from None
         except aiohttp.ClientConnectorError as error:
             raise RetryableError(
-                f"could not connect to {self._where()} ({_why(error)})"
+                f"could not connect to {self._where()} ({_why(error)})", unreachable=True
             ) from None
         except aiohttp.ClientConnectionError as error:
             raise RetryableError(f"connection to {self._where()} failed ({_why(error)})") from None

@@ -145,6 +145,15 @@ class ResolverStats:
     #: Why the breaker gave up on the proxy during the batch (None: it never did). Keys that
     #: were not answered before then ended ``error`` without an answer of their own.
     gave_up: str | None = None
+    #: Set when it gave up because no request was ever answered (the proxy could not be
+    #: reached at all): the last failure, e.g. ``could not connect to ... (connection
+    #: refused)``.
+    never_answered: str | None = None
+    #: Whether the proxy has answered a request of this run (any HTTP answer). The batch sets
+    #: it; a caller that resolves one run in several batches sets it before each later batch
+    #: from the earlier ones', so that a proxy that dies between two batches is waited for
+    #: ``breaker_give_up`` like one that dies mid-batch, not given up on at once.
+    answered: bool = False
 
     @property
     def request_rate(self) -> float:

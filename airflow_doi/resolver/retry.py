@@ -87,7 +87,9 @@ class RetryPolicy:
                     self.stats.retries += 1
                 result = await _read(call)
             except RetryableError as error:
-                self.breaker.record_failure(error.reason, probe=probe)
+                self.breaker.record_failure(
+                    error.reason, probe=probe, answered=error.http_status is not None,
+                    unreachable=error.unreachable)
                 if error.throttled:
                     self.stats.throttled += 1
                     pause = (
