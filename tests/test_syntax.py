@@ -65,6 +65,7 @@ def test_reason_order_is_the_documented_one() -> None:
         "empty",
         "bad_encoding",
         "bad_character",
+        "short_doi",
         "bad_directory",
         "bad_registrant",
         "missing_suffix",

@@ -29,8 +29,8 @@ Every input row and column is kept, in order, and written back as it was read (C
 text, so ids like 00123 stay as they are; a CSV output keeps the input's separator and line
 ending and quotes a cell only when it must). Five columns are appended: doi (normalized,
 empty when invalid), doi_key (comparison key), doi_valid (true/false), doi_reason (empty when
-valid: empty, bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix,
-reserved_suffix, malformed_row) and doi_url. If the input already has a column of one of
+valid: empty, bad_encoding, bad_character, short_doi, bad_directory, bad_registrant,
+missing_suffix, reserved_suffix, malformed_row) and doi_url. If the input already has a column of
 these names (in any case), they are named after the DOI column instead: doi_normalized,
 doi_key, ... for a column doi (DOI_normalized, DOI_key, ... for DOI); --prefix chooses.
 

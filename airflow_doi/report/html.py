@@ -38,6 +38,7 @@ REASON_TEXT: Final[dict[str, str]] = {
     "empty": "nothing in the cell",
     "bad_encoding": "broken %-escape or bytes that are not UTF-8",
     "bad_character": "a control or other illegal character",
+    "short_doi": "a shortDOI (10/abc): resolve or repair expands it through the proxy",
     "bad_directory": "does not start with 10. (not a DOI)",
     "bad_registrant": "the part between 10. and / is not digits and dots",
     "missing_suffix": "nothing after the /",
