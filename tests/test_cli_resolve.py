@@ -304,3 +304,22 @@ def test_simulator_records_that_cannot_be_used_exit_2_naming_the_file(
     message = err.getvalue()
     assert f"--records {path}" in message and words in message
     assert "Traceback" not in message
+
+
+def test_resolve_turns_a_short_doi_into_the_doi_it_aliases(tmp_path: Path) -> None:
+    """Issue 34: validate names a shortDOI (reason short_doi); resolve asks the proxy which DOI
+    it aliases and resolves that one, keeping the cell as written in input."""
+    target = "10.1016/S0933-3657(96)00367-3"
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    with ProxySimulator(make_records([target])) as sim:
+        short = sim.short_doi(target)
+        source.write_text(f"doi\n{short}\nhttps://doi.org/{short}\n10/nothere1\n",
+                          encoding="utf-8")
+        run = cli("resolve", source, "-o", out, "--base-url", sim.url, *FAST)
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(out)
+    assert [(r["input"], r["doi"], r["status"]) for r in rows] == [
+        (short, target, "resolved"), (f"https://doi.org/{short}", target, "resolved"),
+        ("10/nothere1", "", "not_found")]
+    assert rows[2]["error"] == "the shortDOI 10/nothere1 does not exist"
+    assert "2 shortDOIs looked up through the proxy (2 of the requests)" in run.stderr

@@ -557,3 +557,40 @@ def test_cli_escapes_formulas_in_user_columns_only_when_asked(tmp_path):
     assert row["note"] == "=1+1" and row["doi_suggestion"] == "10.1000/abc"
     [row] = csv.DictReader(safe.open(encoding="utf-8"))
     assert row["note"] == "'=1+1" and row["doi_suggestion"] == "10.1000/abc"
+
+
+# -- shortDOIs (issue 34) ------------------------------------------------------------------
+
+def test_a_short_doi_is_expanded_and_verified_never_guessed_offline(tmp_path):
+    target = "10.1016/S0933-3657(96)00367-3"
+    with _simulator([target]) as sim:
+        short = sim.short_doi(target)
+        ghost = sim.short_doi("10.5555/ghost")  # aliases a DOI the proxy does not know
+        stats = RepairStats()
+        found, missing, aliased_ghost, spelled = repair(
+            [short, "10/nothere1", ghost, f"https://doi.org/{short.upper()}"],
+            config=FAST, base_url=sim.url, stats=stats)
+        offline = repair([short], verify=False)
+        assert sim.stats()["by_key"].get(ascii_upper(short)) == 1  # one lookup, two rows
+    assert (found.suggestion, found.rule, found.verified, found.short_doi) == (
+        target, "short_doi", True, short)
+    assert (spelled.suggestion, spelled.verified) == (target, True)
+    assert (missing.suggestion, missing.verified, missing.error) == (None, None, None)
+    assert (aliased_ghost.suggestion, aliased_ghost.verified) == ("10.5555/ghost", False)
+    assert "4 shortDOIs looked up" not in stats.summary()  # three distinct ones
+    assert "3 shortDOIs looked up" in stats.summary()
+    assert [(r.suggestion, r.verified, r.short_doi) for r in offline] == [(None, None, short)]
+
+
+def test_cli_repair_expands_a_short_doi(tmp_path, capsys):
+    target = "10.1016/S0933-3657(96)00367-3"
+    source = tmp_path / "in.csv"
+    with _simulator([target]) as sim:
+        short = sim.short_doi(target)
+        source.write_text(f"id,doi\n1,{short}\n2,10.1000/abc\n", encoding="utf-8")
+        code = _cli(["repair", str(source), "--column", "doi", "-o", str(tmp_path / "out.csv"),
+                     "--base-url", sim.url, "--rate", "500"])
+    assert code == 0, capsys.readouterr().err
+    rows = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
+    assert [(r["doi_suggestion"], r["doi_suggestion_rule"], r["doi_suggestion_verified"])
+            for r in rows] == [(target, "short_doi", "true"), ("", "", "")]

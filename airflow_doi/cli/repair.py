@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     reader.matched, reader.na_count = read.reader.matched, read.reader.na_count
     report_reading("repair", reader, repaired, csv_out=read.out_format == "csv")
     undecided = sum(1 for result in results if result.error is not None)
-    checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
+    checked = 0 if args.no_verify else sum(
+        1 for result in results if result.candidates or result.short_doi)
     if checked and undecided / checked > args.max_error_share:
         say("repair", f"error: the proxy could not decide {undecided:,} of {checked:,} rows "
             f"with candidate repairs ({undecided / checked:.1%}, above --max-error-share "

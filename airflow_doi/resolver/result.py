@@ -149,6 +149,11 @@ class ResolverStats:
     #: reached at all): the last failure, e.g. ``could not connect to ... (connection
     #: refused)``.
     never_answered: str | None = None
+    #: shortDOIs met (distinct), and the requests sent to expand them (also in ``requests``:
+    #: they belong to no key of their own, so ``requests == sum(attempts) +
+    #: short_doi_requests``).
+    short_dois: int = 0
+    short_doi_requests: int = 0
     #: Whether the proxy has answered a request of this run (any HTTP answer). The batch sets
     #: it; a caller that resolves one run in several batches sets it before each later batch
     #: from the earlier ones', so that a proxy that dies between two batches is waited for
@@ -174,9 +179,11 @@ class ResolverStats:
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
         counts = " ".join(f"{s}={self.by_status.get(s, 0)}" for s in self.statuses)
+        shorts = (f"; {self.short_dois} shortDOIs looked up through the proxy "
+                  f"({self.short_doi_requests} of the requests)" if self.short_dois else "")
         return (
             f"{self.rows} rows, {self.keys} distinct keys: {counts}; "
             f"{self.requests} requests in {self.elapsed:.1f}s ({self.request_rate:.1f}/s), "
             f"{self.retries} retries, {self.throttled} throttled, "
-            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens"
+            f"{self.cache_hits} cache hits, {self.breaker_opens} breaker opens{shorts}"
         )

@@ -5,7 +5,9 @@ It behaves like the documented API where the resolver depends on it:
 * ``GET /api/handles/<handle>``: the raw request path is percent-decoded (bytes, then
   UTF-8) and looked up case-insensitively by the Z39.84 key (:func:`ascii_upper`, never
   ``str.upper``); response codes 1 (HTTP 200), 2 (500), 100 (404) and 200 (200);
-  ``type``/``index`` filters (a value matching any is kept).
+  ``type``/``index`` filters (a value matching any is kept). A shortDOI of a known DOI
+  (:meth:`ProxySimulator.short_doi`, ``10/`` and six letters and digits) answers with its
+  ``HS_ALIAS`` value naming the DOI, as the shortDOI service's handles do.
 * ``GET /doiRA/<d1>,<d2>,...``: Which RA?, split on raw commas before decoding;
 * ``GET /<DOI>`` (any other path): DOI content negotiation. With ``Accept:
   application/vnd.citationstyles.csl+json`` a 302 to the DOI's registration agency, one of the
@@ -25,6 +27,8 @@ arrival time of every API request) and ``POST /_simulator/reset``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import math
 import os
@@ -49,9 +53,9 @@ from airflow_doi.resolver.agencies import (
     work_from_record,
 )
 from airflow_doi.resolver.agencies import expected_metadata as expected_of_work
-from airflow_doi.syntax import ascii_upper, validate
+from airflow_doi.syntax import SHORT_DOI_PREFIX, ascii_upper, validate
 
-__all__ = ["Faults", "ProxySimulator", "make_records", "record_url"]
+__all__ = ["Faults", "ProxySimulator", "make_records", "record_url", "short_doi_of"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,27 @@ def _load(
     return table
 
 
+def short_doi_of(doi: str) -> str:
+    """The shortDOI (``10/xxxxxx``) the simulator serves for ``doi``: six characters of base 32
+    of a digest of its key, so the same in every run (the real service hands codes out as it
+    goes), a letter among them."""
+    digest = hashlib.sha256(ascii_upper(doi).encode("utf-8")).digest()
+    code = base64.b32encode(digest).decode("ascii").lower()[:6]
+    return SHORT_DOI_PREFIX + ("a" + code[1:] if code.isdigit() else code)
+
+
+def _alias_record(doi: str) -> dict[str, Any]:
+    """A shortDOI's record: an ``HS_ALIAS`` value naming ``doi``, and its admin value."""
+    return {"values": [
+        {"index": 1, "type": "HS_ALIAS", "data": {"format": "string", "value": doi},
+         "ttl": 86400, "timestamp": "2011-06-01T12:00:00Z"},
+        {"index": 100, "type": "HS_ADMIN",
+         "data": {"format": "admin", "value": {"handle": "0.NA/10", "index": 200,
+                                               "permissions": "011111111111"}},
+         "ttl": 86400, "timestamp": "2011-06-01T12:00:00Z"},
+    ]}
+
+
 def _retry_after(wait: float) -> dict[str, str]:
     """The ``Retry-After`` header of a 429: whole seconds until a token is back, at least 1."""
     return {"Retry-After": str(max(1, math.ceil(wait)))}
@@ -183,6 +208,10 @@ class ProxySimulator:
         agency_rate_limit: float | None = None,
     ) -> None:
         self.records = _load(records)
+        #: shortDOI key -> (the shortDOI, the DOI it aliases): one for each known DOI.
+        self._shorts: dict[str, tuple[str, str]] = {}
+        for stored, _ in self.records.values():
+            self.short_doi(stored)
         #: Serve the simulated agencies (content negotiation) beside the proxy.
         self.agencies = agencies
         #: Requests/second each agency answers before 429 (a token bucket of its own).
@@ -287,6 +316,13 @@ class ProxySimulator:
         """The typed columns a correct client makes of ``doi``'s record (None: no CSL)."""
         work = self.work(doi)
         return None if work is None else expected_of_work(work)
+
+    def short_doi(self, doi: str) -> str:
+        """The shortDOI that aliases ``doi`` here (:func:`short_doi_of`), served from now on
+        (with ``auto_records`` a DOI is only known once asked about, so ask here first)."""
+        short = short_doi_of(doi)
+        self._shorts[ascii_upper(short)] = (short, doi)
+        return short
 
     def start(self) -> ProxySimulator:
         ready = threading.Event()
@@ -449,7 +485,8 @@ class ProxySimulator:
         return self._answer(target, raw_query)
 
     def _answer(self, handle: str, raw_query: str) -> web.Response:
-        found = self._record(handle)
+        alias = self._shorts.get(ascii_upper(handle))
+        found = (alias[0], _alias_record(alias[1])) if alias else self._record(handle)
         if found is None:
             return _json(
                 404, {"responseCode": 100, "handle": handle, "message": "Handle Not Found"}
