@@ -490,3 +490,29 @@ def test_cli_warns_about_cells_that_were_not_utf8(tmp_path, capsys, caplog):
         assert cli(str(source), "--column", "doi", "--encoding", "latin-1",
                    "-o", str(tmp_path / "r.html")) == 0
     assert not [r for r in caplog.records if "UTF-8" in r.getMessage()]
+
+
+@pytest.mark.parametrize(("updated", "note"), [
+    (0, "no work updated by a notice"), (1, "1 work updated by a notice"),
+    (2, "2 works updated by a notice"),
+])
+def test_cards_say_one_and_none_in_words(updated, note):
+    """Issue 34: the cards said "1 works" and "0 works updated by a notice"."""
+    from airflow_doi.report.figures import Figures
+    from airflow_doi.report.html import render_html
+    from airflow_doi.report.metadata import MetadataFigures
+    from airflow_doi.report.resolution import ResolutionFigures
+
+    figures = Figures(source="x.csv", column="doi", rows=1, valid=1, distinct_keys=1,
+                      duplicate_keys=1, duplicate_rows=1, hidden_keys=1, damaged=1)
+    figures.resolution = ResolutionFigures(rows=1, statuses={"resolved": 1}, looked_up=1,
+                                           resolved=1)
+    figures.metadata = MetadataFigures(rows=1, keys=1, statuses={"ok": 1}, updated=updated,
+                                       retracted=min(updated, 1))
+    page = render_html(figures)
+    notes = re.findall(r'<div class="note">(.*?)</div>', page)
+    assert notes == [
+        "1 row", "0.0% of rows", "valid, but a repair rule changes it", "by comparison key",
+        "1 extra row", "DOI spelled more than one way", "1 of 1 DOI looked up", "1 of 1 DOI",
+        note,
+    ]

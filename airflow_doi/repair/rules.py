@@ -409,9 +409,6 @@ _GLUED_TAIL_RE: Final = re.compile(
     r"(?:"
     r"[.,;]?[(\[]?pmid ?:? ?[0-9]{5,9}[)\]]?"  # .pmid:12345678, pmid:23456789
     r"|>\s?accessed\b.*"  # >accessed 12 May 2019
-    r"|(?<=[0-9])(?:accessed|retrieved|available)(?![a-z]).*"  # ...12373Accessed 2019
-    r"|(?:</[a-z][\w:.-]*\s*>)+"  # closing tags at the end: </a>, </td></tr>
-    r"|\"\s*>.*"  # the end of an HTML attribute: ">10.1000/x</a>
     rf"|(?<=[0-9])[a-z]{{2,12}}\.(?:{_GLUED_HOSTS})\.(?:com|org|net)(?:/\S*)?"  # abc.sagepub.com
     rf"|[./]?(?:journals|www|pubs|academic|link|onlinelibrary)\.(?:{_GLUED_HOSTS})"
     r"\.(?:com|org|net)(?:/\S*)?"  # journals.sagepub.com/home/xyz
@@ -442,10 +439,27 @@ def _tail_hint(text: str) -> bool:
     return any(mark in lowered for mark in _TAIL_MARKS)
 
 
+#: More tails, each with a mark of its own (so that a value without one, a run of brackets
+#: say, pays nothing for them): a note word glued to the last digit, closing tags at the end,
+#: the end of an HTML attribute and what follows.
+_GLUED_MORE: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("", re.compile(r"(?<=[0-9])(?:accessed|retrieved|available)(?![a-z]).*\Z",  # 12373Accessed
+                    re.IGNORECASE | re.DOTALL)),
+    ("</", re.compile(r"(?:</[a-z][\w:.-]*\s*>)+\Z", re.IGNORECASE)),  # </a>, </td></tr>
+    ('"', re.compile(r'"\s*>.*\Z', re.DOTALL)),  # ">10.1000/x</a>
+)
+_GLUED_WORDS: Final[tuple[str, ...]] = ("accessed", "retrieved", "available")
+
+
 def _glued_tail(text: str) -> Iterator[str]:
-    match = _in_suffix(_GLUED_TAIL_RE, text) if _tail_hint(text) else None
-    if match is not None:
-        yield text[: match.start()]
+    matches = [_in_suffix(_GLUED_TAIL_RE, text) if _tail_hint(text) else None]
+    lowered = text.lower()
+    for mark, pattern in _GLUED_MORE:
+        if (mark in text) if mark else any(word in lowered for word in _GLUED_WORDS):
+            matches.append(_in_suffix(pattern, text))
+    starts = [match.start() for match in matches if match is not None]
+    if starts:
+        yield text[: min(starts)]  # the leftmost tail goes whole
 
 
 #: Where a tail that is not part of a DOI may start: an opening bracket, a fragment, a bar,

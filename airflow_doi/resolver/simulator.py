@@ -18,7 +18,8 @@ It behaves like the documented API where the resolver depends on it:
 
 and misbehaves on purpose where a resolver must cope: latency, a token-bucket rate limit
 answering 429 with ``Retry-After``, a 500 every Nth request, a dropped connection every Mth,
-slow answers, malformed JSON every Kth, an outage window, or 500 for ever.
+slow answers, malformed JSON every Kth, an outage window, 500 for ever, or death (no
+connection any more) after the Nth answer.
 
 Side doors, not counted as API requests: ``GET /_simulator/stats`` (``?times=1`` adds the
 arrival time of every API request) and ``POST /_simulator/reset``.
@@ -75,6 +76,9 @@ class Faults:
     outage_seconds: float = 0.0
     #: Answer 500 to everything, for ever.
     always_500: bool = False
+    #: Die after answering this many API requests: stop listening at the last one (connection
+    #: refused from then on); a request on a connection still open is dropped, unanswered.
+    die_after: int | None = None
 
     @classmethod
     def coerce(cls, value: Faults | Mapping[str, Any] | None) -> Faults:
@@ -231,6 +235,7 @@ class ProxySimulator:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.ServerRunner | None = None
+        self._site: web.TCPSite | None = None
         self._stopped: asyncio.Event | None = None
         self.reset_counts()
 
@@ -358,6 +363,7 @@ class ProxySimulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
+        self._site = site
         self.port = _bound_port(site, self.port)
         if self.agencies:
             for name in AGENCIES:
@@ -451,6 +457,13 @@ class ProxySimulator:
                 _retry_after(wait),
             )
         faults = self.faults
+        if faults.die_after is not None and number >= faults.die_after:
+            if number > faults.die_after:
+                if request.transport is not None:
+                    request.transport.abort()
+                raise asyncio.CancelledError  # dead: nothing more is answered
+            if self._site is not None:
+                await self._site.stop()  # this one is answered; no connection after it
         if self.latency:
             await asyncio.sleep(self.latency)
         if faults.slow_every and number % faults.slow_every == 0:
