@@ -22,6 +22,7 @@ from airflow_doi.syntax import (
     comparison_key,
     normalize,
     parse,
+    short_doi,
     validate,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "normalize",
     "parse",
     "resolve",
+    "short_doi",
     "to_url",
     "to_urn",
     "validate",

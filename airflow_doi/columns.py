@@ -51,6 +51,7 @@ from airflow_doi.syntax import (
     REASONS,
     REGISTRANT_PATTERN,
     SCHEMELESS_HOSTS,
+    SHORT_DOI_PREFIX,
     TRIM_CHARS,
     URL_HOSTS,
     URN_PREFIX,
@@ -459,13 +460,15 @@ def _analyse_rest(
 
     rows = np.flatnonzero(~decided)
     if len(rows):
-        # Plain junk ("n/a", "PMID:123"): a bare form, non-empty, legal, not starting "10.".
+        # Plain junk ("n/a", "PMID:123"): a bare form, non-empty, legal, not starting "10."
+        # (nor "10/": a shortDOI has a reason of its own, which the scalar tier gives).
         candidates = pc.take(texts, rows)
         junk = (
             _flags(pc.greater(pc.binary_length(candidates), 0))
             & ~_flags(pc.match_substring_regex(candidates, _FORM_RE))
             & ~_flags(pc.match_substring_regex(candidates, _ILLEGAL_RE))
             & ~_flags(pc.starts_with(candidates, DIRECTORY))
+            & ~_flags(pc.starts_with(candidates, SHORT_DOI_PREFIX))
         )
         if decode == "always":  # a stray "%" would be bad_encoding, which is checked first
             junk &= ~_flags(pc.match_substring(candidates, "%"))

@@ -30,6 +30,7 @@ __all__ = [
     "is_missing",
     "normalize",
     "parse",
+    "short_doi",
     "validate",
 ]
 
@@ -39,6 +40,7 @@ Reason = Literal[
     "empty",
     "bad_encoding",
     "bad_character",
+    "short_doi",
     "bad_directory",
     "bad_registrant",
     "missing_suffix",
@@ -53,7 +55,7 @@ REASONS: Final[tuple[str, ...]] = get_args(Reason)
 #: computed again: the fingerprints the normalize operator stores beside a table name it, and
 #: a run finds the rows written under another version stale. ``tests/test_rules_version.py``
 #: pins the answers this version stands for and fails, saying to change it, when they change.
-RULES_VERSION: Final[str] = "1"
+RULES_VERSION: Final[str] = "2"
 
 #: Stripped from both ends before anything else: the Unicode White_Space property, plus the
 #: zero-width space and the byte-order mark that copy-paste leaves behind. Spelled out (rather
@@ -73,6 +75,20 @@ DOI_SCHEME: Final[str] = "doi:"
 URN_PREFIX: Final[str] = "urn:doi:"
 INFO_PREFIX: Final[str] = "info:doi/"
 DIRECTORY: Final[str] = "10."
+#: A shortDOI (the IDF's shortDOI service): a handle under the prefix ``10`` alone, ``10/`` then a
+#: code of ASCII letters and digits (``10/b6vnmd``), whose record aliases a DOI (an ``HS_ALIAS``
+#: value). Not a DOI string per Z39.84 (the directory code is ``10.`` and a registrant), so never
+#: valid; it is named by the reason ``short_doi`` rather than ``bad_directory``, and only the
+#: proxy can say which DOI it stands for (``resolve`` and verified ``repair`` ask it). The code
+#: holds a letter: digits alone (``10/182``) read as a DOI that lost its registrant, and stay
+#: ``bad_directory`` (the shared conformance vectors say so).
+SHORT_DOI_PREFIX: Final[str] = "10/"
+#: One character of a shortDOI's code, and the letter it must hold at least once.
+SHORT_DOI_CODE: Final[str] = "[0-9A-Za-z]"
+SHORT_DOI_LETTER: Final[str] = "[A-Za-z]"
+SHORT_DOI_PATTERN: Final[str] = (
+    f"{re.escape(SHORT_DOI_PREFIX)}{SHORT_DOI_CODE}*{SHORT_DOI_LETTER}{SHORT_DOI_CODE}*"
+)
 
 #: Code points that are not "legal graphic characters of Unicode" (Z39.84 4.1), as inclusive
 #: ranges: controls (Cc), format characters (Cf: soft hyphen, zero-width space and joiners,
@@ -121,6 +137,7 @@ REGISTRANT_PATTERN: Final[str] = r"[0-9]+(?:\.[0-9]+)*"
 _REGISTRANT_RE = re.compile(REGISTRANT_PATTERN, re.ASCII)
 _PERCENT_RUN_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _BAD_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SHORT_DOI_RE = re.compile(SHORT_DOI_PATTERN, re.ASCII)
 
 
 class InvalidDoiError(ValueError):
@@ -306,8 +323,14 @@ def _urn_colon(rest: str) -> str:
     return rest
 
 
-def _analyse(value: object, decode: Decode) -> tuple[str | None, str | None, Form]:
-    """The single parser every public function calls: (normalized DOI, reason, form)."""
+def _analyse(
+    value: object, decode: Decode, *, short: bool = False
+) -> tuple[str | None, str | None, Form]:
+    """The single parser every public function calls: (normalized DOI, reason, form).
+
+    With ``short``, a shortDOI's handle (``10/b6vnmd``) comes back in place of the DOI (the
+    reason stays ``short_doi``): for :func:`short_doi`, never for the DOI functions.
+    """
     if decode not in ("auto", "always", "never"):
         raise ValueError(f"decode must be 'auto', 'always' or 'never', not {decode!r}")
     try:
@@ -338,6 +361,8 @@ def _analyse(value: object, decode: Decode) -> tuple[str | None, str | None, For
     if (not doi.isprintable()) if doi.isascii() else _ILLEGAL_RE.search(doi):
         return None, "bad_character", form
     if not doi.startswith(DIRECTORY):
+        if doi.startswith(SHORT_DOI_PREFIX) and _SHORT_DOI_RE.fullmatch(doi):
+            return (doi if short else None), "short_doi", form
         return None, "bad_directory", form
     registrant, slash, suffix = doi[len(DIRECTORY):].partition("/")
     if not _REGISTRANT_RE.fullmatch(registrant):
@@ -372,6 +397,14 @@ def normalize(value: object, *, decode: Decode = "auto") -> str:
 def comparison_key(value: object, *, decode: Decode = "auto") -> str:
     """The string two DOIs are joined on: normalized, then ASCII ``a``-``z`` upper-cased."""
     return ascii_upper(normalize(value, decode=decode))
+
+
+def short_doi(value: object, *, decode: Decode = "auto") -> str | None:
+    """The shortDOI handle a value holds (``10/b6vnmd``, from ``doi:10/b6vnmd`` or
+    ``https://doi.org/10/b6vnmd``; case kept), or ``None``: the values :func:`validate`
+    gives the reason ``short_doi``. Which DOI it aliases only the proxy knows."""
+    handle, reason, _ = _analyse(value, decode, short=True)
+    return handle if reason == "short_doi" else None
 
 
 def validate(value: object, *, decode: Decode = "auto") -> Validation:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -194,6 +195,66 @@ def test_resolvers_running_at_once_ask_each_key_once(engine: Engine) -> None:
         (len(keys),)]
     assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results + '_claims')}"
                       ) == [(0,)]
+
+
+#: DoiResolveOperator run as a task runs it, on the table of argv[1], batches of argv[2].
+OPERATOR = """
+import json, sys
+from airflow_doi.provider.operators.resolve import DoiResolveOperator
+summary = DoiResolveOperator(task_id="resolve", conn_id="cat", table=sys.argv[1],
+                             batch_size=int(sys.argv[2])).execute({})
+print(json.dumps(summary))
+"""
+
+
+def _dead_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_proxy_never_there_fails_the_operator_within_seconds(engine: Engine) -> None:
+    """Issue 34: nothing ever answered (every request refused): DoiResolveOperator fails the
+    task in seconds, not after breaker_give_up (120 s by default), naming the proxy, and
+    writes no row for the keys never answered."""
+    engine.load([f"10.5555/N{i}" for i in range(30)])
+    base = f"http://127.0.0.1:{_dead_port()}"
+    env = _env(engine, base, rate=20)  # the default breaker_give_up
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert elapsed < 30, elapsed
+    assert ("ProxyUnavailableError: the DOI proxy failed (no request was ever answered (could "
+            f"not connect to {base}/ (connection refused), ") in result.stderr, result.stderr
+    assert "not after breaker_give_up (120s)" in result.stderr
+    assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results)}") == [(0,)]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_proxy_dead_after_the_first_batch_is_waited_for(engine: Engine) -> None:
+    """The proxy answered the first batch, then died before the second (it stops listening
+    after its 10th answer): the run had an answer, so the bounded wait applies
+    (breaker_give_up), as for a proxy that dies mid-batch; the first batch is stored, the
+    rest stays due."""
+    engine.load([f"10.5555/W{i:03d}" for i in range(40)])
+    give_up = 3.0
+    with ProxySimulator(auto_records=True, faults={"die_after": 10}) as sim:
+        env = _env(engine, sim.url, rate=200, breaker_give_up=give_up, breaker_cooldown=0.5,
+                   max_attempts=50, backoff_base=0.1, timeout=5)
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                                capture_output=True, text=True, timeout=300, check=False)
+        elapsed = time.monotonic() - started
+        assert sim.request_count == 10
+    assert result.returncode != 0
+    assert "the DOI proxy failed (circuit breaker open" in result.stderr, result.stderr[-2000:]
+    assert "never answered" not in result.stderr
+    assert elapsed >= give_up
+    results = quote_identifier(engine.results)
+    assert engine.run(f"SELECT COUNT(*) FROM {results}") == [(10,)]
 
 
 @pytest.mark.parametrize("engine", ["postgres", "duckdb"], indirect=True)

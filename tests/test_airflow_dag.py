@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (``browser`` is the fixture of test_report_browser, used as an argument)
 """The example DAG ``doi_enrich_catalogue`` end to end, through ``airflow dags test``.
 
 One migrated ``AIRFLOW_HOME`` (SQLite metadata) is shared by every test of this module, which
@@ -29,6 +30,7 @@ from airflow_doi import comparison_key, normalize, validate
 from airflow_doi.resolver.agencies import work_for
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import MARIADB_DSN, record_figure
+from tests.test_report_browser import browser, cards_in_chromium  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.xdist_group("airflow_dags"), pytest.mark.slow]
 
@@ -236,6 +238,59 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert by_citation["10.1000/182"] == (6, 3, "resolved")  # URN, info URI, handle URL
     assert by_citation["10.9999/not-in-the-catalogue"] == (None, 0, None)
     assert by_citation["10.1000/STRAßE"][1] == 2  # ASCII-only case folding: ß stays
+
+
+#: Each card of a report as (label, value, note), read from its HTML.
+CARD_RE = re.compile(r'<div class="label">(.*?)</div><div class="value[^"]*">(.*?)</div>'
+                     r'(?:<div class="note">(.*?)</div>)?')
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_report_cards_are_the_same_from_the_cli_and_the_dag(
+        airflow_home: Path, tmp_path: Path, simulator: ProxySimulator, browser: str) -> None:
+    """Issue 34: on the same data the CLI's report said "85.2%, 1,705 of 2,000 looked up"
+    and the DAG's "100.0%, 25 of 25". One basis now (distinct keys looked up, cells that are
+    not valid DOIs never counted): the DAG's quality_report and airflow-doi resolve, enrich
+    and report on the sample show the same cards, which fit their boxes in Chromium at 1280
+    and 390 px."""
+    path = tmp_path / "catalogue.duckdb"
+    dag_page = tmp_path / "dag.html"
+    env = _dag_env(airflow_home, {"conn_type": "duckdb", "host": str(path)}, simulator.url,
+                   metadata_hosts=simulator.metadata_hosts)
+    run = _dags_test(env, airflow_home, load_sample=True, report_path=str(dag_page))
+    assert _succeeded(run), _explain(run)
+    assert _task_states(airflow_home, run)["quality_report"] == "success"
+
+    proxy = ["--base-url", simulator.url, "--rate", "200", "--agency-rate", "200"]
+    steps = [
+        ("resolve", SAMPLE, "--column", "doi_raw", "-o", tmp_path / "resolved.csv",
+         *proxy[:4]),
+        ("enrich", SAMPLE, "--column", "doi_raw", "-o", tmp_path / "metadata.csv", *proxy,
+         "--metadata-host", ",".join(simulator.metadata_hosts)),
+        ("report", SAMPLE, "--column", "doi_raw", "--resolution", tmp_path / "resolved.csv",
+         "--metadata", tmp_path / "metadata.csv", "-o", tmp_path / "cli.html"),
+    ]
+    for step in steps:
+        done = _cli(*step)
+        assert done.returncode == 0, (step[0], done.stderr[-3000:])
+
+    pages = {name: (tmp_path / f"{name}.html").read_text(encoding="utf-8")
+             for name in ("dag", "cli")}
+    cards = {name: CARD_RE.findall(page) for name, page in pages.items()}
+    assert cards["cli"] == cards["dag"]
+    shown = {label: (value, note) for label, value, note in cards["dag"]}
+    keys = len(SAMPLE_KEYS)
+    assert shown["Resolved"] == ("100.0%", f"{keys} of {keys} DOIs looked up")
+    assert shown["Rows"][0] == str(SAMPLE_ROWS)
+    # https://doi.org/10.1000/abc%20def and the quoted injection: valid, text glued on.
+    assert shown["Likely damaged"] == ("2", "valid, but a repair rule changes them")
+    for name in ("dag", "cli"):
+        seen = cards_in_chromium(browser, tmp_path / f"{name}.html", tmp_path)
+        assert len(seen[1280]) == len(seen[390]) == len(cards[name]) == 10
 
 
 def test_dag_on_sqlite_skips_dbt(airflow_home: Path, tmp_path: Path,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -113,13 +114,18 @@ def test_a_dead_proxy_fails_enrich_at_once_and_stores_nothing_unanswered(
     engine.load([f"10.5555/Z{i}" for i in range(20)])
     with ProxySimulator(auto_records=True) as sim:
         sim_url = sim.url
-    # The proxy is gone (its port closed): connection refused on every request.
-    env = _env(engine, sim_url, breaker_give_up=2, max_attempts=3, backoff_base=0.05)
+    # The proxy is gone (its port closed): connection refused on every request. Nothing ever
+    # answered, so the task fails in seconds, not after breaker_give_up (120 s by default).
+    env = _env(engine, sim_url, max_attempts=3, backoff_base=0.05)
+    started = time.monotonic()
     process = subprocess.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
                              capture_output=True, text=True, timeout=300, check=False)
+    assert time.monotonic() - started < 30
     assert process.returncode != 0
     assert "ProxyUnavailableError" in process.stderr
-    assert "DOI content negotiation failed" in process.stderr
+    assert ("DOI content negotiation failed (no request was ever answered (could not connect "
+            f"to {sim_url}/ (connection refused)") in process.stderr, process.stderr[-2000:]
+    assert "not after breaker_give_up (120s)" in process.stderr
     table = quote_identifier(_metadata_table(engine))
     assert engine.run(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # nothing unanswered kept
 

@@ -225,3 +225,31 @@ def test_demo_normalizes_the_sample(tmp_path: Path) -> None:
     assert all(r["doi_reason"] or r["doi_valid"] == "true" for r in out)
     assert [r["doi_key"] for r in out] == [expected(r["doi_raw"])["doi_key"] for r in sample]
     assert "messy_dois.normalized.csv" in run.stdout and "valid" in run.stdout
+
+
+def test_valid_but_likely_damaged_cells_are_noted_with_examples(tmp_path: Path) -> None:
+    """Issue 34: cells valid per the standard but with text glued on are counted apart, with
+    the repair a rule offers, and the note points at ``airflow-doi repair``."""
+    source = tmp_path / "in.csv"
+    write_csv(source, [{"id": str(i), "doi": cell} for i, cell in enumerate([
+        "10.1000/182 (retracted)", "10.1038/nature12373Accessed 2019",
+        "10.1371/journal. pone.0123456", "10.1000/182 (retracted)", "10.1000/182",
+        "https://doi.org/10.1038/nature12373", "not a doi",
+    ])])
+    result = cli("normalize", source, "--column", "doi", "-o", tmp_path / "out.csv")
+    assert result.returncode == 0, result.stderr
+    assert "6 valid, 1 not" in result.stderr  # still valid: the standard's verdict stands
+    [note] = [line for line in result.stderr.splitlines() if "look damaged" in line]
+    assert note.startswith("airflow-doi normalize: note: 4 valid cells look damaged")
+    assert "'10.1000/182 (retracted)' (likely 10.1000/182, appended_text)" in note
+    assert "(likely 10.1038/nature12373, glued_tail)" in note
+    assert "(likely 10.1371/journal.pone.0123456, split_number)" in note
+    assert f"airflow-doi repair {source} --column doi" in note
+
+
+def test_no_damage_note_for_clean_dois(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    write_csv(source, [{"doi": "10.1000/182"}, {"doi": "10.1002/(SICI)1097-4571(199806)49:8"
+                                                        "<693::AID-ASI4>3.0.CO;2-0"}])
+    result = cli("normalize", source, "--column", "doi", "-o", tmp_path / "out.csv")
+    assert result.returncode == 0 and "damaged" not in result.stderr, result.stderr

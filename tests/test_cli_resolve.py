@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -59,6 +60,64 @@ def retries_in_rows(rows: list[dict[str, str]]) -> int:
     """Retries the rows account for: each distinct key's attempts after its first."""
     attempts = {row["key"]: int(row["attempts"]) for row in rows if row["key"]}
     return sum(max(count - 1, 0) for count in attempts.values())
+
+
+@pytest.mark.parametrize("command", ["resolve", "enrich", "repair"])
+def test_a_proxy_never_there_stops_within_seconds_naming_it(
+        tmp_path: Path, command: str) -> None:
+    """Issue 34: with every request refused, resolve exited 3 after 121 s (the default
+    --breaker-give-up). Nothing ever answered: it stops within seconds and says where."""
+    source = tmp_path / "in.csv"
+    # Damaged cells, so that repair has its own DOIs and candidates to check.
+    source.write_text("doi\n" + "".join(f"10.1000/d{i}.\n" for i in range(6)))
+    base = f"http://127.0.0.1:{dead_port()}"
+    started = time.monotonic()
+    run = cli(command, source, "--column", "doi", "-o", tmp_path / "out.csv",
+              "--base-url", base)  # the default --breaker-give-up: 120 s
+    elapsed = time.monotonic() - started
+    assert run.returncode == 3, run.stderr
+    assert elapsed < 30, elapsed
+    [line] = [line for line in run.stderr.splitlines() if ": error: nothing at " in line]
+    assert line.startswith(f"airflow-doi {command}: error: nothing at {base} answered "
+                           f"(could not connect to {base}/ (connection refused)): stopped after ")
+    assert "instead of waiting --breaker-give-up (120s)" in line and "check --base-url" in line
+    assert "Traceback" not in run.stderr
+    assert (tmp_path / "out.csv").exists()  # every row written, as before
+
+
+def test_a_simulator_killed_mid_run_keeps_the_bounded_wait(tmp_path: Path) -> None:
+    """A proxy that answered and then died is waited for --breaker-give-up, as before: the
+    rows answered are kept, the others end as error; no word of a proxy never there."""
+    simulator = subprocess.Popen(
+        [sys.executable, "-m", "airflow_doi", "simulator", "--auto-records", "--latency",
+         "0.02"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert simulator.stdout is not None
+        url = simulator.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        source = tmp_path / "in.csv"
+        source.write_text("doi\n" + "".join(f"10.1000/k{i}\n" for i in range(200)))
+        started = time.monotonic()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "airflow_doi", "resolve", str(source), "-o",
+             str(tmp_path / "out.csv"), "--base-url", url, "--rate", "40",
+             "--breaker-give-up", "3", "--backoff-base", "0.05", "--timeout", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        time.sleep(3.0)  # a few dozen answers in
+        simulator.kill()
+        killed = time.monotonic()
+        _, stderr = run.communicate(timeout=120)
+        ended = time.monotonic()
+    finally:
+        simulator.kill()
+        simulator.wait()
+    assert run.returncode == 3, stderr
+    statuses = [row["status"] for row in read_csv(tmp_path / "out.csv")]
+    assert 0 < statuses.count("resolved") < 200
+    assert statuses.count("resolved") + statuses.count("error") == 200
+    assert "kept failing for" in stderr and "never answered" not in stderr
+    assert "error: nothing at" not in stderr
+    assert 3.0 <= ended - killed < 3.0 + 2 * 2 + 10, (ended - killed, ended - started)
 
 
 def test_a_dead_proxy_is_loud_and_exits_3(tmp_path: Path, dois: Path) -> None:
@@ -283,3 +342,22 @@ def test_simulator_serves_the_list_the_demo_ships() -> None:
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
+
+
+def test_resolve_turns_a_short_doi_into_the_doi_it_aliases(tmp_path: Path) -> None:
+    """Issue 34: validate names a shortDOI (reason short_doi); resolve asks the proxy which DOI
+    it aliases and resolves that one, keeping the cell as written in input."""
+    target = "10.1016/S0933-3657(96)00367-3"
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    with ProxySimulator(make_records([target])) as sim:
+        short = sim.short_doi(target)
+        source.write_text(f"doi\n{short}\nhttps://doi.org/{short}\n10/nothere1\n",
+                          encoding="utf-8")
+        run = cli("resolve", source, "-o", out, "--base-url", sim.url, *FAST)
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(out)
+    assert [(r["input"], r["doi"], r["status"]) for r in rows] == [
+        (short, target, "resolved"), (f"https://doi.org/{short}", target, "resolved"),
+        ("10/nothere1", "", "not_found")]
+    assert rows[2]["error"] == "the shortDOI 10/nothere1 does not exist"
+    assert "2 shortDOIs looked up through the proxy (2 of the requests)" in run.stderr

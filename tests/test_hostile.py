@@ -461,9 +461,56 @@ def _dead_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_a_dead_proxy_logs_each_opening_and_the_give_up_and_ends_in_bounded_time(caplog):
-    port = _dead_port()
+def _answer_once_then_die(handler: _Handler, path: str) -> None:
+    """Answer the first request, then close the listening socket: connection refused."""
+    handler.send(answer(200, record(handle_of(path), "https://ok.example/")))
+    handler.server.shutdown()
+    handler.server.server_close()
+
+
+def test_a_proxy_that_dies_mid_run_logs_each_opening_and_gives_up_in_bounded_time(caplog):
     config = FAST.replace(breaker_give_up=1.5, breaker_threshold=3, max_attempts=6,
+                          breaker_cooldown=0.2, concurrency=1)
+    stats = ResolverStats()
+    caplog.set_level(logging.WARNING, logger="airflow_doi.resolver")
+    with hostile(_answer_once_then_die) as server:
+        url = server.url
+        started = time.monotonic()
+        results = resolve([f"10.1000/d{i}" for i in range(20)], config=config, base_url=url,
+                          stats=stats)
+        elapsed = time.monotonic() - started
+    assert [r.status for r in results] == ["resolved"] + ["error"] * 19
+    # It answered once, so the bounded wait applies: the give-up time, plus at most one
+    # request timeout; not a stop at once.
+    assert config.breaker_give_up <= elapsed < config.breaker_give_up + config.timeout + 0.5
+    assert stats.never_answered is None
+    reason = f"could not connect to {url}/ (connection refused)"
+    assert any(reason in (r.error or "") for r in results)
+    assert_own_words(results[1:])
+    lines = [r for r in caplog.records if r.name == "airflow_doi.resolver.breaker"]
+    opened = [r.getMessage() for r in lines if "pausing requests for" in r.getMessage()]
+    gave_up = [r.getMessage() for r in lines if r.getMessage().startswith("giving up on")]
+    assert len(opened) == stats.breaker_opens >= 1
+    assert all(r.levelno == logging.WARNING for r in lines)
+    assert f"the proxy at {url} failed 3 time(s) in a row" in opened[0]
+    assert reason in opened[0] and "giving up in " in opened[0]
+    assert len(gave_up) == 1
+    assert "keys not answered yet come back as error, unanswered" in gave_up[0]
+    assert "the Airflow operators write no row" in gave_up[0]
+    assert "kept failing for" in gave_up[0]
+    assert all("\n" not in line for line in opened + gave_up)
+    # The summary's counts agree with the rows.
+    requests, retries = retries_in(results)
+    assert (stats.requests, stats.retries) == (requests, retries)
+    assert stats.by_status == {"resolved": 1, "error": 19}
+    assert f"{stats.retries} retries" in stats.summary()
+
+
+def test_a_proxy_never_there_is_given_up_on_at_once_naming_it(caplog):
+    """Issue 34: every request refused, and the run still waited breaker_give_up (121 s with
+    the defaults). Nothing ever answered: it stops after ``breaker_threshold`` failures."""
+    port = _dead_port()
+    config = FAST.replace(breaker_give_up=120.0, breaker_threshold=3, max_attempts=6,
                           breaker_cooldown=0.2)
     stats = ResolverStats()
     caplog.set_level(logging.WARNING, logger="airflow_doi.resolver")
@@ -472,27 +519,40 @@ def test_a_dead_proxy_logs_each_opening_and_the_give_up_and_ends_in_bounded_time
                       base_url=f"http://127.0.0.1:{port}", stats=stats)
     elapsed = time.monotonic() - started
     assert [r.status for r in results] == ["error"] * 20
-    # Bounded: the give-up time plus at most one request timeout.
-    assert elapsed < config.breaker_give_up + config.timeout + 0.5, elapsed
+    assert elapsed < 2.0, elapsed
     reason = f"could not connect to http://127.0.0.1:{port}/ (connection refused)"
-    assert any(reason in (r.error or "") for r in results)
+    assert stats.never_answered == reason
+    assert stats.gave_up == (
+        f"no request was ever answered ({reason}, 3 times in a row): stopped at once, not "
+        "after breaker_give_up (120s), which is for a proxy that stops answering mid-run")
+    assert all(reason in (r.error or "") for r in results)
     assert_own_words(results)
-    lines = [r for r in caplog.records if r.name == "airflow_doi.resolver.breaker"]
-    opened = [r.getMessage() for r in lines if "pausing requests for" in r.getMessage()]
-    gave_up = [r.getMessage() for r in lines if r.getMessage().startswith("giving up on")]
-    assert len(opened) == stats.breaker_opens >= 1
-    assert all(r.levelno == logging.WARNING for r in lines)
-    assert f"the proxy at http://127.0.0.1:{port} failed 3 time(s) in a row" in opened[0]
-    assert reason in opened[0] and "giving up in " in opened[0]
-    assert len(gave_up) == 1
-    assert "keys not answered yet come back as error, unanswered" in gave_up[0]
-    assert "the Airflow operators write no row" in gave_up[0]
-    assert all("\n" not in line for line in opened + gave_up)
-    # The summary's counts agree with the rows.
-    requests, retries = retries_in(results)
-    assert (stats.requests, stats.retries) == (requests, retries)
-    assert stats.by_status == {"error": 20} and stats.error_share == 1.0
-    assert f"{stats.retries} retries" in stats.summary()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "airflow_doi.resolver.breaker"]
+    assert line.startswith(f"giving up on the proxy at http://127.0.0.1:{port}: no request")
+    assert stats.breaker_opens == 0 and stats.requests <= 3 + config.concurrency
+
+
+def test_a_proxy_that_answered_an_earlier_batch_of_the_run_is_waited_for():
+    """A run in batches (the operators, repair's rounds) carries ``stats.answered`` from one
+    batch to the next: a proxy that dies between two batches gets the bounded wait."""
+    config = FAST.replace(breaker_give_up=1.5, breaker_threshold=3, breaker_cooldown=0.2,
+                          max_attempts=50)
+    first = ResolverStats()
+    with ProxySimulator(auto_records=True) as simulator:
+        url = simulator.url
+        resolve(["10.1000/a"], config=config, base_url=url, stats=first)
+    assert first.answered
+    second = ResolverStats(answered=first.answered)  # the simulator is gone: refused
+    started = time.monotonic()
+    results = resolve(["10.1000/b", "10.1000/c"], config=config, base_url=url, stats=second)
+    assert time.monotonic() - started >= config.breaker_give_up
+    assert [r.status for r in results] == ["error", "error"]
+    assert second.never_answered is None and "kept failing for" in (second.gave_up or "")
+    fresh = ResolverStats()
+    started = time.monotonic()
+    resolve(["10.1000/b", "10.1000/c"], config=config, base_url=url, stats=fresh)
+    assert time.monotonic() - started < config.breaker_give_up
+    assert fresh.never_answered is not None and not fresh.answered
 
 
 def test_stats_give_the_error_share_of_rows_sent():

@@ -21,7 +21,7 @@ import pytest
 
 from airflow_doi.db.statements import quote_identifier
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, mixtures
-from airflow_doi.syntax import validate
+from airflow_doi.syntax import RULES_VERSION, validate
 from tests.conftest import syntax_vectors
 from tests.test_airflow_claims import Engine, engine  # noqa: F401  (the fixture)
 
@@ -96,7 +96,7 @@ def _check(catalogue: Catalogue, notes: dict[int, str]) -> None:
         assert note == notes[ident]
         assert (doi, key, bool(valid), reason) == _expected(raw), (ident, raw)
         assert (full[0], full[1], bool(full[2]), full[3]) == _expected(raw), (ident, raw)
-        assert fingerprint is not None and fingerprint.startswith("1/auto/")
+        assert fingerprint is not None and fingerprint.startswith(f"{RULES_VERSION}/auto/")
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "duckdb", "postgres", "mariadb"], indirect=True)
@@ -167,11 +167,11 @@ def test_rows_written_under_other_settings_are_rewritten(
     assert catalogue.run(f"SELECT doi, doi_reason FROM {catalogue.table} ORDER BY id") == [
         (validate(v).doi, validate(v).reason) for v in values]
     # A newer release's rules: every row is stale.
-    monkeypatch.setattr("airflow_doi.db.incremental.RULES_VERSION", "2")
+    monkeypatch.setattr("airflow_doi.db.incremental.RULES_VERSION", "next")
     newer = catalogue.normalize()
     assert newer["rows_written"] == 4 and newer["other_settings_rows"] == 4
     assert catalogue.run(f"SELECT DISTINCT doi_fingerprint LIKE {engine.dialect.marks()} "
-                         f"FROM {catalogue.table}", ["2/auto/%"]) in ([(True,)], [(1,)])
+                         f"FROM {catalogue.table}", ["next/auto/%"]) in ([(True,)], [(1,)])
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "duckdb", "postgres", "mariadb"], indirect=True)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
@@ -153,6 +154,107 @@ def test_a_doi_label_before_a_lost_directory_lends_its_digits_nothing(cell):
 ])
 def test_a_citation_note_after_a_space_is_cut_not_closed_up(cell):
     assert suggest_repairs(cell)[0].doi == cell.split(" ")[0]
+
+
+#: Cells a user tried (issue 34): each gave a wrong cut first, or nothing at all.
+TRIED = {
+    "10.1371/journal. pone.0123456": "10.1371/journal.pone.0123456",  # was 10.1371/journal
+    "10.1038/nature12373Accessed 2019": "10.1038/nature12373",  # was ...12373Accessed
+    "doi:10.1000/xyz</a>": "10.1000/xyz",  # was no suggestion at all
+}
+
+
+@pytest.mark.parametrize("cell", TRIED)
+def test_repairs_a_user_tried_give_the_intended_doi_first_offline(cell):
+    [first, *_] = suggest_repairs(cell)
+    assert (first.doi, first.verify_only) == (TRIED[cell], False)
+
+
+def test_repairs_a_user_tried_are_verified_first():
+    with _simulator(list(TRIED.values())) as sim:
+        results = repair(list(TRIED), config=FAST, base_url=sim.url)
+    assert [(r.suggestion, r.verified) for r in results] == [
+        (doi, True) for doi in TRIED.values()]
+
+
+@pytest.mark.parametrize("cell", ["10.1000/abc. Retracted", "10.1000/abc. 2019 Jan"])
+def test_a_word_after_a_dot_and_a_space_is_not_closed_up(cell):
+    assert suggest_repairs(cell)[0].doi == "10.1000/abc"
+
+
+def _changes(rule, doi):
+    """Whether ``rule`` turns the valid ``doi`` into another valid DOI in one step."""
+    key = validate(doi).key
+    return any(
+        (check := validate(produced.strip())).valid and check.key != key
+        for produced in rule.transform(doi)
+    )
+
+
+def _valid_samples():
+    """Valid DOIs that look damaged, and intact ones: every damaged cell of the cases that is
+    valid, their intended DOIs, Crossref's, and damage glued onto Crossref's."""
+    cells = [v["damaged"] for v in RULE_VECTORS] + [v["expect"] for v in RULE_VECTORS]
+    cells += [c["damaged"] for c in SYNTHETIC] + [c["damaged"] for c in REAL_CASES]
+    cells += CROSSREF[:3000]
+    tails = [" (retracted)", "Accessed 2019", ". ", "</a>", "\u00a0x", "..", "//", "__",
+             "\u2013x", "&amp;", "%2F", "#top", "/full", ".pdf", " [doi]", "(2019)", "?x=1"]
+    cells += [doi + tail for doi in CROSSREF[:40] for tail in tails]
+    found = {}
+    for cell in cells:
+        check = validate(cell)
+        if check.valid and check.doi is not None:
+            found[check.doi] = None
+    return list(found)
+
+
+def test_each_rules_hint_picks_every_valid_doi_it_changes():
+    """Rule.hint is what normalize and the report run on a whole column before the rules:
+    a rule may change only what its hint matches, in RE2 (Arrow) and in Python alike."""
+    from airflow_doi.repair.damage import DAMAGE_HINT
+    from airflow_doi.repair.rules import HINTS, OFFERED_ON_VALID
+
+    samples = _valid_samples()
+    assert len(samples) > 3000
+    column = pa.array(samples, pa.large_string())
+    combined = pc.match_substring_regex(column, DAMAGE_HINT).to_pylist()
+    changed = 0
+    for rule in RULES:
+        if rule.verify_only:
+            continue
+        if rule.hint is None:  # such a rule never changes a valid DOI
+            assert not [d for d in samples if _changes(rule, d)], rule.name
+            continue
+        arrow = pc.match_substring_regex(column, rule.hint).to_pylist()
+        for doi, hit, any_hit in zip(samples, arrow, combined, strict=True):
+            assert hit == (HINTS[rule.name].search(doi) is not None), (rule.name, doi)
+            if _changes(rule, doi):
+                changed += 1
+                assert hit and any_hit, (rule.name, doi)
+    assert changed > 500
+    assert [rule.name for rule in OFFERED_ON_VALID] == sorted(
+        (r.name for r in RULES if r.hint and not r.verify_only),
+        key=lambda name: ([r.name for r in RULES].index(name)
+                          + 1000 * next(r.cost for r in RULES if r.name == name)))
+
+
+def test_likely_damage_over_a_column_counts_rows_and_keeps_examples():
+    from airflow_doi.repair import likely_damage
+    from airflow_doi.repair.damage import LikelyDamaged
+
+    cells = ["10.1000/182 (retracted)", "10.1038/nature12373Accessed 2019", None,
+             "10.1000/182 (retracted)", "10.1000/182", "10.1371/journal. pone.0123456"]
+    found = LikelyDamaged()
+    found.add(pa.chunked_array([cells[:3], cells[3:]], pa.large_string()),
+              pa.array([True, True, False, True, True, True]))
+    found.add(pa.array(["10.1000/abc."]), pa.array([False]))  # not valid: never looked at
+    assert found.rows == 4
+    assert [(doi, r.doi, r.rule, n) for doi, r, n in found.examples(2)] == [
+        ("10.1000/182 (retracted)", "10.1000/182", "appended_text", 2),
+        ("10.1038/nature12373Accessed 2019", "10.1038/nature12373", "glued_tail", 1),
+    ]
+    assert likely_damage("10.1000/182") is None and likely_damage("not a doi") is None
+    assert likely_damage("doi:10.1000/abc.").doi == "10.1000/abc"
 
 
 def test_import_stays_standard_library():
@@ -455,3 +557,40 @@ def test_cli_escapes_formulas_in_user_columns_only_when_asked(tmp_path):
     assert row["note"] == "=1+1" and row["doi_suggestion"] == "10.1000/abc"
     [row] = csv.DictReader(safe.open(encoding="utf-8"))
     assert row["note"] == "'=1+1" and row["doi_suggestion"] == "10.1000/abc"
+
+
+# -- shortDOIs (issue 34) ------------------------------------------------------------------
+
+def test_a_short_doi_is_expanded_and_verified_never_guessed_offline(tmp_path):
+    target = "10.1016/S0933-3657(96)00367-3"
+    with _simulator([target]) as sim:
+        short = sim.short_doi(target)
+        ghost = sim.short_doi("10.5555/ghost")  # aliases a DOI the proxy does not know
+        stats = RepairStats()
+        found, missing, aliased_ghost, spelled = repair(
+            [short, "10/nothere1", ghost, f"https://doi.org/{short.upper()}"],
+            config=FAST, base_url=sim.url, stats=stats)
+        offline = repair([short], verify=False)
+        assert sim.stats()["by_key"].get(ascii_upper(short)) == 1  # one lookup, two rows
+    assert (found.suggestion, found.rule, found.verified, found.short_doi) == (
+        target, "short_doi", True, short)
+    assert (spelled.suggestion, spelled.verified) == (target, True)
+    assert (missing.suggestion, missing.verified, missing.error) == (None, None, None)
+    assert (aliased_ghost.suggestion, aliased_ghost.verified) == ("10.5555/ghost", False)
+    assert "4 shortDOIs looked up" not in stats.summary()  # three distinct ones
+    assert "3 shortDOIs looked up" in stats.summary()
+    assert [(r.suggestion, r.verified, r.short_doi) for r in offline] == [(None, None, short)]
+
+
+def test_cli_repair_expands_a_short_doi(tmp_path, capsys):
+    target = "10.1016/S0933-3657(96)00367-3"
+    source = tmp_path / "in.csv"
+    with _simulator([target]) as sim:
+        short = sim.short_doi(target)
+        source.write_text(f"id,doi\n1,{short}\n2,10.1000/abc\n", encoding="utf-8")
+        code = _cli(["repair", str(source), "--column", "doi", "-o", str(tmp_path / "out.csv"),
+                     "--base-url", sim.url, "--rate", "500"])
+    assert code == 0, capsys.readouterr().err
+    rows = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
+    assert [(r["doi_suggestion"], r["doi_suggestion_rule"], r["doi_suggestion_verified"])
+            for r in rows] == [(target, "short_doi", "true"), ("", "", "")]

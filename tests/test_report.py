@@ -179,21 +179,28 @@ def test_a_resolve_run_over_loopback_fills_the_resolution_section(sample_resolut
     page, figures = build_report(SAMPLE, COLUMN, resolution=sample_resolution)
     resolution = figures.resolution
     cells = sample_cells()
-    known = sample_proxy_records()
+    known = {airflow_doi.comparison_key(doi) for doi in sample_proxy_records()}
     verdicts = [airflow_doi.validate(c) for c in cells]
-    found = sum(v.valid and v.doi in known for v in verdicts)
+    found = sum(v.valid and v.doi in sample_proxy_records() for v in verdicts)
     invalid = sum(not v.valid for v in verdicts)
-    medra = sum(v.valid and v.doi in known and v.doi.startswith("10.1000/") for v in verdicts)
-    assert resolution.rows == len(cells)
+    medra = len({k for k in known if k.startswith("10.1000/")} & {v.key for v in verdicts})
+    # One basis: the distinct keys looked up; cells that are not valid DOIs never count.
+    keys = {v.key for v in verdicts if v.valid}
+    assert resolution.rows == len(cells) and resolution.not_sent == invalid
+    assert resolution.looked_up == len(keys)
+    assert resolution.resolved == len(keys & known) < found
     assert resolution.statuses == {
-        "resolved": found, "not_found": len(cells) - found - invalid, "invalid": invalid,
+        "resolved": len(keys & known), "not_found": len(keys - known),
     }
-    assert resolution.agencies == {"DataCite": found - medra, "mEDRA": medra}
-    assert resolution.failures == len(cells) - found - invalid >= 1
-    failed = {doi for doi, status, _, _ in resolution.failure_examples if status == "not_found"}
-    assert "10.1109/CVPR.2016.90" in failed
+    assert resolution.agencies == {"DataCite": len(keys & known) - medra, "mEDRA": medra}
+    assert resolution.failures == len(keys - known) >= 1
+    failed = {doi: n for doi, status, _, n in resolution.failure_examples if status == "not_found"}
+    assert failed["10.1109/CVPR.2016.90"] == 1  # rows of the column holding it
     assert "Registration agency (Which RA?)" in page
-    assert "Rows by resolution status" in page
+    assert "DOIs by resolution status" in page
+    assert (f"{len(keys)} DOIs (distinct comparison keys) looked up, {len(keys & known)} "
+            f"resolved; read from {len(cells)} rows in the resolution table, of which "
+            f"{invalid} rows never sent (not a valid DOI).") in page
 
 
 def test_resolution_file_with_repairs(tmp_path):
@@ -441,7 +448,7 @@ def test_readme_quality_report_block(tmp_path, monkeypatch, sample_resolution):
         assert cli(*words[2:]) == 0, line
         page = (tmp_path / "report.html").read_text(encoding="utf-8")
         assert "Duplicates by comparison key" in page
-    assert "Rows by resolution status" in page  # the second line gave a resolution file
+    assert "DOIs by resolution status" in page  # the second line gave a resolution file
 
 
 def test_airflow_connection(tmp_path, monkeypatch):
@@ -483,3 +490,29 @@ def test_cli_warns_about_cells_that_were_not_utf8(tmp_path, capsys, caplog):
         assert cli(str(source), "--column", "doi", "--encoding", "latin-1",
                    "-o", str(tmp_path / "r.html")) == 0
     assert not [r for r in caplog.records if "UTF-8" in r.getMessage()]
+
+
+@pytest.mark.parametrize(("updated", "note"), [
+    (0, "no work updated by a notice"), (1, "1 work updated by a notice"),
+    (2, "2 works updated by a notice"),
+])
+def test_cards_say_one_and_none_in_words(updated, note):
+    """Issue 34: the cards said "1 works" and "0 works updated by a notice"."""
+    from airflow_doi.report.figures import Figures
+    from airflow_doi.report.html import render_html
+    from airflow_doi.report.metadata import MetadataFigures
+    from airflow_doi.report.resolution import ResolutionFigures
+
+    figures = Figures(source="x.csv", column="doi", rows=1, valid=1, distinct_keys=1,
+                      duplicate_keys=1, duplicate_rows=1, hidden_keys=1, damaged=1)
+    figures.resolution = ResolutionFigures(rows=1, statuses={"resolved": 1}, looked_up=1,
+                                           resolved=1)
+    figures.metadata = MetadataFigures(rows=1, keys=1, statuses={"ok": 1}, updated=updated,
+                                       retracted=min(updated, 1))
+    page = render_html(figures)
+    notes = re.findall(r'<div class="note">(.*?)</div>', page)
+    assert notes == [
+        "1 row", "0.0% of rows", "valid, but a repair rule changes it", "by comparison key",
+        "1 extra row", "DOI spelled more than one way", "1 of 1 DOI looked up", "1 of 1 DOI",
+        note,
+    ]

@@ -49,8 +49,9 @@ WIDTH = 1280
 class Page:
     """One Chromium tab over the DevTools protocol; every event it sends is kept."""
 
-    def __init__(self, socket: Any) -> None:
+    def __init__(self, socket: Any, width: int = WIDTH) -> None:
         self.socket = socket
+        self.width = width
         self.ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
 
@@ -101,7 +102,7 @@ class Page:
         height = int(self.call("Page.getLayoutMetrics")["cssContentSize"]["height"])
         shot = self.call(
             "Page.captureScreenshot", format="png", captureBeyondViewport=True,
-            clip={"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
+            clip={"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1},
         )
         return b64decode(shot["data"])
 
@@ -137,16 +138,17 @@ def browser(tmp_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def open_page(address: str, path: Path) -> Iterator[Page]:
+def open_page(address: str, path: Path, width: int = WIDTH) -> Iterator[Page]:
+    """``path`` in the browser's tab, ``width`` CSS pixels wide (a phone's below 500)."""
     with urllib.request.urlopen(f"http://{address}/json/list", timeout=30) as answer:
         targets = json.load(answer)
     socket_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
     with connect(socket_url, max_size=None, open_timeout=30) as socket:
-        page = Page(socket)
+        page = Page(socket, width)
         for domain in ("Runtime", "Log", "Page"):
             page.call(f"{domain}.enable")
-        page.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=900,
-                  deviceScaleFactor=1, mobile=False)
+        page.call("Emulation.setDeviceMetricsOverride", width=width, height=900,
+                  deviceScaleFactor=1, mobile=width < 500)
         page.call("Page.navigate", url=path.resolve().as_uri())
         page.wait_for("Page.loadEventFired")
         yield page
@@ -182,7 +184,8 @@ def test_sample_report_in_chromium(browser, tmp_path):
     assert cards["Duplicated DOIs"] == f"{duplicated:,}"
     assert cards["Written differently"] == f"{hidden:,}"
     assert "Resolved" in cards
-    assert summary["headings"][:2] == ["Validity", "Duplicates by comparison key"]
+    assert summary["headings"][:3] == [
+        "Validity", "Valid but likely damaged", "Duplicates by comparison key"]
     assert "Resolution" in summary["headings"]
     # Every chart decoded and is drawn at a readable size.
     assert len(summary["charts"]) >= 4
@@ -215,3 +218,88 @@ def test_hostile_report_runs_nothing_in_chromium(browser, tmp_path):
     assert state["pwned"] is None and state["scripts"] == 0
     assert state["links"] and all(h.startswith("https://doi.org/10.") for h in state["links"])
     assert "<script>window.__pwned=1;alert(1)</script>" in state["text"]  # shown as text
+
+
+#: The widths every card is looked at: a laptop's window and a phone's.
+WIDTHS = (1280, 390)
+#: Each card's label, value and note: how wide they are drawn and how wide their box is, and
+#: whether the page scrolls sideways.
+CARDS = """JSON.stringify({
+  page: [document.documentElement.scrollWidth, window.innerWidth],
+  sections: [...document.querySelectorAll('section, section.pair > div')].map(s => [
+    (s.querySelector('h2') || s).textContent.trim().slice(0, 40), s.scrollWidth,
+    s.clientWidth]),
+  cards: [...document.querySelectorAll('.card')].map(c => ({
+    text: c.innerText.replace(/\\s+/g, ' ').trim(),
+    box: [c.scrollWidth, c.clientWidth],
+    parts: [...c.children].map(p => [p.className, p.scrollWidth, p.clientWidth,
+      Math.round(p.getBoundingClientRect().right), Math.round(c.getBoundingClientRect().right)]),
+  })),
+})"""
+
+
+def cards_in_chromium(address: str, path: Path, shots: Path) -> dict[int, list[str]]:
+    """Each card's text at every width of :data:`WIDTHS`, after checking that no label, value
+    or note overflows its card, nothing sticks out of its section and the page does not
+    scroll sideways; a screenshot of each width is kept in ``shots`` (``<stem>-<width>.png``)."""
+    found = {}
+    for width in WIDTHS:
+        with open_page(address, path, width) as page:
+            state = json.loads(page.evaluate(CARDS))
+            shot = page.screenshot()
+            assert page.problems() == []
+        (shots / f"{path.stem}-{width}.png").write_bytes(shot)
+        scrolled, shown = state["page"]
+        assert scrolled <= shown, f"{path.name} scrolls sideways at {width} px"
+        for heading, inner, box in state["sections"]:  # a wide table would stick out
+            assert inner <= box, (path.name, width, heading)
+        assert state["cards"], path
+        for card in state["cards"]:
+            inner, box = card["box"]
+            assert inner <= box, (width, card)
+            for name, drawn, room, right, edge in card["parts"]:
+                assert drawn <= room and right <= edge, (width, name, card["text"])
+        found[width] = [card["text"] for card in state["cards"]]
+    return found
+
+
+def test_every_card_fits_at_1280_and_390_px(browser, tmp_path):
+    """Issue 34: "100.0%" overflowed its card at 1280 px. The worst cards: every share at
+    100.0% from a real run (files, a resolution and a metadata table), and the longest counts
+    a page can show."""
+    from airflow_doi.report.figures import Figures
+    from airflow_doi.report.html import render_html
+    from airflow_doi.report.metadata import MetadataFigures
+    from airflow_doi.report.resolution import ResolutionFigures
+
+    dois = [f"10.5555/card.{i}" for i in range(40)] + ["10.1000/182 (retracted)"]
+    source = tmp_path / "shares.csv"
+    source.write_text("doi\n" + "\n".join(dois) + "\n", encoding="utf-8")
+    keys = [doi.upper() for doi in dois]
+    resolution = [{"input": d, "doi": d, "key": k, "status": "resolved"}
+                  for d, k in zip(dois, keys, strict=True)]
+    metadata = [{"key": k, "doi": d, "metadata_status": "ok",
+                 "updated_by": "retraction:10.5555/notice" if i == 0 else ""}
+                for i, (d, k) in enumerate(zip(dois, keys, strict=True))]
+    shares = write_report(tmp_path / "shares.html", source, "doi", resolution=resolution,
+                          metadata=metadata)
+    big = 123_456_789
+    figures = Figures(source="counts.csv", column="doi", rows=big, valid=big - 12_345_678,
+                      distinct_keys=98_765_432, duplicate_keys=12_345_678,
+                      duplicate_rows=23_456_789, hidden_keys=9_876_543, damaged=1_234_567)
+    figures.resolution = ResolutionFigures(rows=big, statuses={"resolved": 98_765_432},
+                                           looked_up=98_765_432, resolved=98_765_432)
+    figures.metadata = MetadataFigures(rows=big, keys=98_765_432,
+                                       statuses={"ok": 98_765_432}, updated=1, retracted=1)
+    counts = tmp_path / "counts.html"
+    counts.write_text(render_html(figures), encoding="utf-8")
+    seen = cards_in_chromium(browser, shares, tmp_path)
+    assert seen[1280] == seen[390]  # the same cards, whatever the width
+    by_label = {text.split(" ")[0]: text for text in seen[1280]}
+    assert by_label["VALID"] == "VALID DOIS 100.0% 41 rows"
+    assert by_label["RESOLVED"] == "RESOLVED 100.0% 41 of 41 DOIs looked up"
+    assert by_label["WITH"] == "WITH METADATA 100.0% 41 of 41 DOIs"
+    assert by_label["RETRACTED"] == "RETRACTED 1 1 work updated by a notice"
+    assert by_label["LIKELY"] == "LIKELY DAMAGED 1 valid, but a repair rule changes it"
+    counted = cards_in_chromium(browser, counts, tmp_path)
+    assert "ROWS 123,456,789" in counted[390]

@@ -190,7 +190,7 @@ def test_section_shows_the_figures_and_escapes_server_text(tmp_path):
     check_inert(page)
     html = section(page)
     assert "5 DOIs (distinct comparison keys)" in html and "4 (80.0%) with metadata" in html
-    assert "Read from 7 rows; 1 row without a DOI left out." in html
+    assert "Read from 7 rows; 1 row without a valid DOI left out." in html
     assert "With metadata but no year: 1." in html
     assert "Retracted or corrected works: 2 (1 retracted)" in html
     assert "Notices: 1" in html
@@ -353,3 +353,12 @@ def test_metadata_section_in_chromium(browser, tmp_path):
     for complete, natural_width, shown_width in state["charts"]:
         assert complete and natural_width > 200 and shown_width > 200
     assert "https://doi.org/10.5555/notice.1" in state["links"]
+
+
+def test_a_cell_never_asked_is_no_doi_of_the_table_even_with_a_key(tmp_path):
+    """Issue 34: the CLI's output gives a reserved suffix (10.1000/a/b) a key but never asks
+    for it (invalid); doi_metadata has no row for it. Both count the same DOIs."""
+    rows = [*cli_rows(), cli_row("10.1000/a/b", "10.1000/A/B", "invalid")]
+    figures = metadata_figures(as_arrow(rows))
+    assert (figures.keys, figures.rows_without_key) == (5, 2)
+    assert "invalid" not in figures.statuses

@@ -414,3 +414,54 @@ def test_credentials_in_base_url_stay_out_of_row_errors():
         f"gave up after 1 attempt: could not connect to http://127.0.0.1:{port}/"
         " (connection refused)"
     )
+
+
+# --- shortDOIs (issue 34): expanded through the proxy's REST API, cached like any answer ----
+
+SHORT_TARGET = "10.1016/S0933-3657(96)00367-3"
+
+
+def test_short_dois_are_expanded_through_the_proxy_and_cached(tmp_path: Path) -> None:
+    records = make_records([SHORT_TARGET, "10.1000/other"])
+    records["10/bad1x"] = [{"index": 1, "type": "HS_ALIAS",
+                            "data": {"format": "string", "value": "urn:isbn:0451450523"}}]
+    with ProxySimulator(records) as sim:
+        short = sim.short_doi(SHORT_TARGET)
+        cells = [short, f"doi:{short.upper()}", f"https://doi.org/{short}",
+                 SHORT_TARGET.lower(), "10/nothere1", "10/bad1x", "10/182"]
+        cache = tmp_path / "cache.sqlite"
+        # A type filter for the DOIs' values does not hide a shortDOI's alias.
+        config = FAST.replace(types=("URL",))
+        stats = ResolverStats()
+        first = resolve(cells, config=config, base_url=sim.url, cache=cache, stats=stats)
+        asked = dict(sim.requests_by_key)
+        sim.reset_counts()
+        again = resolve(cells, config=config, base_url=sim.url, cache=cache)
+        assert sim.request_count == 0  # the aliases and the DOI, all from the cache
+    rows = [(r.input, r.doi, r.key, r.status) for r in first]
+    assert rows[:4] == [(cell, SHORT_TARGET, ascii_upper(SHORT_TARGET), "resolved")
+                        for cell in cells[:3]] + [
+        (cells[3], cells[3], ascii_upper(SHORT_TARGET), "resolved")]
+    assert first[0].url == record_url(SHORT_TARGET)
+    assert rows[4] == ("10/nothere1", None, None, "not_found")
+    assert first[4].error == "the shortDOI 10/nothere1 does not exist"
+    assert rows[5][3] == "no_values" and first[5].error == (
+        "the shortDOI 10/bad1x names 'urn:isbn:0451450523', which is not a valid DOI "
+        "(bad_directory)")
+    assert (first[6].status, first[6].error) == ("invalid", "bad_directory")  # digits alone
+    # One request per shortDOI (whatever its spelling) and one for the DOI they share.
+    assert asked == {ascii_upper(short): 1, "10/NOTHERE1": 1, "10/BAD1X": 1,
+                     ascii_upper(SHORT_TARGET): 1}
+    assert (stats.short_dois, stats.short_doi_requests, stats.requests) == (3, 3, 4)
+    assert "3 shortDOIs looked up through the proxy (3 of the requests)" in stats.summary()
+    assert [(r.doi, r.status) for r in again] == [(r.doi, r.status) for r in first]
+
+
+def test_a_short_doi_while_the_proxy_fails_ends_as_error_with_the_reason() -> None:
+    with ProxySimulator(make_records([SHORT_TARGET]), faults={"always_500": True}) as sim:
+        short = sim.short_doi(SHORT_TARGET)
+        [result] = resolve([short], config=FAST, base_url=sim.url, max_attempts=2)
+    assert (result.input, result.doi, result.status, result.attempts) == (
+        short, None, "error", 2)
+    assert result.error.startswith(f"the shortDOI {short} could not be expanded: gave up after "
+                                   "2 attempts: HTTP 500")

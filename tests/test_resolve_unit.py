@@ -360,6 +360,41 @@ def test_breaker_opens_probes_and_closes():
     asyncio.run(scenario())
 
 
+def test_breaker_gives_up_at_once_on_a_target_that_never_answered():
+    refused = "could not connect to http://127.0.0.1:9/ (connection refused)"
+
+    async def scenario() -> None:
+        never = CircuitBreaker(threshold=3, give_up=120.0, clock=FakeClock())
+        for _ in range(2):
+            never.record_failure(refused, unreachable=True)
+        assert not never.gave_up and never.state == "closed"
+        never.record_failure(refused, unreachable=True)
+        assert never.gave_up and never.never_answered and never.opens == 0
+        assert never.gave_up_reason == (
+            f"no request was ever answered ({refused}, 3 times in a row): stopped at once, "
+            "not after breaker_give_up (120s), which is for a proxy that stops answering "
+            "mid-run")
+        with pytest.raises(CircuitOpenError):
+            await never.acquire()
+        # Answered once (a 503 counts: a server is there): the bounded wait, as before.
+        for first in ("success", "503"):
+            once = CircuitBreaker(threshold=3, give_up=120.0, clock=FakeClock())
+            if first == "success":
+                once.record_success()
+            else:
+                once.record_failure("HTTP 503", answered=True)
+            for _ in range(5):
+                once.record_failure(refused, unreachable=True)
+            assert once.state == "open" and not once.gave_up and not once.never_answered
+        # Timeouts are not "unreachable": never given up on at once either.
+        slow = CircuitBreaker(threshold=3, give_up=120.0, clock=FakeClock())
+        for _ in range(5):
+            slow.record_failure("no complete answer within 10s")
+        assert slow.state == "open" and not slow.gave_up
+
+    asyncio.run(scenario())
+
+
 def test_breaker_gives_up_with_the_last_reason():
     async def scenario() -> None:
         clock = FakeClock()

@@ -19,6 +19,8 @@ from tests.conftest import syntax_vectors
 #: RULES_VERSION -> the digest of the corpus' answers under it.
 PINNED = {
     "1": "e5b49bc8cd03478a67671e5f04a202be748ea5bfa5d2a173b17c5b0d8024fc9e",
+    # 2: the reason short_doi (10/abc1 was bad_directory).
+    "2": "fd47f76a14544aaf1e6d68ee8d7bb2b9dbda3991abee250c3679d9b53cdb1d97",
 }
 
 

@@ -65,6 +65,7 @@ def test_reason_order_is_the_documented_one() -> None:
         "empty",
         "bad_encoding",
         "bad_character",
+        "short_doi",
         "bad_directory",
         "bad_registrant",
         "missing_suffix",
@@ -246,3 +247,23 @@ def test_illegal_ranges_are_exactly_the_non_graphic_categories() -> None:
             if 0 <= code <= 0x10FFFF:
                 reason = validate(f"10.1/a{chr(code)}b").reason
                 assert (reason == "bad_character") == (code in pinned), hex(code)
+
+
+@pytest.mark.parametrize(("value", "handle"), [
+    ("10/b6vnmd", "10/b6vnmd"), ("doi:10/B6VNMD", "10/B6VNMD"),
+    ("https://doi.org/10/b6vnmd?x=1", "10/b6vnmd"), ("urn:doi:10:b6vnmd", "10/b6vnmd"),
+    (b" 10/gfb4p ", "10/gfb4p"), ("10/182", None), ("10/b6v.nmd", None), (None, None),
+])
+def test_a_short_doi_is_named_never_guessed(value: object, handle: str | None) -> None:
+    """Issue 34: a shortDOI is not a DOI (no DOI, no key: which one it aliases only the proxy
+    knows) but gets a reason of its own; short_doi gives the handle as written."""
+    from airflow_doi import short_doi
+
+    assert short_doi(value) == handle
+    assert short_doi("10.1000/x") is None
+    check = validate(value)
+    assert not check.valid and check.doi is None and check.key is None
+    if handle is not None:
+        assert check.reason == "short_doi"
+        with pytest.raises(InvalidDoiError, match=r"not a DOI \(short_doi\)"):
+            normalize(value)

@@ -37,6 +37,7 @@ __all__ = [
     "ask",
     "check_backends",
     "finish",
+    "never_answered",
     "progress_bar",
     "progress_wanted",
     "proxy_config",
@@ -321,6 +322,20 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
     if too_many_errors(command, args, rows, output.status, output.ended, output.advice):
         return EXIT_ERRORS
     return 0
+
+
+def never_answered(command: str, args: argparse.Namespace, stats: Any) -> None:
+    """Say so when the run stopped because no request was ever answered (the proxy could
+    not be reached at all): at once, not after ``--breaker-give-up`` seconds."""
+    if stats.never_answered is None:
+        return
+    from airflow_doi.resolver.config import redact_url
+
+    say(command, f"error: nothing at {redact_url(args.base_url)} answered ("
+        f"{stats.never_answered}): stopped after {stats.elapsed:.1f}s instead of waiting "
+        f"--breaker-give-up ({args.breaker_give_up:g}s), which is for a proxy that stops "
+        "answering mid-run; check --base-url and that the proxy is running (offline: "
+        "airflow-doi simulator)")
 
 
 def too_many_errors(command: str, args: argparse.Namespace, rows: list[dict[str, object]],

@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         return input_error("enrich", error)
     stats = MetadataStats()
     results = _proxy.ask(fetch, read, args, config, terminal, stats)
+    _proxy.never_answered("enrich", args, stats)
     rows = result_rows(results, read.values, read.flags, "metadata_status")
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",

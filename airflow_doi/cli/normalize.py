@@ -36,8 +36,8 @@ Every input row and column is kept, in order, and written back as it was read (C
 text, so ids like 00123 stay as they are; a CSV output keeps the input's separator and line
 ending and quotes a cell only when it must). Five columns are appended: doi (normalized,
 empty when invalid), doi_key (comparison key), doi_valid (true/false), doi_reason (empty when
-valid: empty, bad_encoding, bad_character, bad_directory, bad_registrant, missing_suffix,
-reserved_suffix, malformed_row) and doi_url. If the input already has a column of one of
+valid: empty, bad_encoding, bad_character, short_doi, bad_directory, bad_registrant,
+missing_suffix, reserved_suffix, malformed_row) and doi_url. If the input already has a column of
 these names (in any case), they are named after the DOI column instead: doi_normalized,
 doi_key, ... for a column doi (DOI_normalized, DOI_key, ... for DOI); --prefix chooses.
 
@@ -107,6 +107,15 @@ def run(args: argparse.Namespace) -> int:
     except TableInputError as error:
         return input_error("normalize", error)
     say("normalize", f"{args.output}: {summary.line()}")
+    damaged = summary.damaged
+    if damaged.rows:
+        shown = "; ".join(f"{doi!r} (likely {repair.doi}, {repair.rule})"
+                          for doi, repair, _ in damaged.examples(3))
+        cells = "1 valid cell looks" if damaged.rows == 1 else f"{damaged.rows:,} valid cells look"
+        say("normalize", f"note: {cells} damaged (valid per the standard, but a repair rule "
+            f"changes {'it' if damaged.rows == 1 else 'them'}), e.g. {shown}: airflow-doi repair "
+            f"{args.input} --column {args.column} -o repaired.csv suggests repairs and checks "
+            "them on the proxy")
     if summary.added and summary.added[0] != (args.prefix or "") + NORMALIZE_COLUMNS[0]:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     with _proxy.progress_bar(terminal) as progress:
         results = repair(cells, verify=not args.no_verify, config=config, cache=args.cache,
                          progress=progress, stats=stats)
+    _proxy.never_answered("repair", args, stats.resolver)
     added = repair_columns(results)
     added[ERROR_COLUMN] = [
         reason or result.error for result, reason in zip(results, reasons, strict=True)
@@ -113,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     report_reading("repair", reader, repaired, csv_out=read.out_format == "csv",
                    encoding=read.encoding)
     undecided = sum(1 for result in results if result.error is not None)
-    checked = 0 if args.no_verify else sum(1 for result in results if result.candidates)
+    checked = 0 if args.no_verify else sum(
+        1 for result in results if result.candidates or result.short_doi)
     if checked and undecided / checked > args.max_error_share:
         say("repair", f"error: the proxy could not decide {undecided:,} of {checked:,} rows "
             f"with candidate repairs ({undecided / checked:.1%}, above --max-error-share "

@@ -76,6 +76,8 @@ def register(subparsers: Any) -> None:
         help="answer 500 to everything for this long after start",
     )
     parser.add_argument("--always-500", action="store_true", help="answer 500 to everything")
+    parser.add_argument("--die-after", type=int, metavar="N",
+                        help="stop listening after answering N requests (connection refused)")
     parser.add_argument("--agency-rate-limit", type=float,
                         help="requests/second each simulated agency answers before 429")
     parser.add_argument("--list-rate-limit", type=float,

@@ -3,7 +3,7 @@
 A run of the normalize operator writes four columns beside the DOI column (the DOI, its key,
 its valid flag and its reason) and a fifth, the *fingerprint* of what they were computed from:
 the rules' version, the ``decode`` setting and a hash of the cell's text
-(``1/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there;
+(``2/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there;
 nothing after the last slash for NULL). A later
 run rewrites only the rows that are *stale*:
 

@@ -39,6 +39,7 @@ from airflow_doi.files.read import (
 )
 from airflow_doi.files.write import CsvEncoding, check_output, escape_formulas, writing
 from airflow_doi.presentation import DEFAULT_BASE_URL
+from airflow_doi.repair.damage import LikelyDamaged
 from airflow_doi.syntax import cell_text
 
 __all__ = [
@@ -74,6 +75,11 @@ class Summary:
     repaired: Counter[str] = field(default_factory=Counter)
     #: The names of the appended columns (``NORMALIZE_COLUMNS``, unless renamed for a clash).
     added: list[str] = field(default_factory=list)
+    #: Valid cells a repair rule would change (``10.1000/182 (retracted)``), with examples.
+    damaged: LikelyDamaged = field(default_factory=LikelyDamaged)
+    #: ``(doi, valid)`` of the batches not yet counted into ``damaged`` (:func:`_stream`
+    #: counts them on a thread of their own, beside the writing).
+    damaged_batches: list[tuple[Any, Any]] = field(default_factory=list, repr=False)
 
     def line(self) -> str:
         reasons = ", ".join(f"{name}={count:,}" for name, count in sorted(self.reasons.items()))
@@ -221,27 +227,35 @@ def _stream(
     # The writer runs on its own thread, one batch behind: Arrow's CSV and Parquet writers
     # release the GIL, so writing a batch overlaps reading and analysing the next one.
     # Likewise the next batch is read while this one is analysed.
-    background, ahead = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+    # The likely damaged cells are counted on a third thread, one batch behind too.
+    background, ahead, counting = (ThreadPoolExecutor(1) for _ in range(3))
     with writing(target, out_format, schema, reader.dialect, encoding) as writer:
         try:
             pending: Future[None] | None = None
+            counted: Future[None] | None = None
             for batch in _read_ahead(reader.batches, ahead):
                 table = _normalized(reader, batch, schema, column, decode, base, escape,
                                     summary)
                 if pending is not None:
                     pending.result()  # at most one batch waits: memory stays bounded
                 pending = background.submit(writer.write_table, table)
-            if pending is not None:
-                pending.result()
+                if counted is not None:
+                    counted.result()
+                counted = counting.submit(summary.damaged.add, *summary.damaged_batches.pop())
+            for future in (pending, counted):
+                if future is not None:
+                    future.result()
         except BaseException:
             # Ctrl-C or an error: the batch being written is finished before the file is
             # closed (and removed), but the read-ahead is not waited for: Arrow's reader can
             # take long to wind down, and its next batch is not wanted.
             ahead.shutdown(wait=False, cancel_futures=True)
+            counting.shutdown(wait=False, cancel_futures=True)
             background.shutdown(wait=True, cancel_futures=True)
             raise
         background.shutdown()
         ahead.shutdown()
+        counting.shutdown()
     return summary
 
 
@@ -274,6 +288,7 @@ def _normalized(
         ]
     summary.rows += batch.num_rows
     summary.valid += pc.sum(added[2]).as_py() or 0
+    summary.damaged_batches.append((added[0], added[2]))
     reasons = pc.value_counts(pc.drop_null(added[3])).to_pylist()
     summary.reasons.update({item["values"]: item["counts"] for item in reasons})
     return pa.Table.from_arrays([*columns, *added], schema=schema)

@@ -173,6 +173,8 @@ class MetadataClient:
                 give_up=host_config.breaker_give_up,
                 target=redact_url(origin) + (" (list queries)" if kind else ""),
             )
+            if origin == origin_of(self.config.base_url) and not kind:
+                breaker.answered = self.stats.answered  # the proxy answered an earlier batch
             pace = (Pace(host_config.rate, 1, host_config.concurrency) if kind == "list"
                     else None)
             limiter = RateLimiter(host_config, kind=kind, pace=pace)
@@ -190,6 +192,10 @@ class MetadataClient:
         # errors (asked again next run) while the other agencies' keys go on.
         proxy = self.gates.get((origin_of(self.config.base_url) or "", ""))
         self.stats.gave_up = proxy.breaker.gave_up_reason if proxy is not None else None
+        if proxy is not None:
+            self.stats.answered = proxy.breaker.answered
+        if proxy is not None and proxy.breaker.never_answered:
+            self.stats.never_answered = proxy.breaker.last_reason
 
     async def which_ra(self, dois: list[str]) -> tuple[list[dict[str, Any]], int]:
         """One Which RA? request to the proxy, under its gate: ``(entries, requests sent)``;

@@ -370,6 +370,18 @@ static inline enum doi_reason doi_analyse(const unsigned char *s, size_t n, enum
 		}
 	}
 	if (dn < sizeof(DOI_DIRECTORY) - 1 || memcmp(d, DOI_DIRECTORY, sizeof(DOI_DIRECTORY) - 1) != 0) {
+		/* A shortDOI (syntax.SHORT_DOI_PATTERN): the prefix, then code bytes, a letter among them. */
+		size_t k = sizeof(DOI_SHORT_PREFIX) - 1;
+		if (dn > k && memcmp(d, DOI_SHORT_PREFIX, k) == 0) {
+			int letter = 0;
+			while (k < dn && d[k] < 0x80 && DOI_SHORT_CODE_BYTE[d[k]]) {
+				letter |= DOI_SHORT_CODE_BYTE[d[k]] == 2;
+				k++;
+			}
+			if (k == dn && letter) {
+				return DOI_R_SHORT_DOI;
+			}
+		}
 		return DOI_R_BAD_DIRECTORY;
 	}
 	/* Registrant: [0-9]+(\.[0-9]+)* up to the first "/". */

@@ -12,13 +12,14 @@ enum doi_reason {
 	DOI_R_EMPTY = 0,
 	DOI_R_BAD_ENCODING,
 	DOI_R_BAD_CHARACTER,
+	DOI_R_SHORT_DOI,
 	DOI_R_BAD_DIRECTORY,
 	DOI_R_BAD_REGISTRANT,
 	DOI_R_MISSING_SUFFIX,
 	DOI_R_RESERVED_SUFFIX,
 };
-static const char *const DOI_REASON_NAMES[] = {"empty", "bad_encoding", "bad_character", "bad_directory", "bad_registrant", "missing_suffix", "reserved_suffix"};
-#define DOI_N_REASONS 7
+static const char *const DOI_REASON_NAMES[] = {"empty", "bad_encoding", "bad_character", "short_doi", "bad_directory", "bad_registrant", "missing_suffix", "reserved_suffix"};
+#define DOI_N_REASONS 8
 
 /* syntax.WHITESPACE (stripped after "doi:"); syntax.TRIM_CHARS adds the rest. */
 static const uint32_t DOI_WHITESPACE[] = {0x0009, 0x000A, 0x000B, 0x000C, 0x000D, 0x0020, 0x0085, 0x00A0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
@@ -47,6 +48,15 @@ static const char DOI_DIRECTORY[] = "10.";
 static const char DOI_SCHEME[] = "doi:";
 static const char DOI_URN_PREFIX[] = "urn:doi:";
 static const char DOI_INFO_PREFIX[] = "info:doi/";
+/* syntax.SHORT_DOI_PATTERN: the prefix, then bytes of the code: 1 matches syntax.SHORT_DOI_CODE,
+ * 2 also syntax.SHORT_DOI_LETTER (one at least); 0 is none. */
+static const char DOI_SHORT_PREFIX[] = "10/";
+static const unsigned char DOI_SHORT_CODE_BYTE[128] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+	0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0,
+	0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0,
+};
 
 /* syntax.URL_HOSTS (after http:// or https://) and syntax.SCHEMELESS_HOSTS, each with "/". */
 static const char *const DOI_URL_HOSTS[] = {"doi.org/", "dx.doi.org/", "www.doi.org/", "hdl.handle.net/"};

@@ -10,6 +10,7 @@ differs from what this module renders. Standard library only.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from airflow_doi.syntax import (
     INFO_PREFIX,
     REASONS,
     SCHEMELESS_HOSTS,
+    SHORT_DOI_CODE,
+    SHORT_DOI_LETTER,
+    SHORT_DOI_PREFIX,
     TRIM_CHARS,
     URL_HOSTS,
     URN_PREFIX,
@@ -63,6 +67,15 @@ def render() -> str:
         "\t" + ", ".join("1" if b in escaped else "0" for b in range(row, row + 32))
         for row in range(0, 256, 32)
     )
+    def short_kind(byte: int) -> str:
+        char = chr(byte)
+        if re.fullmatch(SHORT_DOI_LETTER, char):
+            return "2"
+        return "1" if re.fullmatch(SHORT_DOI_CODE, char) else "0"
+
+    short_rows = ",\n".join(
+        "\t" + ", ".join(short_kind(b) for b in range(row, row + 32)) for row in range(0, 128, 32)
+    )
     url_hosts = ", ".join(_c_string(host + "/") for host in URL_HOSTS)
     schemeless = ", ".join(_c_string(host + "/") for host in SCHEMELESS_HOSTS)
     return f"""\
@@ -100,6 +113,12 @@ static const char DOI_DIRECTORY[] = {_c_string(DIRECTORY)};
 static const char DOI_SCHEME[] = {_c_string(DOI_SCHEME)};
 static const char DOI_URN_PREFIX[] = {_c_string(URN_PREFIX)};
 static const char DOI_INFO_PREFIX[] = {_c_string(INFO_PREFIX)};
+/* syntax.SHORT_DOI_PATTERN: the prefix, then bytes of the code: 1 matches syntax.SHORT_DOI_CODE,
+ * 2 also syntax.SHORT_DOI_LETTER (one at least); 0 is none. */
+static const char DOI_SHORT_PREFIX[] = {_c_string(SHORT_DOI_PREFIX)};
+static const unsigned char DOI_SHORT_CODE_BYTE[128] = {{
+{short_rows},
+}};
 
 /* syntax.URL_HOSTS (after http:// or https://) and syntax.SCHEMELESS_HOSTS, each with "/". */
 static const char *const DOI_URL_HOSTS[] = {{{url_hosts}}};

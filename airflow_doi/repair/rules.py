@@ -28,7 +28,7 @@ from typing import Final
 from urllib.parse import unquote
 
 from airflow_doi.extract import CLOSERS
-from airflow_doi.syntax import TRIM_CHARS, cell_text, validate
+from airflow_doi.syntax import TRIM_CHARS, ascii_upper, cell_text, validate
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -37,6 +37,8 @@ __all__ = [
     "RULES",
     "Repair",
     "Rule",
+    "damage_by",
+    "likely_damage",
     "suggest_repairs",
 ]
 
@@ -66,6 +68,10 @@ class Rule:
     ``transform`` returns the repaired text(s) (nothing when the damage is absent). A rule
     with ``verify_only`` guesses too freely to be offered unless the resolver confirms the
     result exists (OCR swaps: ``10.1O16`` is surely ``10.1016``, ``j.aca.2OO6`` maybe not).
+    ``hint`` is the rule's cheapest test, for a whole column at once: an RE2 pattern that
+    matches every *valid* DOI the rule changes into another valid DOI (looser is fine, it only
+    picks the cells worth the rule), ``None`` when the rule never changes a valid DOI (it
+    works on a damaged prefix, or on characters a valid DOI cannot hold).
     """
 
     name: str
@@ -73,6 +79,7 @@ class Rule:
     transform: Transform
     doc: str
     verify_only: bool = False
+    hint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,10 +439,27 @@ def _tail_hint(text: str) -> bool:
     return any(mark in lowered for mark in _TAIL_MARKS)
 
 
+#: More tails, each with a mark of its own (so that a value without one, a run of brackets
+#: say, pays nothing for them): a note word glued to the last digit, closing tags at the end,
+#: the end of an HTML attribute and what follows.
+_GLUED_MORE: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("", re.compile(r"(?<=[0-9])(?:accessed|retrieved|available)(?![a-z]).*\Z",  # 12373Accessed
+                    re.IGNORECASE | re.DOTALL)),
+    ("</", re.compile(r"(?:</[a-z][\w:.-]*\s*>)+\Z", re.IGNORECASE)),  # </a>, </td></tr>
+    ('"', re.compile(r'"\s*>.*\Z', re.DOTALL)),  # ">10.1000/x</a>
+)
+_GLUED_WORDS: Final[tuple[str, ...]] = ("accessed", "retrieved", "available")
+
+
 def _glued_tail(text: str) -> Iterator[str]:
-    match = _in_suffix(_GLUED_TAIL_RE, text) if _tail_hint(text) else None
-    if match is not None:
-        yield text[: match.start()]
+    matches = [_in_suffix(_GLUED_TAIL_RE, text) if _tail_hint(text) else None]
+    lowered = text.lower()
+    for mark, pattern in _GLUED_MORE:
+        if (mark in text) if mark else any(word in lowered for word in _GLUED_WORDS):
+            matches.append(_in_suffix(pattern, text))
+    starts = [match.start() for match in matches if match is not None]
+    if starts:
+        yield text[: min(starts)]  # the leftmost tail goes whole
 
 
 #: Where a tail that is not part of a DOI may start: an opening bracket, a fragment, a bar,
@@ -512,11 +536,12 @@ def _one_hyphen(run: re.Match[str]) -> str:
     return "-" if run.group().strip("-") else run.group()
 
 
-#: One whitespace after a digit, before the value's last token that holds a digit too
-#: (``abcd.1 2.3.4``, ``v9n10 p149``): a number split, not a note appended. A lone year after
-#: a space is a note, not the rest of a number.
+#: One whitespace after a digit or a dot, before the value's last token that holds a digit
+#: too (``abcd.1 2.3.4``, ``v9n10 p149``, ``journal. pone.0123456``): a number or a name split
+#: at a line wrap, not a note appended. A lone year after a space is a note, not the rest of a
+#: number.
 _SPLIT_NUMBER_RE: Final = re.compile(
-    r"(?<=[0-9])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
+    r"(?<=[0-9.])\s(?!(?:19|20)[0-9]{2}\Z)(?=[^\s0-9]{0,12}[0-9])(?=\S{1,40}\Z)")
 
 
 _ARTICLE_NUMBER_RE: Final = re.compile(r"[A-Za-z]{1,2}([0-9]{3,})")
@@ -564,43 +589,99 @@ def _junk_before_directory(text: str) -> Iterator[str]:
         yield "10." + text[3:]
 
 
+def _hint_class(chars: Iterable[str]) -> str:
+    """A character class of ``chars`` (as literal characters, runs as ranges) that RE2 and
+    Python's ``re`` read alike: a hint runs over a whole column in Arrow (RE2), then on each
+    picked value in Python."""
+    points = sorted({ord(c) for c in chars})
+    runs: list[list[int]] = []
+    for point in points:
+        if runs and point == runs[-1][1] + 1:
+            runs[-1][1] = point
+        else:
+            runs.append([point, point])
+
+    def char(point: int) -> str:
+        text = chr(point)
+        return "\\" + text if text in "\\]^-[" else text
+
+    return "[" + "".join(
+        char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in runs) + "]"
+
+
+#: What Python's ``\s`` matches (every rule's whitespace) and a valid DOI may hold (the
+#: controls cannot be in one), as a class: RE2's ``\s`` is ASCII only, and a valid DOI may
+#: hold a no-break or an ideographic space.
+_SPACE: Final[str] = _hint_class(
+    chr(c) for c in range(0x3001) if chr(c).isspace() and validate(f"10.1/a{chr(c)}b").valid)
+#: Non-ASCII punctuation and quotes (what ``_trailing_punctuation`` trims besides ASCII):
+#: those of the Basic Multilingual Plane, and every character beyond it (a few are).
+_PUNCTUATION: Final[str] = _hint_class(
+    chr(c) for c in range(0x80, 0x10000) if unicodedata.category(chr(c))[0] == "P"
+)[:-1] + "\U00010000-\U0010ffff]"
+#: The characters :data:`_DASHES` and :data:`_LOOKALIKES` map to ASCII.
+_DASH_HINT: Final[str] = _hint_class(chr(c) for c in _DASHES)
+_LOOKALIKE_HINT: Final[str] = _hint_class(chr(c) for c in _LOOKALIKES)
+#: Where :data:`_GLUED_TAIL_RE` can match, without its look-arounds.
+_GLUED_TAIL_HINT: Final[str] = (
+    r"(?i:pmid|accessed|retrieved|available|\.(?:com|org|net)|/-/|e-?pub|published|\[doi\]"
+    r"|</[a-z]|#[a-z0-9_-]{0,20}$)|[(\[](?:19|20)[0-9]{2}[)\]]?$|\.\.\.|\|"
+    rf"|\"{_SPACE}*>"
+)
+
+
 #: The rules, cheapest (most often the cause) first. Costs add up along a chain; the order of
 #: equal-cost candidates is the order here.
 RULES: Final[tuple[Rule, ...]] = (
     Rule("trailing_punctuation", 1.0, _trailing_punctuation,
-         "sentence punctuation after the DOI: 10.3748/wjg.v10.i5.707."),
+         "sentence punctuation after the DOI: 10.3748/wjg.v10.i5.707.",
+         hint=rf"[.,;:!?'\"/\\*]$|{_PUNCTUATION}$"),
     Rule("unbalanced_bracket", 1.0, _unbalanced_bracket,
-         "a closing bracket without its partner: 10.1061/9780784480502.018]"),
+         "a closing bracket without its partner: 10.1061/9780784480502.018]",
+         hint=r"[)\]}>]$"),
     Rule("appended_url", 1.0, _appended_url,
-         "a URL glued on: 10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/..."),
+         "a URL glued on: 10.1016/j.aca.2006.07.086.http://dx.doi.org/10.1016/...",
+         hint=r"(?i:https?:/|www\.|doi\.org/|doi:)"),
     Rule("hyphen_run", 1.0, _sub(_HYPHEN_RUN, _one_hyphen),
-         "hyphens, soft hyphens and Unicode hyphens in a row for one: 10.1000/1234-\u00ad5678"),
+         "hyphens, soft hyphens and Unicode hyphens in a row for one: 10.1000/1234-\u00ad5678",
+         hint=_DASH_HINT),
     Rule("unicode_dash", 1.0, _translate(_DASHES),
-         "an en dash, em dash or minus for a hyphen: 10.1037/0021–9010.93.3.602"),
+         "an en dash, em dash or minus for a hyphen: 10.1037/0021–9010.93.3.602",
+         hint=_DASH_HINT),
     Rule("html_entity", 1.0, _html_entity,
-         "an HTML entity, whole or broken: 10.1379/...002lt;0162:tmethi>..."),
+         "an HTML entity, whole or broken: 10.1379/...002lt;0162:tmethi>...",
+         hint=r"&|(?i:lt|gt|amp|quot|apos);"),
     Rule("double_wrapped", 1.0, _after_head(_DOUBLE_WRAPPED_RE),
          "a presentation prefix twice: doi:doi:10.1000/1, https://doi.org/doi:10.1000/1"),
     Rule("doubled_prefix", 1.0, _after_head(_DOUBLED_PREFIX_RE),
-         "the DOI prefix twice: 10.1000/10.1000/1"),
+         "the DOI prefix twice: 10.1000/10.1000/1",
+         hint=rf"^10\.[0-9.]+/{_SPACE}*(?:(?i:doi):{_SPACE}*)?10\.[0-9]"),
     Rule("invisible_character", 1.0, _sub(_INVISIBLE, ""),
          "soft hyphens, zero-width spaces and controls inside the DOI"),
     Rule("percent_encoding", 1.0, _percent_encoding,
-         "a URL-encoded DOI given bare: 10.1093%2Fjac%2Fdky096"),
+         "a URL-encoded DOI given bare: 10.1093%2Fjac%2Fdky096",
+         hint="%"),
     Rule("lost_directory", 1.0, _lost_directory,
          "the leading 10. lost or mangled: 1038/nature14129"),
     Rule("inner_space", 1.0, _sub(r"(?<=[./\-_:(])\s+(?=[0-9])|(?<=/)\s+|(?<!\s)\s+(?=[./])", ""),
-         "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004"),
+         "a line break next to a dot or slash: 10.1523/jneurosci. 0300-04.2004",
+         hint=_SPACE),
     Rule("glued_tail", 1.0, _glued_tail,
-         "a note, host, path, fragment or year glued on: 10.1000/1.pmid:12345678, "
-         "10.1000/1(epub ahead of print), 10.1000/1#sa2, 10.1000/1.......129,5334(2007)"),
+         "a note, host, path, fragment, year or closing tag glued on: 10.1000/1.pmid:12345678, "
+         "10.1000/1(epub ahead of print), 10.1000/1#sa2, 10.1000/1.......129,5334(2007), "
+         "10.1038/nature12373Accessed 2019, 10.1000/xyz</a>",
+         hint=_GLUED_TAIL_HINT),
     Rule("markup_inside", 1.0, _markup_inside,
          "empty tags or an inserted element inside: 10.1000/ab<br/>c, "
-         "10.1000/1234-<xml_add>e</xml_add>5678"),
+         "10.1000/1234-<xml_add>e</xml_add>5678",
+         hint="<"),
     Rule("latex_escape", 1.0, _sub(r"\\([_&%#$])", r"\1"),
-         "a LaTeX-escaped character: 10.1000/a\\_b"),
+         "a LaTeX-escaped character: 10.1000/a\\_b",
+         hint=r"\\[_&%#$]"),
     Rule("split_number", 1.0, _split_number,
-         "a space splitting a number: 10.1000/abcd.1 2.3.4, 10.1000/xyz.v9n10 p149"),
+         "a space splitting a number, or after a dot: 10.1000/abcd.1 2.3.4, "
+         "10.1000/xyz.v9n10 p149, 10.1371/journal. pone.0123456",
+         hint=_SPACE),
     Rule("junk_before_directory", 1.0, _junk_before_directory,
          "a letter or digit glued before 10., or 20. for 10.: e10.1000/1, 110.1000/1"),
     Rule("mistyped_dot", 1.5, _mistyped_dot,
@@ -609,32 +690,43 @@ RULES: Final[tuple[Rule, ...]] = (
          "a label or another site's URL before the DOI: DOI 10.1000/1"),
     Rule("lost_slash", 1.5, _lost_slash, "a dot for the slash: 10.1371.journal.pntd.0005917"),
     Rule("appended_doi", 1.5, _cut_in_suffix(_SECOND_DOI_RE),
-         "a second DOI in the cell: 10.1000/1;10.1000/2"),
+         "a second DOI in the cell: 10.1000/1;10.1000/2",
+         hint=r"/.*10\.[1-9][0-9]{3}[0-9.]*/"),
     Rule("line_break_hyphen", 1.5, _sub(r"(?<=\w)-\s+(?=\w)", ""),
-         "a hyphen added at a line break: 10.1002/anie.2005- 01234"),
+         "a hyphen added at a line break: 10.1002/anie.2005- 01234",
+         hint=rf"-{_SPACE}"),
     Rule("encoding_placeholder", 1.5, _sub(r"(?<=[./])[?\ufffd]", ""),
-         "? or U+FFFD left where an invisible character was: 10.?1212/?WNL.?0000000000004646"),
+         "? or U+FFFD left where an invisible character was: 10.?1212/?WNL.?0000000000004646",
+         hint="[./][?\ufffd]"),
     Rule("lookalike_characters", 1.5, _translate(_LOOKALIKES),
-         "full-width digits and slash look-alikes: 10．1000／1"),
+         "full-width digits and slash look-alikes: 10．1000／1",
+         hint=_LOOKALIKE_HINT),
     Rule("url_tail", 1.5, _sub(
         r"(?:/(?:full|abstract|abs|pdf|epdf|epub|meta|html|fulltext|full\.pdf|pdfplus|summary"
         r"|references|citedby|figures|issuetoc|suppl_file|full/html))+/?$"
         r"|\.(?:pdf|html?|xml)$|[?#](?:[A-Za-z_]+=|page|ref|sec|fig|abstract).*$",
         "", re.IGNORECASE),
-        "a publisher page's path, extension or query after the DOI: 10.1000/1/full"),
+        "a publisher page's path, extension or query after the DOI: 10.1000/1/full",
+         hint=(r"(?i:/(?:full|abstract|abs|pdf|epdf|epub|meta|html|fulltext|pdfplus|summary"
+              r"|references|citedby|figures|issuetoc|suppl_file)/?$|\.(?:pdf|html?|xml)$)|[?#]")),
     Rule("appended_label", 1.5, _sub(
         r"(?<!\s)\s*\[doi\]$|[.,;]?(?:(?<!\s)\s+\(?|\()(?:pmid|pmcid|pubmed|epub|isbn|issn)\b.*$",
         "",
         re.IGNORECASE | re.DOTALL),
-        "a label after the DOI: 10.1000/1 [doi], 10.1000/1. Epub 2019"),
+        "a label after the DOI: 10.1000/1 [doi], 10.1000/1. Epub 2019",
+         hint=rf"(?i:\[doi\]$|\((?:pmid|pmcid|pubmed|epub|isbn|issn))|{_SPACE}"),
     Rule("appended_text", 2.0, _appended_text,
-         "text after a space: 10.1371/journal.pone.0178918 The Digital Object Identifier..."),
+         "text after a space: 10.1371/journal.pone.0178918 The Digital Object Identifier...",
+         hint=_SPACE),
     Rule("sici_brackets", 2.0, _sici_brackets,
-         "the <> or [] of a SICI DOI lost: 10.1379/1466-1268(2002)0070162:TMETHI2.0.CO;2"),
+         "the <> or [] of a SICI DOI lost: 10.1379/1466-1268(2002)0070162:TMETHI2.0.CO;2",
+         hint=r"(?i:[0-9]\.[0-9]\.co;2)"),
     Rule("doubled_punctuation", 2.0, _sub(r"([._])\1+|(?<!:)(/)/+", lambda m: m[1] or m[2]),
-         "a doubled dot, underscore or slash: 10.1000/j..x"),
+         "a doubled dot, underscore or slash: 10.1000/j..x",
+         hint=r"\.\.|__|//"),
     Rule("space_anywhere", 3.0, _inner_space,
-         "up to three spaces anywhere inside: 10.1000/ab cd"),
+         "up to three spaces anywhere inside: 10.1000/ab cd",
+         hint=_SPACE),
     Rule("truncation", 2.5, _truncation,
          "the value cut where a tail may start ((, [, <, #, |, \\, .., /-/, a word glued to "
          "the last digit), longest first, each only if it exists: 10.1000/1234(suppl",
@@ -750,6 +842,47 @@ def _borrowed_prefix(names: tuple[str, ...], value: str) -> bool:
         return False
     digits = _LEADING_RE.search(value, 1)
     return digits is None or _DOI_WRAPPER_ONLY_RE.fullmatch(value[: digits.start()]) is None
+
+
+#: The rules that may change a valid DOI without the proxy (those with a hint), cheapest first
+#: (stable by RULES order); HINTS holds their hints compiled, by name.
+OFFERED_ON_VALID: Final[tuple[Rule, ...]] = tuple(sorted(
+    (rule for rule in RULES if rule.hint is not None and not rule.verify_only),
+    key=lambda rule: rule.cost,
+))
+HINTS: Final[dict[str, re.Pattern[str]]] = {
+    rule.name: re.compile(rule.hint or "") for rule in OFFERED_ON_VALID
+}
+
+
+def likely_damage(doi: str) -> Repair | None:
+    """The repair one rule offers, without the proxy, for a *valid* DOI that looks damaged
+    (``10.1000/182 (retracted)`` -> ``10.1000/182``), the cheapest rule first; ``None`` when
+    no rule changes it into another valid DOI, or when ``doi`` is not valid.
+
+    Valid per the standard, such a DOI may still exist as written: only
+    :func:`airflow_doi.repair.verify.repair` can tell. One step of each rule, not the search
+    of :func:`suggest_repairs`, and only of the rules whose :attr:`Rule.hint` the DOI
+    matches: the test ``normalize`` and the report run on the valid cells of a whole column
+    (:mod:`airflow_doi.repair.damage`).
+    """
+    own = validate(doi)
+    if not own.valid or own.doi is None:
+        return None
+    rules = [rule for rule in OFFERED_ON_VALID if HINTS[rule.name].search(own.doi)]
+    return damage_by(own.doi, rules)
+
+
+def damage_by(doi: str, rules: Iterable[Rule]) -> Repair | None:
+    """:func:`likely_damage` of a DOI known to be valid and normalized, trying only ``rules``
+    (in their order: :data:`OFFERED_ON_VALID`'s, those whose hint ``doi`` matches)."""
+    key = ascii_upper(doi)
+    for rule in rules:
+        for produced in rule.transform(doi):
+            check = validate(produced.strip(TRIM_CHARS))
+            if check.valid and check.doi is not None and check.key != key:
+                return Repair(check.doi, (rule.name,), rule.cost)
+    return None
 
 
 def _still_damaged(doi: str, own_key: str | None) -> bool:

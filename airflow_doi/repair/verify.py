@@ -11,6 +11,10 @@ retry budget and breaker as any resolution, and each distinct key is asked once 
 3. per row, the first candidate that exists wins (``doi_suggestion_verified`` true); when none
    does, the cheapest candidate is shown with ``false`` (or null when the proxy kept failing).
 
+A shortDOI (``10/b6vnmd``) has no candidate a rule could make: the resolver expands it (the
+DOI its record aliases) in the first round, and that DOI is the suggestion (rule
+``short_doi``), verified when it exists. Offline there is nothing to suggest.
+
 Candidates from rules that guess freely (``ocr_digit``) are only ever shown when they exist.
 """
 
@@ -25,12 +29,15 @@ from airflow_doi.repair.rules import MAX_CANDIDATES, REPAIR_COLUMNS, Repair, sug
 from airflow_doi.resolver.batch import Progress, aresolve, blocking_twin
 from airflow_doi.resolver.config import ResolverConfig
 from airflow_doi.resolver.result import ResolutionResult, ResolverStats
-from airflow_doi.syntax import ascii_upper, validate
+from airflow_doi.syntax import ascii_upper, short_doi, validate
 
-__all__ = ["RepairResult", "RepairStats", "arepair", "repair", "repair_columns"]
+__all__ = ["SHORT_DOI_RULE", "RepairResult", "RepairStats", "arepair", "repair",
+           "repair_columns"]
 
 #: Statuses meaning "this DOI exists" (a handle without a URL value still exists).
 EXISTS: Final[frozenset[str]] = frozenset({"resolved", "no_values"})
+#: The rule named for the DOI a shortDOI aliases (the proxy's answer, not one of RULES).
+SHORT_DOI_RULE: Final[str] = "short_doi"
 #: Candidate rounds: [start, end) indexes into each row's ranked candidates.
 ROUNDS: Final[tuple[tuple[int, int], ...]] = ((0, 1), (1, 4), (4, MAX_CANDIDATES))
 
@@ -51,6 +58,8 @@ class RepairResult:
     candidates: tuple[Repair, ...] = ()
     own_status: str | None = None
     error: str | None = None
+    #: The shortDOI the value holds (``10/b6vnmd``), expanded through the proxy.
+    short_doi: str | None = None
 
     def as_row(self) -> dict[str, object]:
         """The :data:`~airflow_doi.repair.REPAIR_COLUMNS` of this result."""
@@ -77,6 +86,8 @@ class RepairStats:
             f"{self.unchecked:,} unchecked, {self.own_exists:,} left alone (their own DOI "
             f"exists); {self.resolver.requests:,} requests in {self.resolver.elapsed:.1f}s, "
             f"{self.resolver.retries:,} retries, {self.resolver.cache_hits:,} cache hits"
+            + (f", {self.resolver.short_dois:,} shortDOIs looked up"
+               if self.resolver.short_dois else "")
         )
 
 
@@ -102,14 +113,28 @@ class _Plan:
         ]
         #: Answers by comparison key, shared by every row and round.
         self.answers: dict[str, ResolutionResult] = {}
+        #: The shortDOI of each row without candidates that holds one, and the resolver's
+        #: answer for each (by the shortDOI's key): the DOI it aliases, resolved.
+        self.short = [
+            None if candidates else short_doi(value)
+            for value, candidates in zip(self.values, self.candidates, strict=True)
+        ]
+        self.short_answers: dict[str, ResolutionResult] = {}
+        #: Why the rounds stopped before the last (the proxy gave up), if they did.
+        self.stopped: str | None = None
 
     def own_to_check(self) -> list[str]:
         return _distinct(doi for doi, _ in filter(None, self.own))
 
-    def take(self, results: Iterable[ResolutionResult]) -> None:
-        for result in results:
+    def shorts_to_check(self) -> list[str]:
+        return _distinct(filter(None, self.short))
+
+    def take(self, asked: Sequence[str], results: Iterable[ResolutionResult]) -> None:
+        for value, result in zip(asked, results, strict=True):
             if result.key is not None:
                 self.answers.setdefault(result.key, result)
+            if short_doi(value) is not None:
+                self.short_answers.setdefault(ascii_upper(value), result)
 
     def own_status(self, row: int) -> str | None:
         return None if self.own[row] is None else self.answers[self._own_key(row)].status
@@ -145,7 +170,7 @@ class _Plan:
     def results(self, verify: bool, stats: RepairStats) -> list[RepairResult]:
         out = [self._decide(row, verify) for row in range(len(self.values))]
         stats.rows = len(out)
-        stats.with_candidates = sum(1 for c in self.candidates if c)
+        stats.with_candidates = sum(1 for r in out if r.candidates)
         stats.own_exists = sum(1 for r in out if r.own_status in EXISTS)
         stats.verified = sum(1 for r in out if r.verified is True)
         stats.not_verified = sum(1 for r in out if r.verified is False)
@@ -156,6 +181,9 @@ class _Plan:
 
     def _decide(self, row: int, verify: bool) -> RepairResult:
         value, candidates = self.values[row], self.candidates[row]
+        short = self.short[row]
+        if short is not None:
+            return self._expanded(value, short) if verify else RepairResult(value, short_doi=short)
         if not candidates:
             return RepairResult(value)
         shown = next((c for c in candidates if not c.verify_only), None)
@@ -179,9 +207,30 @@ class _Plan:
         if status == "not_found":
             return _suggest(value, candidates, shown, False, own)
         answer = self.answers.get(ascii_upper(shown.doi))
-        problem = answer.error if answer is not None else "not checked"
+        problem = (answer.error if answer is not None
+                   else f"not asked, the proxy having failed ({self.stopped})" if self.stopped
+                   else "not checked")
         error = f"could not check {shown.doi}: {problem}"
         return _suggest(value, candidates, shown, None, own, error)
+
+
+    def _expanded(self, value: object, short: str) -> RepairResult:
+        """A shortDOI's row: the DOI it aliases, verified when that DOI exists."""
+        answer = self.short_answers.get(ascii_upper(short))
+        if answer is None:
+            why = (f"not asked, the proxy having failed ({self.stopped})" if self.stopped
+                   else "not checked")
+            return RepairResult(value, short_doi=short,
+                                error=f"could not expand the shortDOI {short}: {why}")
+        if answer.doi is None:  # no such shortDOI, no alias in it, or the proxy failed
+            return RepairResult(value, short_doi=short,
+                                error=answer.error if answer.status == "error" else None)
+        repair = Repair(answer.doi, (SHORT_DOI_RULE,), 0.0)
+        verified = (True if answer.status in EXISTS
+                    else False if answer.status == "not_found" else None)
+        error = None if verified is not None else f"could not check {answer.doi}: {answer.error}"
+        return RepairResult(value, answer.doi, SHORT_DOI_RULE, verified, (repair,),
+                            error=error, short_doi=short)
 
 
 def _suggest(
@@ -214,10 +263,13 @@ def _distinct(dois: Iterable[str]) -> list[str]:
 
 
 def _add(total: ResolverStats, part: ResolverStats) -> None:
-    for name in ("rows", "keys", "cache_hits", "requests", "retries", "throttled", "breaker_opens"):
+    for name in ("rows", "keys", "cache_hits", "requests", "retries", "throttled", "breaker_opens",
+                 "short_dois", "short_doi_requests"):
         setattr(total, name, getattr(total, name) + getattr(part, name))
     total.elapsed += part.elapsed
     total.gave_up = total.gave_up or part.gave_up
+    total.never_answered = total.never_answered or part.never_answered
+    total.answered = total.answered or part.answered
     for status, count in part.by_status.items():
         total.by_status[status] = total.by_status.get(status, 0) + count
 
@@ -243,13 +295,15 @@ async def arepair(
     stats = stats if stats is not None else RepairStats()
     if verify:
         for todo in _rounds(plan):
-            part = ResolverStats()
-            plan.take(
-                await aresolve(
-                    todo, config=config, cache=cache, progress=progress, stats=part, **overrides
-                )
-            )
+            part = ResolverStats(answered=stats.resolver.answered)
+            plan.take(todo, await aresolve(
+                todo, config=config, cache=cache, progress=progress, stats=part, **overrides))
             _add(stats.resolver, part)
+            if part.gave_up is not None:
+                # The proxy is down (or was never there): a next round would only wait for
+                # its own breaker to give up again. The rows not decided stay unchecked.
+                plan.stopped = part.gave_up
+                break
     return plan.results(verify, stats)
 
 
@@ -258,7 +312,7 @@ repair = blocking_twin(arepair)
 
 def _rounds(plan: _Plan) -> Iterable[list[str]]:
     """The DOIs to ask about, round by round; each list is computed after the last answers."""
-    own = plan.own_to_check()
+    own = plan.own_to_check() + plan.shorts_to_check()  # a shortDOI is expanded with them
     if own:
         yield own
     for start, end in ROUNDS:

@@ -75,7 +75,8 @@ def build_report(
     )
     figures.resolution = _section(
         "resolution", _rows(source, conn_id, resolution, resolution_table),
-        resolution_table or resolution, resolution_figures, ResolutionTableError,
+        resolution_table or resolution,
+        lambda rows: resolution_figures(rows, figures.key_rows), ResolutionTableError,
     )
     figures.metadata = _section(
         "metadata", _rows(source, conn_id, metadata, metadata_table, keep=READ_COLUMNS),

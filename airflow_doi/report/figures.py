@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_doi.columns import _URL_WRAPPER, _ci, analyse, to_large_string
+from airflow_doi.repair.damage import LikelyDamaged
 from airflow_doi.syntax import DOI_SCHEME, INFO_PREFIX, REASONS, TRIM_CHARS, URN_PREFIX, Decode
 
 __all__ = [
@@ -98,6 +99,12 @@ class Figures:
     hidden_keys: int = 0
     hidden_rows: int = 0
     groups: list[DuplicateGroup] = field(default_factory=list)
+    #: Valid rows a repair rule would change (``10.1000/182 (retracted)``), and the commonest
+    #: as ``(doi, likely meant, rule, rows)``.
+    damaged: int = 0
+    damaged_examples: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: ``key``, ``rows``: each distinct key of the column and how many rows hold it.
+    key_rows: pa.Table | None = field(default=None, repr=False)
     resolution: Any = None  # a ResolutionFigures, when a resolution table was given
     metadata: Any = None  # a MetadataFigures, when a metadata table was given
 
@@ -154,6 +161,12 @@ def compute_figures(
     figures.forms = value_counts(forms_of(keyed["raw"]), FORMS, zeros=True)
     _prefixes(figures, keyed)
     _duplicates(figures, keyed)
+    damaged = LikelyDamaged()
+    damaged.add(doi, pc.is_null(reason))
+    figures.damaged = damaged.rows
+    figures.damaged_examples = [
+        (text, repair.doi, repair.rule, rows) for text, repair, rows in damaged.examples()
+    ]
     return figures
 
 
@@ -222,6 +235,7 @@ def _duplicates(figures: Figures, keyed: pa.Table) -> None:
     repeated = pc.greater(counts, 1)
     hidden = pc.greater(spellings, 1)
     figures.distinct_keys = per_key.num_rows
+    figures.key_rows = pa.table({"key": per_key["key"], "rows": counts})
     figures.duplicate_keys = int(pc.sum(repeated).as_py() or 0)
     figures.duplicate_rows = figures.with_doi - figures.distinct_keys
     figures.hidden_keys = int(pc.sum(hidden).as_py() or 0)

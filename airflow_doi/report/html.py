@@ -38,6 +38,7 @@ REASON_TEXT: Final[dict[str, str]] = {
     "empty": "nothing in the cell",
     "bad_encoding": "broken %-escape or bytes that are not UTF-8",
     "bad_character": "a control or other illegal character",
+    "short_doi": "a shortDOI (10/abc): resolve or repair expands it through the proxy",
     "bad_directory": "does not start with 10. (not a DOI)",
     "bad_registrant": "the part between 10. and / is not digits and dots",
     "missing_suffix": "nothing after the /",
@@ -121,6 +122,11 @@ def number(value: int) -> str:
     return f"{value:,}"
 
 
+def plural(count: int, one: str, many: str = "") -> str:
+    """The count and the word it takes: ``1 work``, ``0 works``, ``2,000 rows``."""
+    return f"{number(count)} {one if count == 1 else many or one + 's'}"
+
+
 def share(part: int, whole: int) -> str:
     if not whole:
         return "–"
@@ -175,40 +181,53 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") ->
     return f'<table class="{cls}"><thead><tr>{head_html}</tr></thead><tbody>{body}</tbody></table>'
 
 
+#: A card's value in characters, and the size class it takes beyond: the narrowest card
+#: (150 px wide) holds ``100.0%`` at full size, ``12,345,678`` only smaller.
+VALUE_SIZES: Final[tuple[tuple[int, str], ...]] = ((6, ""), (8, " long"), (10, " longer"))
+
+
 def _card(label: str, value: str, note: str = "", tone: str = "") -> str:
+    """A headline card; ``value`` is plain text (a count or a share)."""
     note_html = f'<div class="note">{note}</div>' if note else ""
+    size = next((name for most, name in VALUE_SIZES if len(value) <= most), " longest")
     return (
         f'<div class="card {tone}"><div class="label">{text(label)}</div>'
-        f'<div class="value">{value}</div>{note_html}</div>'
+        f'<div class="value{size}">{text(value)}</div>{note_html}</div>'
     )
 
 
 def _cards(figures: Figures) -> str:
     rows = figures.rows
+    hidden = "DOI" if figures.hidden_keys == 1 else "DOIs"
     cards = [
         _card("Rows", number(rows)),
-        _card("Valid DOIs", share(figures.valid, rows), f"{number(figures.valid)} rows", "good"),
+        _card("Valid DOIs", share(figures.valid, rows), plural(figures.valid, "row"), "good"),
         _card("Not valid", number(figures.invalid), f"{share(figures.invalid, rows)} of rows",
               "bad" if figures.invalid else ""),
+        _card("Likely damaged", number(figures.damaged),
+              "valid, but a repair rule changes " + ("it" if figures.damaged == 1 else "them"),
+              "warn" if figures.damaged else ""),
         _card("Distinct DOIs", number(figures.distinct_keys), "by comparison key"),
         _card("Duplicated DOIs", number(figures.duplicate_keys),
-              f"{number(figures.duplicate_rows)} extra rows",
+              plural(figures.duplicate_rows, "extra row"),
               "warn" if figures.duplicate_keys else ""),
         _card("Written differently", number(figures.hidden_keys),
-              "DOIs spelled more than one way", "warn" if figures.hidden_keys else ""),
+              f"{hidden} spelled more than one way", "warn" if figures.hidden_keys else ""),
     ]
     resolution = figures.resolution
-    if resolution is not None and resolution.statuses:
-        resolved = resolution.statuses.get("resolved", 0)
-        cards.append(_card("Resolved", share(resolved, resolution.rows),
-                           f"{number(resolved)} of {number(resolution.rows)} looked up", "good"))
+    if resolution is not None and resolution.statuses is not None:
+        cards.append(_card(
+            "Resolved", share(resolution.resolved, resolution.looked_up),
+            f"{number(resolution.resolved)} of {plural(resolution.looked_up, 'DOI')} looked up",
+            "good"))
     metadata = figures.metadata
     if metadata is not None:
         cards.append(_card("With metadata", share(metadata.ok, metadata.keys),
-                           f"{number(metadata.ok)} of {number(metadata.keys)} DOIs", "good"))
+                           f"{number(metadata.ok)} of {plural(metadata.keys, 'DOI')}", "good"))
         if metadata.updated is not None:
-            cards.append(_card("Retracted", number(metadata.retracted),
-                               f"{number(metadata.updated)} works updated by a notice",
+            updated = (f"{plural(metadata.updated, 'work')} updated by a notice"
+                       if metadata.updated else "no work updated by a notice")
+            cards.append(_card("Retracted", number(metadata.retracted), updated,
                                "bad" if metadata.retracted else ""))
     return f'<section class="cards">{"".join(cards)}</section>'
 
@@ -240,14 +259,40 @@ def _validity(figures: Figures) -> str:
     )
 
 
+def _damaged(figures: Figures) -> str:
+    """The valid cells a repair rule would change, with the repair each would get."""
+    if not figures.damaged:
+        return ""
+    rows = [
+        [cell(doi), doi_link(meant), f"<code>{text(rule)}</code>", number(count)]
+        for doi, meant, rule, count in figures.damaged_examples
+    ]
+    shown = len(figures.damaged_examples)
+    more = (f'<p class="hint">The {number(shown)} with the most rows.</p>'
+            if figures.damaged > sum(row[3] for row in figures.damaged_examples) else "")
+    verb = "holds" if figures.damaged == 1 else "hold"
+    return (
+        "<section><h2>Valid but likely damaged</h2>"
+        f'<p class="lead">{plural(figures.damaged, "row")} {verb} a DOI that is valid per '
+        "Z39.84 (a suffix may hold any legal character, spaces included) but that a repair "
+        "rule changes: text glued on, a space inside, a tag after it. Each counts as a "
+        "distinct DOI above. <code>airflow-doi repair</code> suggests the repair and asks the "
+        "proxy whether the DOI, or its repair, exists.</p>"
+        f'{_table(["DOI as normalized", "likely meant", "rule", "rows"], rows, "damaged")}'
+        f"{more}</section>"
+    )
+
+
 def _duplicates(figures: Figures) -> str:
     lead = (
         '<p class="lead">Rows are grouped on the comparison key (the DOI with ASCII a–z '
         "upper-cased, nothing else, Z39.84 §4): cells written differently, by case, wrapper "
         "(<code>doi:</code>, URL, URN), whitespace or escapes, are the same DOI. "
-        f"{number(figures.duplicate_keys)} DOIs are on more than one row; "
-        f"{number(figures.hidden_keys)} of them ({number(figures.hidden_rows)} rows) are "
-        "written in more than one way, which a plain <code>GROUP BY</code> never shows.</p>"
+        f"{plural(figures.duplicate_keys, 'DOI')} "
+        f"{'is' if figures.duplicate_keys == 1 else 'are'} on more than one row; "
+        f"{number(figures.hidden_keys)} of them ({plural(figures.hidden_rows, 'row')}) "
+        f"{'is' if figures.hidden_keys == 1 else 'are'} written in more than one way, which a "
+        "plain <code>GROUP BY</code> never shows.</p>"
     )
     if not figures.groups:
         return f'<section><h2>Duplicates by comparison key</h2>{lead}<p class="ok">No DOI is ' \
@@ -257,7 +302,7 @@ def _duplicates(figures: Figures) -> str:
         spellings = _cells(group.spellings)
         more = group.distinct_spellings - len(group.spellings)
         if more > 0:
-            spellings += f'<br><span class="mark">… {number(more)} more spellings</span>'
+            spellings += f'<br><span class="mark">… {plural(more, "more spelling")}</span>'
         rows.append([doi_link(group.key), number(group.rows),
                      number(group.distinct_spellings), spellings])
     shown = len(figures.groups)
@@ -278,10 +323,10 @@ def _forms_and_prefixes(figures: Figures) -> str:
             f"{number(figures.distinct_prefixes)} prefixes.</p>" if extra > 0 else "")
     return (
         '<section class="pair">'
-        f"<div><h2>Forms</h2><p class=\"lead\">Of the {number(figures.with_doi)} cells holding "
-        f"a DOI.</p>{forms_chart}</div>"
+        f"<div><h2>Forms</h2><p class=\"lead\">Of the {plural(figures.with_doi, 'cell')} "
+        f"holding a DOI.</p>{forms_chart}</div>"
         f"<div><h2>Registrant prefixes</h2><p class=\"lead\">"
-        f"{number(figures.distinct_prefixes)} registrants.</p>{prefixes}{note}</div>"
+        f"{plural(figures.distinct_prefixes, 'registrant')}.</p>{prefixes}{note}</div>"
         "</section>"
     )
 
@@ -289,9 +334,16 @@ def _forms_and_prefixes(figures: Figures) -> str:
 def _resolution(resolution: ResolutionFigures | None) -> str:
     if resolution is None:
         return ""
-    parts = [f'<p class="lead">{number(resolution.rows)} rows in the resolution table.</p>']
+    lead = f"{plural(resolution.rows, 'row')} in the resolution table"
+    if resolution.statuses is not None:
+        lead = (f"{plural(resolution.looked_up, 'DOI')} (distinct comparison keys) looked up, "
+                f"{number(resolution.resolved)} resolved; read from {lead}")
+        if resolution.not_sent:
+            lead += (f", of which {plural(resolution.not_sent, 'row')} never sent "
+                     "(not a valid DOI)")
+    parts = [f'<p class="lead">{lead}.</p>']
     parts.append(_pair([
-        _counts_chart(resolution.statuses, "Rows by resolution status", STATUS_COLORS),
+        _counts_chart(resolution.statuses, "DOIs by resolution status", STATUS_COLORS),
         _counts_chart(resolution.agencies, "Registration agency (Which RA?)"),
     ]))
     if resolution.statuses is not None:
@@ -302,9 +354,15 @@ def _resolution(resolution: ResolutionFigures | None) -> str:
 
 
 def _failures(resolution: ResolutionFigures) -> str:
-    title = f"<h3>Failures ({' or '.join(FAILED_STATUSES)}): {number(resolution.failures)}</h3>"
+    title = (f"<h3>Failures ({' or '.join(FAILED_STATUSES)}): "
+             f"{plural(resolution.failures, 'DOI')}</h3>")
     if not resolution.failures:
-        return f'{title}<p class="ok">Every DOI looked up was found.</p>'
+        if not resolution.looked_up:
+            return f'{title}<p class="hint">No DOI was looked up.</p>'
+        without = (resolution.statuses or {}).get("no_values", 0)
+        said = (f" ({number(without)} of them without a URL value: <code>no_values</code>)"
+                if without else "")
+        return f'{title}<p class="ok">Every DOI looked up was found{said}.</p>'
     rows = [
         [doi_link(doi) if doi else cell(doi), f"<code>{text(status)}</code>", text(error),
          number(n)]
@@ -351,7 +409,8 @@ def _metadata(metadata: MetadataFigures | None) -> str:
     )
     if metadata.rows != metadata.keys:
         lead += (f" Read from {number(metadata.rows)} rows; "
-                 f"{_rows(metadata.rows_without_key)} without a DOI left out.")
+                 f"{plural(metadata.rows_without_key, 'row')} without a valid DOI left "
+                 "out.")
     parts = [f'<p class="lead">{lead}</p>']
     types = metadata.types
     parts.append(_pair([
@@ -379,10 +438,6 @@ def _metadata(metadata: MetadataFigures | None) -> str:
             f"notices (they update another work){': ' + kinds if kinds else ''}.</p>"
         )
     return f"<section><h2>Metadata</h2>{''.join(parts)}</section>"
-
-
-def _rows(count: int) -> str:
-    return f"{number(count)} row{'' if count == 1 else 's'}"
 
 
 def _top(title: str, shown: int, distinct: int) -> str:
@@ -454,6 +509,7 @@ def render_html(figures: Figures, *, title: str | None = None, version: str = ""
     body = "".join((
         _cards(figures),
         _validity(figures),
+        _damaged(figures),
         _duplicates(figures),
         _forms_and_prefixes(figures),
         _resolution(figures.resolution),
@@ -484,15 +540,20 @@ header h1 {{ margin: 0; font-size: 26px; letter-spacing: -0.01em; }}
 header p {{ margin: 4px 0 0; color: var(--soft); }}
 section {{ background: var(--paper); border: 1px solid var(--line); border-radius: 10px;
   padding: 18px 22px; margin-top: 18px; }}
-section.cards {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(128px, 1fr));
+section.cards {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr));
   gap: 12px; background: none; border: 0; padding: 0; }}
 .card {{ background: var(--paper); border: 1px solid var(--line); border-left: 5px solid
-  var(--accent); border-radius: 10px; padding: 12px 14px; }}
+  var(--accent); border-radius: 10px; padding: 12px 14px; min-width: 0; }}
 .card.good {{ border-left-color: var(--good); }} .card.bad {{ border-left-color: var(--bad); }}
 .card.warn {{ border-left-color: var(--warn); }}
 .card .label {{ color: var(--soft); font-size: 13px; text-transform: uppercase;
   letter-spacing: 0.04em; }}
-.card .value {{ font-size: 30px; font-weight: 700; line-height: 1.2; }}
+.card .value {{ font-size: 28px; font-weight: 700; line-height: 1.2; white-space: nowrap;
+  font-variant-numeric: tabular-nums; letter-spacing: -0.02em; }}
+.card .value.long {{ font-size: 24px; line-height: 1.4; }}
+.card .value.longer {{ font-size: 20px; line-height: 1.68; }}
+.card .value.longest {{ font-size: 16px; line-height: 2.1; }}
+.card .label, .card .note {{ overflow-wrap: anywhere; }}
 .card .note {{ color: var(--soft); font-size: 13px; }}
 h2 {{ margin: 0 0 6px; font-size: 19px; }} h3 {{ margin: 18px 0 6px; font-size: 16px; }}
 .lead {{ margin: 0 0 12px; color: var(--soft); }}
@@ -525,6 +586,11 @@ table.names td:nth-child(2) {{ text-align: right; }}
 a {{ color: var(--accent); text-decoration: none; }} a:hover {{ text-decoration: underline; }}
 footer {{ color: var(--soft); font-size: 12px; margin-top: 18px; }}
 @media (max-width: 800px) {{ .split, .pair {{ grid-template-columns: 1fr; }} }}
+@media (max-width: 600px) {{ main {{ padding: 18px 14px 28px; }}
+  section, section.pair > div {{ padding: 14px 14px; }}
+  section.cards {{ grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 10px; }}
+  td:nth-child(2), td:nth-child(3) {{ white-space: normal; }}
+  th, td {{ padding: 5px 4px; }} th {{ letter-spacing: 0; font-size: 11px; }} }}
 </style>
 </head>
 <body>

@@ -4,7 +4,9 @@ The table is what an enrichment step left behind, read as text columns: the ``do
 table of ``DoiEnrichOperator`` (one row per comparison key, ``doi_key``), or the output of
 ``airflow-doi enrich`` (``input``, ``doi``, ``key``, then the same columns; one row per input
 cell, so a key may repeat and rows without a DOI have no key). Every figure counts distinct
-keys: the first row of each key stands for it, rows without a key are counted apart.
+keys: the first row of each key stands for it; rows without a key, and rows never asked
+(``invalid``: a reserved suffix has a key, but is not a valid DOI), are counted apart, so the
+CLI's output and ``doi_metadata`` give the same figures for the same data.
 
 Only the key and ``metadata_status`` are required; each other figure appears when its column
 is there (``csl_type``, ``year`` or ``issued``, ``container_title``, ``publisher``,
@@ -75,7 +77,7 @@ class MetadataFigures:
     rows: int = 0
     #: Distinct comparison keys (each counted once, however many rows repeat it).
     keys: int = 0
-    #: Rows without a key (cells that are not DOIs, in the CLI's output).
+    #: Rows without a key, or never asked (cells that are not valid DOIs, in the CLI's output).
     rows_without_key: int = 0
     #: ``metadata_status -> keys``, :data:`METADATA_STATUSES` first.
     statuses: dict[str, int] = field(default_factory=dict)
@@ -130,10 +132,13 @@ def metadata_figures(table: pa.Table) -> MetadataFigures:
         name: to_large_string(table[found[name]]) for name in READ_COLUMNS if name in found
     }
     figures = MetadataFigures(rows=table.num_rows)
-    first = _first_row_per_key(to_large_string(table[key_name]))
+    # A row of the CLI's output that is not a valid DOI (metadata_status invalid: never
+    # asked, though a reserved suffix has a key) is no DOI of the table, as in doi_metadata.
+    asked = pc.fill_null(pc.not_equal(_trimmed(text["metadata_status"]), "invalid"), True)
+    key = pc.if_else(asked, _trimmed(table[key_name]), pa.scalar(None, _TEXT))
+    first = _first_row_per_key(key)
     figures.keys = len(first)
-    with_key = pc.sum(pc.is_valid(_trimmed(table[key_name]))).as_py()
-    figures.rows_without_key = figures.rows - int(with_key or 0)
+    figures.rows_without_key = figures.rows - int(pc.sum(pc.is_valid(key)).as_py() or 0)
     keys = {name: pc.take(values, first) for name, values in text.items()}
     figures.statuses = value_counts(_trimmed(keys["metadata_status"]), METADATA_STATUSES)
     if "csl_type" in keys:

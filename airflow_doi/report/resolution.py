@@ -6,6 +6,12 @@ The table is whatever a resolve step left behind, read as text columns: the outp
 of :meth:`ResolutionResult.as_row`, Which RA? rows (``ra``) or repair columns
 (``doi_suggestion``, ``doi_suggestion_rule``, ``doi_suggestion_verified``). Each section of
 the report appears when its columns are there, so one function serves every producer.
+
+Statuses are counted on one basis whatever the producer: the distinct DOIs (comparison keys)
+looked up. The CLI writes a row per input cell (a key may repeat, and cells that are not valid
+DOIs are ``invalid``: never sent), the operator a row per key; the first row of each key stands
+for it, and ``invalid`` rows are counted apart, never as looked up. So the same data gives the
+same figures from ``airflow-doi resolve`` and from the DAG.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,6 +37,8 @@ TOP_ROWS: Final[int] = 15
 #: Columns naming the DOI of a row, best first; the first one present is shown. A failure is
 #: shown by its DOI; a repair by the cell as written (the damage is what it repairs).
 _DOI_COLUMNS: Final[tuple[str, ...]] = ("doi", "input", "doi_key", "key")
+#: Columns holding a row's comparison key, best first (the operator's, the CLI's).
+_KEY_COLUMNS: Final[tuple[str, ...]] = ("doi_key", "key")
 _CELL_COLUMNS: Final[tuple[str, ...]] = ("input", "doi", "doi_key", "key")
 _SUGGESTION, _RULE, _VERIFIED = REPAIR_COLUMNS
 #: Text that means true in a boolean column read from CSV.
@@ -46,12 +55,21 @@ class ResolutionFigures:
     """What the report shows about resolution; a ``None``/empty part was not in the table."""
 
     rows: int = 0
+    #: ``status -> DOIs`` (distinct keys looked up), :data:`STATUSES` order; ``invalid`` never.
+    #: ``agencies`` is ``agency -> DOIs`` likewise (Which RA?).
     statuses: dict[str, int] | None = None
+    #: Distinct keys looked up (a status other than ``invalid``), and of them ``resolved``.
+    looked_up: int = 0
+    resolved: int = 0
+    #: Rows never sent: ``invalid`` (not a valid DOI), or without a key.
+    not_sent: int = 0
     agencies: dict[str, int] | None = None
+    #: DOIs (distinct keys) that failed: ``not_found`` or ``error``.
     failures: int = 0
-    #: ``(doi, status, error, rows)``: the commonest failures.
+    #: ``(doi, status, error, rows)``: the failures with the most rows first (rows of the DOI
+    #: column holding the key, when the report has it; else rows of the table).
     failure_examples: list[tuple[str, str, str, int]] = field(default_factory=list)
-    #: ``error -> rows`` among failed rows with an error text (timeouts, HTTP 500 ...).
+    #: ``error -> DOIs`` among failed DOIs with an error text (timeouts, HTTP 500 ...).
     failure_reasons: dict[str, int] = field(default_factory=dict)
     repairs_proposed: int | None = None
     repairs_verified: int | None = None
@@ -59,8 +77,12 @@ class ResolutionFigures:
     repair_examples: list[tuple[str, str, str, bool]] = field(default_factory=list)
 
 
-def resolution_figures(table: pa.Table) -> ResolutionFigures:
-    """Figures of a resolution table (any of the shapes in the module docstring)."""
+def resolution_figures(table: pa.Table, key_rows: pa.Table | None = None) -> ResolutionFigures:
+    """Figures of a resolution table (any of the shapes in the module docstring).
+
+    ``key_rows`` (``key``, ``rows``): how many rows of the report's DOI column hold each key,
+    for the rows of each failure.
+    """
     names = set(table.column_names)
     if not names & {"status", "ra", _SUGGESTION}:
         raise ResolutionTableError(
@@ -71,9 +93,9 @@ def resolution_figures(table: pa.Table) -> ResolutionFigures:
     text = {name: to_large_string(table[name]) for name in table.column_names}
     figures = ResolutionFigures(rows=table.num_rows)
     if "status" in text:
-        _statuses(figures, text, _first(text, _DOI_COLUMNS))
+        _statuses(figures, text, _first(text, _DOI_COLUMNS), key_rows)
     if "ra" in text:
-        figures.agencies = value_counts(pc.utf8_trim_whitespace(text["ra"]))
+        figures.agencies = _agencies(text)
     if _SUGGESTION in text:
         _repairs(figures, text, _first(text, _CELL_COLUMNS))
     return figures
@@ -81,6 +103,12 @@ def resolution_figures(table: pa.Table) -> ResolutionFigures:
 
 def _first(text: dict[str, Any], names: tuple[str, ...]) -> Any:
     return next((text[name] for name in names if name in text), None)
+
+
+def _text(values: Any, count: int) -> Any:
+    """``values`` with a missing one as ``""``; all ``""`` when the table has no such column
+    (``values`` None)."""
+    return pa.repeat(_EMPTY, count) if values is None else pc.fill_null(values, _EMPTY)
 
 
 def _selected(values: Any, mask: Any, count: int) -> Any:
@@ -91,25 +119,73 @@ def _selected(values: Any, mask: Any, count: int) -> Any:
     return pc.fill_null(pc.filter(values, mask), _EMPTY)
 
 
-def _statuses(figures: ResolutionFigures, text: dict[str, Any], shown: Any) -> None:
-    status = pc.utf8_trim_whitespace(text["status"])
-    figures.statuses = value_counts(status, STATUSES)
-    failed = pc.fill_null(pc.is_in(status, value_set=pa.array(FAILED_STATUSES)), False)
+def _agencies(text: dict[str, Any]) -> dict[str, int]:
+    """``agency -> DOIs``: the first row of each key that names one (rows, without a key)."""
+    agency = _nonempty(text["ra"])
+    key = _keys(text)
+    if key is None:
+        return value_counts(agency)
+    named = pa.table({
+        "key": key, "ra": agency, "row": pa.array(np.arange(len(agency), dtype=np.int64)),
+    }).filter(pc.and_(pc.is_valid(key), pc.is_valid(agency)))
+    first = named.group_by("key").aggregate([("row", "min")])["row_min"]
+    return value_counts(pc.take(named["ra"], pc.index_in(first, value_set=named["row"])))
+
+
+def _keys(text: dict[str, Any]) -> Any:
+    """Each row's comparison key: the ``doi_key`` or ``key`` column, else the ``doi`` column
+    ASCII upper-cased; empty cells as null. None when the table has none of them."""
+    for name in _KEY_COLUMNS:
+        if name in text:
+            return _nonempty(text[name])
+    if "doi" in text:
+        return pc.ascii_upper(_nonempty(text["doi"]))
+    return None
+
+
+def _nonempty(values: Any) -> Any:
+    trimmed = pc.utf8_trim_whitespace(values)
+    return pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.large_string()), trimmed)
+
+
+def _statuses(
+    figures: ResolutionFigures, text: dict[str, Any], shown: Any, key_rows: pa.Table | None
+) -> None:
+    status = pc.fill_null(pc.utf8_trim_whitespace(text["status"]), _EMPTY)
+    key = _keys(text)
+    if key is None:  # nothing names the DOI of a row: each row stands for itself
+        key = pc.cast(pa.array(np.arange(len(status))), pa.large_string())
+    sent = pc.fill_null(pc.and_(pc.is_valid(key), pc.not_equal(status, "invalid")), False)
+    figures.not_sent = len(status) - int(pc.sum(sent).as_py() or 0)
+    rows = pa.table({
+        "key": key, "status": status, "doi": _text(shown, len(status)),
+        "error": _text(text.get("error"), len(status)),
+        "row": pa.array(np.arange(len(status), dtype=np.int64)),
+    }).filter(sent)
+    # The first row of each key stands for it; "rows" is how many rows the key has.
+    counted = rows.group_by("key").aggregate([("row", "min"), ([], "count_all")])
+    per_key = rows.take(pc.index_in(counted["row_min"], value_set=rows["row"]))
+    per_key = per_key.append_column("rows", counted["count_all"])
+    figures.statuses = value_counts(per_key["status"], STATUSES)
+    figures.looked_up = per_key.num_rows
+    figures.resolved = figures.statuses.get("resolved", 0)
+    failed = pc.is_in(per_key["status"], value_set=pa.array(FAILED_STATUSES))
     figures.failures = int(pc.sum(failed).as_py() or 0)
     if not figures.failures:
         return
-    rows = pa.table({
-        "doi": _selected(shown, failed, figures.failures),
-        "status": pc.filter(status, failed),
-        "error": _selected(text.get("error"), failed, figures.failures),
-    })
-    figures.failure_reasons = value_counts(rows["error"])
-    grouped = rows.group_by(["doi", "status", "error"]).aggregate([([], "count_all")])
-    grouped = grouped.sort_by(
-        [("count_all", "descending"), ("status", "ascending"), ("doi", "ascending")]
+    failures = per_key.filter(failed)
+    figures.failure_reasons = value_counts(failures["error"])
+    if key_rows is not None:  # the rows of the DOI column, where it holds the key
+        found = pc.index_in(failures["key"], value_set=key_rows["key"])
+        column_rows = pc.take(key_rows["rows"], found)
+        failures = failures.set_column(
+            failures.schema.get_field_index("rows"), "rows",
+            pc.coalesce(pc.cast(column_rows, pa.int64()), failures["rows"]))
+    failures = failures.sort_by(
+        [("rows", "descending"), ("status", "ascending"), ("doi", "ascending")]
     ).slice(0, TOP_ROWS)
     figures.failure_examples = [
-        (row["doi"], row["status"], row["error"], row["count_all"]) for row in grouped.to_pylist()
+        (row["doi"], row["status"], row["error"], row["rows"]) for row in failures.to_pylist()
     ]
 
 

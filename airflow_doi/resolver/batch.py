@@ -7,7 +7,9 @@ blocking twin of each async batch function.
 The steps, each with one job:
 
 1. validate every value (:func:`airflow_doi.syntax.validate`); invalid ones are answered
-   locally and never sent;
+   locally and never sent, but for a shortDOI (``10/b6vnmd``), which the resolver expands:
+   the DOI its record's ``HS_ALIAS`` value names (asked once per shortDOI, cached like any
+   answer) stands in for it from then on;
 2. group rows by comparison key, so ``10.1000/ABC`` and ``doi:10.1000/abc`` cost one request;
 3. take what the cache still trusts;
 4. resolve the rest concurrently under the rate limit, the breaker and the retry budget,
@@ -48,7 +50,7 @@ from airflow_doi.resolver.result import (
     answer_fields,
 )
 from airflow_doi.resolver.urls import judge_url
-from airflow_doi.syntax import ascii_upper, validate
+from airflow_doi.syntax import ascii_upper, short_doi, validate
 
 __all__ = [
     "KeyedBatch",
@@ -144,6 +146,14 @@ class KeyedBatch:
         self.progress(ProgressEvent(self.done, self.total, rate, self.stats.retries, eta))
 
     # -- what a subclass provides -------------------------------------------------------------
+    #: Whether :meth:`expand` turns shortDOIs into the DOIs they alias (else they stay invalid).
+    expands_short_dois = False
+
+    async def expand(self, shorts: dict[str, str]) -> dict[str, Any]:
+        """For each shortDOI (its key -> the handle as written): the DOI it aliases, or the
+        result of its rows when there is none (not found, no alias, the proxy failing)."""
+        return {}
+
     def cached_result(self, key: str, answer: Any) -> Any:
         raise NotImplementedError
 
@@ -283,8 +293,48 @@ class _Batch(KeyedBatch):
             give_up=config.breaker_give_up,
             target=f"the proxy at {config.safe_base_url}",
         )
+        self.breaker.answered = stats.answered  # an earlier batch of the run was answered
         self.limiter = RateLimiter(config)
         self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
+
+    expands_short_dois = True
+
+    async def expand(self, shorts: dict[str, str]) -> dict[str, Any]:
+        """shortDOIs through the proxy's REST API (only their ``HS_ALIAS`` values), under the
+        batch's gates; each answer is cached like any other, under the shortDOI's key."""
+        from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp
+        from airflow_doi.resolver.retry import GaveUpError  # the resolve extra: tenacity
+
+        self.stats.short_dois = len(shorts)
+        found: dict[str, Any] = {}
+        if self.cache is not None:
+            for key, answer in self.cache.fresh(list(shorts), datetime.now(timezone.utc)).items():
+                found[key] = _expanded(shorts[key], answer, answer.attempts, cached=True)
+        todo = [(key, handle) for key, handle in shorts.items() if key not in found]
+        if not todo:
+            return found
+
+        async def one(client: Any, key: str, handle: str) -> None:
+            try:
+                answer, attempts = await self.policy.run(lambda: client.get_alias(handle, key))
+            except (GaveUpError, ProxyError) as error:
+                self.stats.short_doi_requests += error.attempts
+                found[key] = ResolutionResult(
+                    None, None, None, status="error", attempts=error.attempts,
+                    http_status=error.http_status, error=f"the shortDOI {handle} could not be "
+                    f"expanded: {error.reason}")
+                return
+            self.stats.short_doi_requests += attempts
+            if self.cache is not None:
+                self.cache.store(CachedAnswer(key=key, doi=handle, attempts=attempts,
+                                              **answer_fields(answer)))
+            found[key] = _expanded(handle, answer, attempts)
+
+        async with self.client() as client:
+            for start in range(0, len(todo), self.pending_limit):
+                await asyncio.gather(*(one(client, key, handle)
+                                       for key, handle in todo[start:start + self.pending_limit]))
+        return found
 
     def cached_result(self, key: str, answer: CachedAnswer) -> ResolutionResult:
         # url_raw and a refusal are not stored: they follow from the values, as when fetched.
@@ -307,6 +357,9 @@ class _Batch(KeyedBatch):
         await self.limiter.aclose()
         self.stats.breaker_opens = self.breaker.opens
         self.stats.gave_up = self.breaker.gave_up_reason
+        self.stats.answered = self.breaker.answered
+        if self.breaker.never_answered:
+            self.stats.never_answered = self.breaker.last_reason
 
     async def request(self, client: Any, doi: str, key: str) -> ResolutionResult:
         from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp
@@ -326,6 +379,27 @@ class _Batch(KeyedBatch):
             None, doi, key, attempts=attempts, error=answer.refusal, url_raw=answer.url_raw,
             **carried,
         )
+
+
+def _expanded(handle: str, answer: Any, attempts: int, *, cached: bool = False) -> Any:
+    """The DOI a shortDOI's answer aliases (normalized), or the result of its rows: it does
+    not exist (``not_found``), or names no valid DOI (``no_values``, the reason in ``error``)."""
+    from airflow_doi.resolver.client import ALIAS_TYPE, alias_of, server_text
+
+    carried = answer_fields(answer)
+    if answer.status == "not_found":
+        problem = f"the shortDOI {handle} does not exist"
+    else:
+        alias = alias_of(answer.values)
+        check = validate(alias) if alias is not None else None
+        if check is not None and check.valid and check.doi is not None:
+            return check.doi
+        problem = (f"the shortDOI {handle} names no DOI (no {ALIAS_TYPE} value)" if check is None
+                   else f"the shortDOI {handle} names {server_text(repr(alias))}, which is not "
+                   f"a valid DOI ({check.reason})")
+        carried.update(status="no_values", url=None)
+    return ResolutionResult(None, None, None, attempts=attempts, error=problem, cached=cached,
+                            **carried)
 
 
 async def aresolve(
@@ -370,13 +444,26 @@ async def answer_rows(
     stats = batch.stats
     started = time.monotonic()
     checked = [_check(v) for v in rows]
-    todo: dict[str, str] = {}
-    for doi, key, reason in checked:
-        if reason is None and key is not None and doi is not None and key not in todo:
-            todo[key] = doi
-    stats.rows, stats.keys = len(rows), len(todo)
+    shorts: dict[str, str] = {}  # a shortDOI's key -> the shortDOI, as first written
+    short_rows: dict[int, str] = {}  # row -> its shortDOI's key
+    if batch.expands_short_dois:
+        for row, (value, (_, _, reason)) in enumerate(zip(rows, checked, strict=True)):
+            handle = short_doi(value) if reason == "short_doi" else None
+            if handle is not None:
+                short_rows[row] = ascii_upper(handle)
+                shorts.setdefault(short_rows[row], handle)
     store = batch.cache
+    ran = False
     try:
+        expanded = await batch.expand(shorts) if shorts else {}
+        for row, short in short_rows.items():
+            if isinstance(expanded[short], str):  # the DOI it aliases stands in for it
+                checked[row] = (expanded[short], ascii_upper(expanded[short]), None)
+        todo: dict[str, str] = {}
+        for doi, key, reason in checked:
+            if reason is None and key is not None and doi is not None and key not in todo:
+                todo[key] = doi
+        stats.rows, stats.keys = len(rows), len(todo)
         known: dict[str, Any] = {}
         if store is not None:
             for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():
@@ -386,14 +473,19 @@ async def answer_rows(
         batch.report()
         missing = {k: d for k, d in todo.items() if k not in known}
         if missing:
+            ran = True
             known.update(await batch.run(missing))
     finally:
+        if shorts and not ran:  # expand used the gates; run() closes them when it runs
+            await batch.finish()
         if store is not None:
             store.close()
     results = [
-        invalid(value, doi, key, reason) if reason is not None or key is None
+        replace(expanded[short_rows[row]], input=value)
+        if row in short_rows and not isinstance(expanded[short_rows[row]], str)
+        else invalid(value, doi, key, reason) if reason is not None or key is None
         else replace(known[key], input=value, doi=doi)
-        for value, (doi, key, reason) in zip(rows, checked, strict=True)
+        for row, (value, (doi, key, reason)) in enumerate(zip(rows, checked, strict=True))
     ]
     stats.elapsed = time.monotonic() - started
     stats.by_status = {}

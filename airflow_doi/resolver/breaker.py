@@ -8,6 +8,14 @@ it with the cooldown doubled. When the proxy has kept failing for ``give_up`` se
 waiting request raises :class:`CircuitOpenError`, so the batch finishes (as ``error`` rows)
 instead of waiting forever.
 
+A proxy that was never there is told apart from one that fails: when no request of the run
+has ever been answered (every one refused, its host name unknown, its connection timed out)
+and ``threshold`` requests in a row could not even connect, the breaker gives up at once,
+naming the target and the give-up time it did not wait for: a wrong base URL or a proxy that
+is not running fails in seconds, not after ``give_up``. Once anything has answered, even with
+an error (a 503, a 429), the bounded wait above applies: a proxy that dies mid-run is waited
+for as long as before.
+
 The same gate carries global pauses asked for by the server (``Retry-After`` on 429/403):
 one throttled answer holds back every request, not just the DOI that received it. A pause
 never outlives the give-up time: a server asking for a longer one (``Retry-After: 999999``,
@@ -69,6 +77,10 @@ class CircuitBreaker:
         self._changed = asyncio.Event()
         #: Set once the breaker has given up for good (a pause past the give-up time).
         self._gave_up: str | None = None
+        #: Whether any request has been answered (an HTTP answer of any status).
+        self.answered = False
+        #: Set when it gave up because nothing was ever answered (see the module docstring).
+        self.never_answered = False
 
     def _notify(self) -> None:
         self._changed.set()
@@ -184,6 +196,7 @@ class CircuitBreaker:
 
     def record_success(self) -> None:
         """The proxy answered (whatever the handle's status): close the breaker."""
+        self.answered = True
         was_open = self.state != "closed"
         self._failures = 0
         self._failing_since = None
@@ -193,13 +206,30 @@ class CircuitBreaker:
         if was_open:
             self._notify()
 
-    def record_failure(self, reason: str, *, probe: bool = False) -> None:
-        """A retryable failure: count it, and open (or reopen) the breaker when due."""
+    def record_failure(
+        self, reason: str, *, probe: bool = False, answered: bool = False,
+        unreachable: bool = False,
+    ) -> None:
+        """A retryable failure: count it, and open (or reopen) the breaker when due.
+
+        ``answered``: an HTTP answer came back (a 5xx, a 429): the proxy is there. With
+        ``unreachable`` (no connection could be made) while nothing has ever been answered,
+        the ``threshold``-th failure in a row gives up at once.
+        """
         now = self._clock()
         self.last_reason = reason
+        self.answered = self.answered or answered
         self._failures += 1
         if self._failing_since is None:
             self._failing_since = now
+        if unreachable and not self.answered and self._failures >= self.threshold:
+            self.never_answered = True
+            self._give_up(
+                f"no request was ever answered ({reason}, {self._failures} times in a row): "
+                f"stopped at once, not after breaker_give_up ({self.give_up:g}s), which is "
+                "for a proxy that stops answering mid-run"
+            )
+            return
         if probe or self.state == "half_open":
             self._probe_in_flight = False
             self._cooldown = min(self._cooldown * 2, self.cooldown_max)

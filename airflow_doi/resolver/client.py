@@ -37,12 +37,14 @@ from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
+    "ALIAS_TYPE",
     "MAX_BODY_BYTES",
     "MAX_TTL_SECONDS",
     "Answer",
     "ProxyClient",
     "ProxyError",
     "RetryableError",
+    "alias_of",
     "expires_after",
     "expiry",
     "interpret",
@@ -60,6 +62,9 @@ MAX_TTL_SECONDS: Final = 10 * 365 * 86400
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 #: Longest piece of server-supplied text (a ``message``, a foreign handle) kept in a reason.
 MAX_SERVER_TEXT: Final = 200
+#: The type of a handle value that names another handle to resolve instead: a shortDOI's
+#: record holds one naming its DOI (the proxy follows it when it redirects).
+ALIAS_TYPE: Final = "HS_ALIAS"
 
 
 class _RequestError(Exception):
@@ -72,12 +77,17 @@ class _RequestError(Exception):
 
 
 class RetryableError(_RequestError):
-    """A failure worth retrying (the proxy or the network, not the DOI, was at fault)."""
+    """A failure worth retrying (the proxy or the network, not the DOI, was at fault).
+
+    ``unreachable``: no connection could be made at all (refused, host name not found,
+    connection timed out): the server was not reached.
+    """
 
     def __init__(self, reason: str, *, http_status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, unreachable: bool = False) -> None:
         super().__init__(reason, http_status=http_status)
         self.retry_after = retry_after
+        self.unreachable = unreachable
 
     @property
     def throttled(self) -> bool:
@@ -191,6 +201,27 @@ def expiry(values: Sequence[Mapping[str, Any]], now: datetime, default: float) -
     return expires_after(now, min(delays) if delays else default)
 
 
+def alias_of(values: Sequence[Mapping[str, Any]]) -> str | None:
+    """The handle named by the lowest-index :data:`ALIAS_TYPE` value whose data is text
+    (as the REST API sends it: ``{"format": "string", "value": ...}``), or None."""
+    aliases = [
+        value for value in values
+        if value.get("type") == ALIAS_TYPE and isinstance(value.get("data"), Mapping)
+        and isinstance(value["data"].get("value"), str)
+    ]
+    if not aliases:
+        return None
+    first = min(aliases, key=_index)
+    text: str = first["data"]["value"]
+    return text
+
+
+def _index(value: Mapping[str, Any]) -> int:
+    """A handle value's index (0 when it has none that is a number)."""
+    index = value.get("index")
+    return index if isinstance(index, int) else 0
+
+
 def interpret(
     http_status: int,
     body: bytes,
@@ -292,6 +323,13 @@ class ProxyClient:
         text = f"{self.config.root}/api/handles/{encode_path(doi)}"
         return yarl.URL(text + (f"?{query}" if query else ""), encoded=True)
 
+    def alias_url(self, handle: str) -> yarl.URL:
+        """``{base}/api/handles/{encoded handle}?type=HS_ALIAS``: only the aliases, whatever
+        ``types``/``indexes`` the configuration filters a DOI's values by."""
+        return yarl.URL(
+            f"{self.config.root}/api/handles/{encode_path(handle)}?type={ALIAS_TYPE}",
+            encoded=True)
+
     def which_ra_url(self, dois: Sequence[str]) -> yarl.URL:
         joined = ",".join(encode_which_ra(d) for d in dois)
         return yarl.URL(f"{self.config.root}/doiRA/{joined}", encoded=True)
@@ -308,6 +346,10 @@ class ProxyClient:
                                         headers=headers) as response:
                 body = await _read_capped(response, MAX_BODY_BYTES)
                 return response.status, body, response.headers
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError, which it also is
+            raise RetryableError(
+                f"could not connect to {self._where()} (connection timed out)", unreachable=True
+            ) from None
         except asyncio.TimeoutError:
             raise RetryableError(f"no complete answer within {self.config.timeout:g}s") from None
         except aiohttp.ServerDisconnectedError:
@@ -318,7 +360,7 @@ class ProxyClient:
             ) from None
         except aiohttp.ClientConnectorError as error:
             raise RetryableError(
-                f"could not connect to {self._where()} ({_why(error)})"
+                f"could not connect to {self._where()} ({_why(error)})", unreachable=True
             ) from None
         except aiohttp.ClientConnectionError as error:
             raise RetryableError(f"connection to {self._where()} failed ({_why(error)})") from None
@@ -330,6 +372,13 @@ class ProxyClient:
 
     async def get_handle(self, doi: str, key: str) -> Answer:
         status, body, headers = await self.get(self.handle_url(doi))
+        now = datetime.now(timezone.utc)
+        return interpret(status, body, headers, key, now, self.config.negative_ttl)
+
+    async def get_alias(self, handle: str, key: str) -> Answer:
+        """The proxy's answer for a handle's aliases (a shortDOI's): :func:`alias_of` reads
+        the DOI it names from the answer's values."""
+        status, body, headers = await self.get(self.alias_url(handle))
         now = datetime.now(timezone.utc)
         return interpret(status, body, headers, key, now, self.config.negative_ttl)
 

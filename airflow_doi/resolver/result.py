@@ -145,6 +145,20 @@ class ResolverStats:
     #: Why the breaker gave up on the proxy during the batch (None: it never did). Keys that
     #: were not answered before then ended ``error`` without an answer of their own.
     gave_up: str | None = None
+    #: Set when it gave up because no request was ever answered (the proxy could not be
+    #: reached at all): the last failure, e.g. ``could not connect to ... (connection
+    #: refused)``.
+    never_answered: str | None = None
+    #: shortDOIs met (distinct), and the requests sent to expand them (also in ``requests``:
+    #: they belong to no key of their own, so ``requests == sum(attempts) +
+    #: short_doi_requests``).
+    short_dois: int = 0
+    short_doi_requests: int = 0
+    #: Whether the proxy has answered a request of this run (any HTTP answer). The batch sets
+    #: it; a caller that resolves one run in several batches sets it before each later batch
+    #: from the earlier ones', so that a proxy that dies between two batches is waited for
+    #: ``breaker_give_up`` like one that dies mid-batch, not given up on at once.
+    answered: bool = False
 
     @property
     def request_rate(self) -> float:
@@ -166,9 +180,11 @@ class ResolverStats:
         """The one-line summary the CLI prints at the end."""
         counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses)
         rows = "1 row" if self.rows == 1 else f"{self.rows:,} rows"
+        shorts = (f"; {self.short_dois:,} shortDOIs looked up through the proxy "
+                  f"({self.short_doi_requests:,} of the requests)" if self.short_dois else "")
         return (
             f"{rows}, {self.keys:,} distinct keys: {counts}; "
             f"{self.requests:,} requests in {self.elapsed:.1f}s ({self.request_rate:,.1f}/s), "
             f"{self.retries:,} retries, {self.throttled:,} throttled, "
-            f"{self.cache_hits:,} cache hits, {self.breaker_opens:,} breaker opens"
+            f"{self.cache_hits:,} cache hits, {self.breaker_opens:,} breaker opens{shorts}"
         )

@@ -90,7 +90,9 @@ class RetryPolicy:
                 finally:
                     await self.limiter.release(slot)
             except RetryableError as error:
-                self.breaker.record_failure(error.reason, probe=probe)
+                self.breaker.record_failure(
+                    error.reason, probe=probe, answered=error.http_status is not None,
+                    unreachable=error.unreachable)
                 if error.throttled:
                     self.stats.throttled += 1
                     pause = (

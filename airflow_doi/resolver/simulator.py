@@ -5,7 +5,9 @@ It behaves like the documented API where the resolver depends on it:
 * ``GET /api/handles/<handle>``: the raw request path is percent-decoded (bytes, then
   UTF-8) and looked up case-insensitively by the Z39.84 key (:func:`ascii_upper`, never
   ``str.upper``); response codes 1 (HTTP 200), 2 (500), 100 (404) and 200 (200);
-  ``type``/``index`` filters (a value matching any is kept).
+  ``type``/``index`` filters (a value matching any is kept). A shortDOI of a known DOI
+  (:meth:`ProxySimulator.short_doi`, ``10/`` and six letters and digits) answers with its
+  ``HS_ALIAS`` value naming the DOI, as the shortDOI service's handles do.
 * ``GET /doiRA/<d1>,<d2>,...``: Which RA?, split on raw commas before decoding;
 * ``GET /<DOI>`` (any other path): DOI content negotiation. With ``Accept:
   application/vnd.citationstyles.csl+json`` a 302 to the DOI's registration agency, one of the
@@ -23,7 +25,8 @@ It behaves like the documented API where the resolver depends on it:
 
 and misbehaves on purpose where a resolver must cope: latency, a token-bucket rate limit
 answering 429 with ``Retry-After``, a 500 every Nth request, a dropped connection every Mth,
-slow answers, malformed JSON every Kth, an outage window, or 500 for ever.
+slow answers, malformed JSON every Kth, an outage window, 500 for ever, or death (no
+connection any more) after the Nth answer.
 
 Side doors, not counted as API requests: ``GET /_simulator/stats`` (``?times=1`` adds the
 arrival time of every API request) and ``POST /_simulator/reset``.
@@ -32,6 +35,8 @@ arrival time of every API request) and ``POST /_simulator/reset``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import math
 import os
@@ -60,9 +65,10 @@ from airflow_doi.resolver.agencies import (
     work_from_record,
 )
 from airflow_doi.resolver.agencies import expected_metadata as expected_of_work
-from airflow_doi.syntax import ascii_upper, validate
+from airflow_doi.syntax import SHORT_DOI_PREFIX, ascii_upper, validate
 
-__all__ = ["Faults", "ProxySimulator", "make_records", "read_records", "record_url"]
+__all__ = ["Faults", "ProxySimulator", "make_records", "read_records", "record_url",
+           "short_doi_of"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class Faults:
     list_missing_every: int | None = None
     list_truncated_every: int | None = None
     list_bad_record_every: int | None = None
+    #: Die after answering this many API requests: stop listening at the last one (connection
+    #: refused from then on); a request on a connection still open is dropped, unanswered.
+    die_after: int | None = None
 
     @classmethod
     def coerce(cls, value: Faults | Mapping[str, Any] | None) -> Faults:
@@ -201,6 +210,27 @@ def _load(
     return table
 
 
+def short_doi_of(doi: str) -> str:
+    """The shortDOI (``10/xxxxxx``) the simulator serves for ``doi``: six characters of base 32
+    of a digest of its key, so the same in every run (the real service hands codes out as it
+    goes), a letter among them."""
+    digest = hashlib.sha256(ascii_upper(doi).encode("utf-8")).digest()
+    code = base64.b32encode(digest).decode("ascii").lower()[:6]
+    return SHORT_DOI_PREFIX + ("a" + code[1:] if code.isdigit() else code)
+
+
+def _alias_record(doi: str) -> dict[str, Any]:
+    """A shortDOI's record: an ``HS_ALIAS`` value naming ``doi``, and its admin value."""
+    return {"values": [
+        {"index": 1, "type": "HS_ALIAS", "data": {"format": "string", "value": doi},
+         "ttl": 86400, "timestamp": "2011-06-01T12:00:00Z"},
+        {"index": 100, "type": "HS_ADMIN",
+         "data": {"format": "admin", "value": {"handle": "0.NA/10", "index": 200,
+                                               "permissions": "011111111111"}},
+         "ttl": 86400, "timestamp": "2011-06-01T12:00:00Z"},
+    ]}
+
+
 def _retry_after(wait: float) -> dict[str, str]:
     """The ``Retry-After`` header of a 429: whole seconds until a token is back, at least 1."""
     return {"Retry-After": str(max(1, math.ceil(wait)))}
@@ -247,6 +277,10 @@ class ProxySimulator:
         #: The first agency's port, the others' after it in :data:`AGENCIES` order, then the
         #: "elsewhere" server's; 0 picks free ports.
         self.agency_base_port = agency_base_port
+        #: shortDOI key -> (the shortDOI, the DOI it aliases): one for each known DOI.
+        self._shorts: dict[str, tuple[str, str]] = {}
+        for stored, _ in self.records.values():
+            self.short_doi(stored)
         #: Serve the simulated agencies (content negotiation) beside the proxy.
         self.agencies = agencies
         #: Requests/second each agency answers before 429 (a token bucket of its own).
@@ -266,6 +300,7 @@ class ProxySimulator:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.ServerRunner | None = None
+        self._site: web.TCPSite | None = None
         self._stopped: asyncio.Event | None = None
         self.reset_counts()
 
@@ -377,6 +412,13 @@ class ProxySimulator:
         work = self.work(doi)
         return None if work is None else expected_of_work(work)
 
+    def short_doi(self, doi: str) -> str:
+        """The shortDOI that aliases ``doi`` here (:func:`short_doi_of`), served from now on
+        (with ``auto_records`` a DOI is only known once asked about, so ask here first)."""
+        short = short_doi_of(doi)
+        self._shorts[ascii_upper(short)] = (short, doi)
+        return short
+
     def start(self) -> ProxySimulator:
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -411,6 +453,7 @@ class ProxySimulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
+        self._site = site
         self.port = _bound_port(site, self.port)
         if self.agencies:
             base = self.agency_base_port
@@ -509,6 +552,13 @@ class ProxySimulator:
                 _retry_after(wait),
             )
         faults = self.faults
+        if faults.die_after is not None and number >= faults.die_after:
+            if number > faults.die_after:
+                if request.transport is not None:
+                    request.transport.abort()
+                raise asyncio.CancelledError  # dead: nothing more is answered
+            if self._site is not None:
+                await self._site.stop()  # this one is answered; no connection after it
         if self.latency:
             await asyncio.sleep(self.latency)
         if faults.slow_every and number % faults.slow_every == 0:
@@ -543,7 +593,8 @@ class ProxySimulator:
         return self._answer(target, raw_query)
 
     def _answer(self, handle: str, raw_query: str) -> web.Response:
-        found = self._record(handle)
+        alias = self._shorts.get(ascii_upper(handle))
+        found = (alias[0], _alias_record(alias[1])) if alias else self._record(handle)
         if found is None:
             return _json(
                 404, {"responseCode": 100, "handle": handle, "message": "Handle Not Found"}

@@ -64,6 +64,7 @@ from airflow_doi.syntax import (
     ILLEGAL_RANGES,
     INFO_PREFIX,
     SCHEMELESS_HOSTS,
+    SHORT_DOI_PATTERN,
     TRIM_CHARS,
     URL_HOSTS,
     URN_PREFIX,
@@ -370,6 +371,7 @@ def reason_of(dt: exp.Expression) -> exp.Expression:
             ),
             when(exp.EQ(this=dt.copy(), expression=lit("E")), "bad_encoding"),
             when(re_match(dt.copy(), ILLEGAL), "bad_character"),
+            when(re_match(dt.copy(), f"^K{SHORT_DOI_PATTERN}$"), "short_doi"),
             when(_not(re_match(dt.copy(), f"^K{_DIRECTORY}")), "bad_directory"),
             when(
                 _not(re_match(_concat(dt.copy(), lit("/")), f"^K{_DIRECTORY}{_REGISTRANT}/")),

@@ -124,6 +124,8 @@ CREATE OR REPLACE MACRO doi__reason(dt) AS
       '[\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]'
     )
     THEN 'bad_character'
+    WHEN REGEXP_FULL_MATCH(dt, 'K10/[0-9A-Za-z]*[A-Za-z][0-9A-Za-z]*')
+    THEN 'short_doi'
     WHEN NOT REGEXP_MATCHES(dt, '^K10[.]')
     THEN 'bad_directory'
     WHEN NOT REGEXP_MATCHES(dt || '/', '^K10[.][0-9]+(?:[.][0-9]+)*/')

@@ -222,6 +222,8 @@ $$
       'c'
     ) > 0
     THEN 'bad_character'
+    WHEN REGEXP_INSTR(dt, '^K10/[0-9A-Za-z]*[A-Za-z][0-9A-Za-z]*$', 1, 1, 0, 'c') > 0
+    THEN 'short_doi'
     WHEN NOT REGEXP_INSTR(dt, '^K10[.]', 1, 1, 0, 'c') > 0
     THEN 'bad_directory'
     WHEN NOT REGEXP_INSTR(dt || '/', '^K10[.][0-9]+([.][0-9]+)*/', 1, 1, 0, 'c') > 0

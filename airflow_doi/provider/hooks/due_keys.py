@@ -471,6 +471,8 @@ class _Run:
         self.progress = ProgressMeter(f"{step.verb} {table}", 0, log, unit="keys", every=10.0)
         self.elsewhere: dict[str, str] = {}
         self.clock = time.monotonic()
+        #: Whether the service has answered any request of this run (see ResolverStats).
+        self.answered = False
 
     def started(self, due_keys: int) -> None:
         self.summary.due_keys = self.progress.total = due_keys
@@ -508,8 +510,10 @@ class _Run:
         step = self.step
         stats = step.new_stats()
         known = self._known(store, [k for k, _ in mine]) if step.known else {}
+        stats.answered = self.answered  # a proxy that answered an earlier batch is waited for
         with _LeaseRenewal(store.db_hook, self.claims, claim):
             results = step.ask([d for _, d in mine], on_progress, stats, known)
+        self.answered = self.answered or stats.answered
         # The service failed: a breaker gave up, or a batch of a few keys got no answer for
         # any of them (a lone key that keeps failing is stored as an error, not a failure).
         failed = stats.gave_up is not None or (

@@ -1604,6 +1604,55 @@ CASE
       'c'
     ) > 0
     THEN 'bad_character'
+    WHEN REGEXP_INSTR(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            'K' || ARRAY_TO_STRING(
+              TRANSFORM(
+                REGEXP_SUBSTR_ALL(
+                  CASE
+                    WHEN REGEXP_INSTR(
+                      ({{ value }}),
+                      '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                      1,
+                      1,
+                      0,
+                      'c'
+                    ) > 0
+                    THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                  END,
+                  '(%[0-9A-Fa-f]{2})+|[^%]+'
+                ),
+                r -> IFF(
+                  LEFT(CAST(r AS VARCHAR), 1) = '%',
+                  HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                  CAST(r AS VARCHAR)
+                )
+              ),
+              ''
+            ),
+            'E'
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
+      ),
+      '^K10/[0-9A-Za-z]*[A-Za-z][0-9A-Za-z]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'short_doi'
     WHEN NOT REGEXP_INSTR(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
@@ -2808,6 +2857,263 @@ CASE
       'c'
     ) > 0
     THEN 'bad_character'
+    WHEN REGEXP_INSTR(
+      REGEXP_REPLACE(
+        REGEXP_REPLACE(
+          COALESCE(
+            REGEXP_SUBSTR(
+              REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ),
+              '^(K.*)$',
+              1,
+              1,
+              'cse',
+              1
+            ),
+            CASE
+              WHEN REGEXP_INSTR(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            '0' || REGEXP_REPLACE(
+                              ({{ value }}),
+                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                              '',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                            '1\\3',
+                            1,
+                            0,
+                            'cs'
+                          ),
+                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                          '1\\1/',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                        '1',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                      '2',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                    '1',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^([02]|1([^%]*)$)',
+                  'K\\2',
+                  1,
+                  0,
+                  'cs'
+                ),
+                '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                1,
+                1,
+                0,
+                'c'
+              ) > 0
+              THEN 'K' || ARRAY_TO_STRING(
+                TRANSFORM(
+                  REGEXP_SUBSTR_ALL(
+                    SUBSTRING(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          REGEXP_REPLACE(
+                            REGEXP_REPLACE(
+                              REGEXP_REPLACE(
+                                REGEXP_REPLACE(
+                                  '0' || REGEXP_REPLACE(
+                                    ({{ value }}),
+                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                    '',
+                                    1,
+                                    0,
+                                    'c'
+                                  ),
+                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                  '1\\3',
+                                  1,
+                                  0,
+                                  'cs'
+                                ),
+                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                '1\\1/',
+                                1,
+                                0,
+                                'c'
+                              ),
+                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                              '1',
+                              1,
+                              0,
+                              'c'
+                            ),
+                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                            '2',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                          '1',
+                          1,
+                          0,
+                          'c'
+                        ),
+                        '^([02]|1([^%]*)$)',
+                        'K\\2',
+                        1,
+                        0,
+                        'cs'
+                      ),
+                      2
+                    ),
+                    '(%[0-9A-Fa-f]{2})+|[^%]+'
+                  ),
+                  r -> IFF(
+                    LEFT(CAST(r AS VARCHAR), 1) = '%',
+                    HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                    CAST(r AS VARCHAR)
+                  )
+                ),
+                ''
+              )
+              WHEN NOT REGEXP_REPLACE(
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                            '',
+                            1,
+                            0,
+                            'c'
+                          ),
+                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\\3',
+                          1,
+                          0,
+                          'cs'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\\1/',
+                        1,
+                        0,
+                        'c'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      1,
+                      0,
+                      'c'
+                    ),
+                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                    '2',
+                    1,
+                    0,
+                    'c'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  1,
+                  0,
+                  'c'
+                ),
+                '^([02]|1([^%]*)$)',
+                'K\\2',
+                1,
+                0,
+                'cs'
+              ) IS NULL
+              THEN 'E'
+            END
+          ),
+          '^K[\t\n\x0b\f\r                  　​﻿]+',
+          'K',
+          1,
+          0,
+          'c'
+        ),
+        '[\t\n\x0b\f\r                  　​﻿]+$',
+        '',
+        1,
+        0,
+        'c'
+      ),
+      '^K10/[0-9A-Za-z]*[A-Za-z][0-9A-Za-z]*$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'short_doi'
     WHEN NOT REGEXP_INSTR(
       REGEXP_REPLACE(
         REGEXP_REPLACE(
