@@ -3,8 +3,8 @@
 A run of the normalize operator writes four columns beside the DOI column (the DOI, its key,
 its valid flag and its reason) and a fifth, the *fingerprint* of what they were computed from:
 the rules' version, the ``decode`` setting and a hash of the cell's text
-(``2/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there;
-nothing after the last slash for NULL). A later
+(``2/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there,
+the cell's text itself on SQLite; nothing after the last slash for NULL). A later
 run rewrites only the rows that are *stale*:
 
 * the fingerprint is NULL (a row added since, or a table never normalized with one) or differs
@@ -41,14 +41,15 @@ __all__ = [
 #: lower-case hex, except on PostgreSQL, whose 64-bit ``hashtextextended`` (the hash of its
 #: hash partitioning, stable across releases for that reason) costs a quarter of its MD5 on a
 #: scan of a million cells (0.17 s against 0.48 s): the scan a run with nothing stale is made
-#: of. Written so that it runs as is where statements are not translated (PostgreSQL, DuckDB,
-#: SQLite, Redshift, Trino) and translates where they are (sqlglot writes MySQL's, Snowflake's,
-#: BigQuery's and Databricks' own spelling of the same MD5). SQLite has none of its own:
-#: ``doi__md5`` is registered on the task's connection (:mod:`airflow_doi.db.sqlite`).
+#: of. SQLite has no hash of its own, and a function of the task's (Python) called for each
+#: row costs a quarter of parsing it: there the cell's text itself is the fingerprint (what a
+#: hash stands for, compared without a call). Written so that it runs as is where statements
+#: are not translated (PostgreSQL, DuckDB, SQLite, Redshift, Trino) and translates where they
+#: are (sqlglot writes MySQL's, Snowflake's, BigQuery's and Databricks' own spelling of MD5).
 _HASH: Final[dict[str, str]] = {
     "postgres": 'CAST(HASHTEXTEXTENDED(CAST({x} AS TEXT) COLLATE "C", 0) AS TEXT)',
     "duckdb": "MD5(CAST({x} AS TEXT))",
-    "sqlite": "doi__md5({x})",
+    "sqlite": "CAST({x} AS TEXT)",
     "mysql": "MD5(CAST({x} AS TEXT))",
     "snowflake": "MD5(CAST({x} AS TEXT))",
     "bigquery": "MD5(CAST({x} AS TEXT))",

@@ -8,13 +8,11 @@ built, else :mod:`airflow_doi.syntax`), so SQLite answers exactly like Python
 
 The functions of one connection share the parse of the last cell they read: an ``UPDATE`` that
 sets ``doi_normalize(x)``, ``doi_key(x)``, ``doi_is_valid(x)`` and ``doi_reason(x)`` parses each
-row's cell once, not four times. ``doi__md5`` (the fingerprint of
-:mod:`airflow_doi.db.incremental`, SQLite having no MD5 of its own) is registered beside them.
+row's cell once, not four times.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable
 
@@ -88,17 +86,8 @@ def _answer(name: str, function: Callable[[Validation], Result],
     return call
 
 
-def doi__md5(value: object) -> str | None:
-    """The MD5 of a cell as lower-case hex (of its UTF-8 text; a BLOB's own bytes)."""
-    if value is None:
-        return None
-    data = value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
-
-
 def register(connection: sqlite3.Connection) -> None:
-    """Register the five DOI functions (deterministic) and ``doi__md5`` on ``connection``."""
+    """Register the five DOI functions (deterministic) on ``connection``."""
     judge = _LastCell()
     for name, function in FUNCTIONS.items():
         connection.create_function(name, 1, _answer(name, function, judge), deterministic=True)
-    connection.create_function("doi__md5", 1, doi__md5, deterministic=True)

@@ -146,7 +146,7 @@ class DoiColumnOperator(DoiSqlOperator):
         self.log.info("%s %s.%s %s", gerund, self.table, self.doi_column, where.why)
         with closing(sql_hooks.connect(hook)) as conn:
             if dialect.name == "sqlite":
-                register_sqlite(conn)  # the rules and the fingerprint's MD5, in either mode
+                register_sqlite(conn)  # the rules, in either mode
             cursor = dialect.cursor(conn)
             require_columns(cursor, self.table, {"doi_column": self.doi_column},
                             case_sensitive=dialect.case_sensitive_identifiers)
