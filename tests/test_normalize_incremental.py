@@ -248,3 +248,20 @@ def test_postgres_finds_the_stale_rows_before_it_locks_and_locks_only_to_write_t
     update = next(i for i, s in enumerate(statements) if s.startswith("UPDATE"))
     assert listing < lock and update == lock + 1
     assert "ctid = ANY(ARRAY(SELECT tid FROM doi_stale_rows_" in statements[update]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb", "postgres", "mariadb"], indirect=True)
+def test_an_empty_cell_emptied_to_null_and_back_is_rewritten(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'' and NULL have fingerprints of their own on every engine (SQLite's, the text itself,
+    once gave both the same one): each change between them rewrites the row."""
+    catalogue = Catalogue(engine, monkeypatch, "auto")
+    (row,) = catalogue.insert([""])
+    assert catalogue.normalize()["rows_written"] == 1
+    for value in (None, "", None):
+        if value is None:
+            catalogue.run(f"UPDATE {catalogue.table} SET raw = NULL WHERE id = {row}")
+        else:
+            catalogue.run(f"UPDATE {catalogue.table} SET raw = '' WHERE id = {row}")
+        assert catalogue.normalize()["rows_written"] == 1, value
+        assert catalogue.normalize()["rows_written"] == 0, value

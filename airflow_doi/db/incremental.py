@@ -4,7 +4,7 @@ A run of the normalize operator writes four columns beside the DOI column (the D
 its valid flag and its reason) and a fifth, the *fingerprint* of what they were computed from:
 the rules' version, the ``decode`` setting and a hash of the cell's text
 (``2/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there,
-the cell's text itself on SQLite; nothing after the last slash for NULL). A later
+``=`` and the cell's text itself on SQLite; nothing after the last slash for NULL). A later
 run rewrites only the rows that are *stale*:
 
 * the fingerprint is NULL (a row added since, or a table never normalized with one) or differs
@@ -49,7 +49,7 @@ __all__ = [
 _HASH: Final[dict[str, str]] = {
     "postgres": 'CAST(HASHTEXTEXTENDED(CAST({x} AS TEXT) COLLATE "C", 0) AS TEXT)',
     "duckdb": "MD5(CAST({x} AS TEXT))",
-    "sqlite": "CAST({x} AS TEXT)",
+    "sqlite": "'=' || CAST({x} AS TEXT)",  # '=' so that '' is not NULL's ''
     "mysql": "MD5(CAST({x} AS TEXT))",
     "snowflake": "MD5(CAST({x} AS TEXT))",
     "bigquery": "MD5(CAST({x} AS TEXT))",
