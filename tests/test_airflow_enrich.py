@@ -130,6 +130,38 @@ def test_a_dead_proxy_fails_enrich_at_once_and_stores_nothing_unanswered(
     assert engine.run(f"SELECT COUNT(*) FROM {table}") == [(0,)]  # nothing unanswered kept
 
 
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_a_batch_api_that_cannot_be_reached_costs_the_task_one_give_up(engine: Engine) -> None:
+    """Crossref's list host refuses connections (a deployment that cannot reach it): the first
+    batch gives up on it, the task's later batches ask its keys by negotiation without trying
+    it again (each batch once lost ~9 s on it), and every key gets its record."""
+    keys = [f"10.5555/G{i:03d}" for i in range(60)]
+    engine.load(keys)
+    with ProxySimulator(auto_records=True) as sim:
+        unreachable = "http://127.0.0.1:9"
+        env = _env(engine, sim.url, agency_rate=1000, list_rate=1000, max_attempts=2,
+                   backoff_base=0.05, crossref_url=unreachable,
+                   datacite_url=sim.datacite_url,
+                   metadata_hosts=",".join((*sim.metadata_hosts, unreachable)))
+        process = subprocess.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
+                                 capture_output=True, text=True, timeout=300, check=False)
+        assert process.returncode == 0, process.stderr[-3000:]
+        expected = {key: sim.expected_metadata(key) for key in keys}
+    summary = json.loads(process.stdout.strip().splitlines()[-1])
+    # One query of the first batch (its retries: max_attempts), none in the five after it.
+    assert summary["by_source"]["crossref"] == {"keys": 0, "requests": 2}, summary
+    table = quote_identifier(_metadata_table(engine))
+    rows = engine.run(f"SELECT doi_key, metadata_status, metadata_source, agency, title "
+                      f"FROM {table}")
+    assert len(rows) == len(keys)
+    crossref = [row for row in rows if row[3] == "Crossref"]
+    assert len(crossref) > 20 and {row[2] for row in crossref} == {"negotiation"}
+    assert any(row[2] == "datacite" for row in rows)  # the other batch API still asked
+    for key, status, _, _, title in rows:
+        assert (status == "ok") == (expected[key] is not None), key
+        assert title == (expected[key] or {}).get("title"), key
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"], indirect=True)
 def test_a_users_own_doi_metadata_is_left_untouched(engine: Engine) -> None:
     engine.load(["10.5555/U1"])

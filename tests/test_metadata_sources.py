@@ -261,6 +261,30 @@ def test_a_batch_api_that_never_answers_leaves_its_keys_to_negotiation() -> None
     assert stats.sources.as_dict()["crossref"]["keys"] == 0
 
 
+def test_a_batch_api_given_up_on_is_not_asked_by_the_later_batches_of_the_run() -> None:
+    """The operators call fetch once a batch with one MetadataStats: a host the breaker gave up
+    on in the first is not sent a query by the next ones (it was, each batch ~9 s lost, when
+    a deployment could not reach api.crossref.org)."""
+    stats = MetadataStats()
+    with ProxySimulator(auto_records=True) as sim:
+        settings = {**FAST, "base_url": sim.url, "crossref_url": "http://127.0.0.1:9",
+                    "metadata_hosts": (*sim.metadata_hosts, "http://127.0.0.1:9"),
+                    "datacite_url": sim.datacite_url, "max_attempts": 2,
+                    "breaker_give_up": 5.0}
+        first = fetch(DOIS[:40], stats=stats, **settings)  # type: ignore[arg-type]
+        sent_first = stats.sources.as_dict()["crossref"]["requests"]
+        later = [fetch(DOIS[i:i + 40], stats=stats, **settings)  # type: ignore[arg-type]
+                 for i in (40, 80)]
+    assert sent_first >= 1 and "crossref" in stats.source_health.given_up
+    assert "127.0.0.1:9" in stats.source_health.given_up["crossref"]
+    assert stats.source_health.answered == {"datacite"}
+    assert stats.sources.as_dict()["crossref"]["requests"] == sent_first
+    crossref = [r for r in [*first, *later[0], *later[1]] if r.agency == "Crossref"]
+    assert len(crossref) > 40 and all(r.metadata_source == "negotiation" and
+                                      r.metadata_status == "ok" for r in crossref)
+    assert stats.sources.as_dict()["datacite"]["keys"] > 0  # the other API still asked
+
+
 def test_a_cache_keeps_each_source_and_a_second_run_asks_nothing(tmp_path: Path) -> None:
     cache = tmp_path / "metadata.sqlite"
     with ProxySimulator(auto_records=True) as sim:

@@ -66,7 +66,7 @@ REGISTRY = Path("examples/data/simulated_registry.txt")
 #: Every table and view a demo run creates in ``catalogue.duckdb`` (the DAG's and dbt's); a
 #: file holding anything else is not the demo's to replace.
 DEMO_TABLES = frozenset({
-    "catalogue", "doi_resolution", "doi_resolution_claims", "doi_metadata",
+    "catalogue", "catalogue_doi_keys", "doi_resolution", "doi_resolution_claims", "doi_metadata",
     "doi_metadata_claims", "reading_list", "stg_catalogue", "stg_reading_list",
     "reading_list_holdings", "reading_list_metadata",
 })

@@ -33,6 +33,7 @@ from airflow_doi.metadata.sources import (
     WHICH_RA,
     BatchSource,
     SourceCounts,
+    SourceHealth,
     group_by_source,
 )
 from airflow_doi.resolver.batch import KeyedBatch, Progress, answer_rows, blocking_twin
@@ -109,6 +110,9 @@ class _Fetch(KeyedBatch):
         self.pending_limit = config.concurrency * config.pending_per_slot
         #: Who registered each key, where known (given, or asked of Which RA?).
         self.agencies: dict[str, str | None] = dict(agencies)
+        #: What the run knows of the batch APIs, kept across its calls (MetadataStats).
+        kept = getattr(stats, "source_health", None)
+        self.health: SourceHealth = kept if kept is not None else SourceHealth()
         self._client: Any = None
 
     def cached_result(self, key: str, answer: CachedMetadata) -> MetadataResult:
@@ -155,9 +159,11 @@ class _Fetch(KeyedBatch):
                 self.cache.release_all()
 
     def _usable(self) -> list[BatchSource]:
-        """The batch APIs this configuration may ask (their hosts on the allowlist)."""
+        """The batch APIs this configuration may ask (their hosts on the allowlist) and this
+        run has not given up on."""
         return [source for source in BATCH_SOURCES
-                if self.config.batch_origin(getattr(self.config, source.url_field))]
+                if self.config.batch_origin(getattr(self.config, source.url_field))
+                and source.name not in self.health.given_up]
 
     async def _by_source(self, client: MetadataClient, todo: dict[str, str]) -> dict[str, Any]:
         """Who registered each key (Which RA?), then each agency's keys from its source: the
@@ -233,6 +239,9 @@ class _Fetch(KeyedBatch):
 
         async def one(batch: list[str]) -> None:
             async with slots:
+                if source.name in self.health.given_up:  # an earlier query of the run failed
+                    left_out.update((key_of[doi], doi) for doi in batch)
+                    return
                 claimed = self._claim([(key_of[doi], doi) for doi in batch], results, left_out)
                 if not claimed:
                     return
@@ -240,8 +249,10 @@ class _Fetch(KeyedBatch):
                     answer = await client.ask_list(source, base, [d for _, d in claimed])
                 except (GaveUpError, ProxyError) as error:
                     self.counts.add(source.name, requests=error.attempts)
+                    self.health.failed(source.name, *client.list_health(base), str(error))
                     self._let_go(claimed, left_out)
                     return
+                self.health.answered.add(source.name)
                 self.counts.add(source.name, requests=answer.attempts)
                 self._answered(source, answer, claimed, results, left_out)
 

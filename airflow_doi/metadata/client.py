@@ -244,6 +244,14 @@ class MetadataClient:
                 found.setdefault(ascii_upper(doi), record)
         return ListAnswer(found, attempts, status[0], host)
 
+    def list_health(self, base: str) -> tuple[bool, str | None]:
+        """Of ``base``'s list queries in this call: whether any was answered (any status), and
+        why the breaker gave up on the host (None if it did not)."""
+        gate = self.gates.get((origin_of(base) or "", "list"))
+        if gate is None:
+            return False, None
+        return gate.breaker.answered, gate.breaker.gave_up_reason
+
     def next_url(self, current: str, location: str, visited: set[str]) -> str:
         """Where a redirect leads, or :class:`_Stop` when it must not be followed."""
         here = _host(current)

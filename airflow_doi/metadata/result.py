@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from airflow_doi.metadata.csl import FIELDS
-from airflow_doi.metadata.sources import SourceCounts
+from airflow_doi.metadata.sources import SourceCounts, SourceHealth
 from airflow_doi.resolver.result import ResolverStats, iso_text
 
 __all__ = ["METADATA_COLUMNS", "METADATA_STATUSES", "MetadataResult", "MetadataStats"]
@@ -85,6 +85,8 @@ class MetadataStats(ResolverStats):
 
     statuses = METADATA_STATUSES
     sources: SourceCounts = field(default_factory=SourceCounts)
+    #: What the run learned of the batch APIs, kept across its calls (pass one to each).
+    source_health: SourceHealth = field(default_factory=SourceHealth)
 
     def summary(self) -> str:
         """The resolver's summary line, and what each source answered and cost."""

@@ -31,6 +31,7 @@ __all__ = [
     "BatchSource",
     "SourceCount",
     "SourceCounts",
+    "SourceHealth",
     "batch_source_for",
     "group_by_source",
 ]
@@ -116,6 +117,27 @@ class SourceCounts:
                 parts.append(f"{name} {many(count.keys, 'key')} in "
                              f"{many(count.requests, 'request')}")
         return "; ".join(parts)
+
+
+@dataclass
+class SourceHealth:
+    """What a run learned of the batch APIs, kept across its calls (an operator's batches): the
+    ones that answered, and the ones it gave up on (why). A batch API given up on is not sent
+    another query in the run: its keys are asked by content negotiation."""
+
+    answered: set[str] = field(default_factory=set)
+    given_up: dict[str, str] = field(default_factory=dict)
+
+    def failed(self, source: str, answered: bool, gave_up: str | None, error: str) -> None:
+        """A query of ``source`` failed: given up on when its breaker gave up, or when none of
+        its queries was ever answered in the run (unreachable: each call would otherwise
+        spend its retries on it again)."""
+        if answered:
+            self.answered.add(source)
+        if gave_up is None and source not in self.answered:
+            gave_up = f"no list query was ever answered ({error})"
+        if gave_up is not None:
+            self.given_up.setdefault(source, gave_up)
 
 
 def group_by_source(todo: Mapping[str, str], agencies: Mapping[str, str | None],

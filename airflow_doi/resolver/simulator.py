@@ -307,7 +307,9 @@ class ProxySimulator:
     # -- counters ---------------------------------------------------------------------------
     def reset_counts(self) -> None:
         with self._lock:
+            #: Requests to the proxy's API: handle lookups and Which RA? (``ra_requests``).
             self.request_count = 0
+            self.ra_requests = 0
             self.requests_by_key: Counter[str] = Counter()
             #: ``(wall-clock time, key)`` of every API request, in arrival order.
             self.request_log: list[tuple[float, str]] = []
@@ -354,6 +356,7 @@ class ProxySimulator:
         with self._lock:
             document: dict[str, Any] = {
                 "requests": self.request_count,
+                "ra_requests": self.ra_requests,
                 "by_key": dict(self.requests_by_key),
                 "throttled": self.throttled,
                 "errors": self.errors,
@@ -541,6 +544,8 @@ class ProxySimulator:
             self.user_agents[request.headers.get("User-Agent", "")] += 1
             if kind == "handle":
                 self.requests_by_key[key] += 1
+            else:
+                self.ra_requests += 1
             wait = self._take_token(now)
             if wait is not None:
                 self.throttled += 1

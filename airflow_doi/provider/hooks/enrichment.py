@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_doi.db.statements import StatementDialect, sibling_table
 from airflow_doi.metadata import METADATA_COLUMNS, MetadataResult, MetadataStats
 from airflow_doi.metadata.client import LANDING
-from airflow_doi.metadata.sources import BATCH_SOURCES
+from airflow_doi.metadata.sources import BATCH_SOURCES, SourceHealth
 from airflow_doi.provider.hooks.doi_proxy import requests_counted
 from airflow_doi.provider.hooks.due_keys import (
     DueKeysOptions,
@@ -128,7 +128,9 @@ def enrichment_step(proxy_hook: DoiProxyHook, log: TaskLog) -> KeyStep:
     return KeyStep(
         verb="enrich", gerund="Enriching", past="enriched", service="DOI content negotiation",
         description=description, shape=METADATA_SHAPE, status_field="metadata_status",
-        ask=partial(_fetch, proxy_hook, log), new_stats=MetadataStats,
+        ask=partial(_fetch, proxy_hook, log),
+        # One for every batch of the task: a batch API given up on is not asked again.
+        new_stats=partial(MetadataStats, source_health=SourceHealth()),
         lease=partial(default_lease, config, rate=min(config.rate, config.agency_rate),
                       requests_per_key=2),
         counted=partial(requests_counted, config),
