@@ -256,6 +256,22 @@ def _zip(tmp_path: Path) -> Path:
     return path
 
 
+def _xlsx(tmp_path: Path) -> Path:
+    """A workbook as Excel writes one (the entries that make it one), named as people name it."""
+    path = tmp_path / "catalogue.xlsx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("xl/workbook.xml", "<workbook/>")
+        archive.writestr("xl/worksheets/sheet1.xml", "<worksheet/>")
+    return path
+
+
+def _xls(tmp_path: Path) -> Path:
+    path = tmp_path / "catalogue.xls"
+    path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    return path
+
+
 def _bad_cp1252(tmp_path: Path) -> Path:
     path = tmp_path / "bad.csv"
     path.write_bytes(b"id,doi\n1,10.1000/\x81\n")
@@ -291,6 +307,10 @@ REFUSED = {
         ["looks like JSON (Lines), which is not read"],
     ),
     "zip archive": (_zip, [], ["zip archive"]),
+    # A new user's trial: an .xlsx was told to be unzipped for "the CSV inside".
+    "excel workbook": (_xlsx, [], ["is an Excel workbook (.xlsx), not CSV", "CSV UTF-8",
+                                   "Save As"]),
+    "excel 97 workbook": (_xls, [], ["Excel 97-2003 workbook", "Save As"]),
     "not the named encoding": (_bad_cp1252, ["--encoding", "cp1252"], ["not cp1252", "81"]),
     "unknown encoding": (lambda tmp: FILES / "bom.csv", ["--encoding", "klingon"],
                          ["unknown encoding 'klingon'"]),
@@ -320,6 +340,23 @@ def test_both_commands_refuse_alike(tmp_path: Path, proxy: str, case: str) -> No
             assert word in run.stderr, (command, run.stderr)
         outputs.append(run.stderr.split(": error: ", 1)[1])
     assert outputs[0] == outputs[1] == outputs[2]  # the very same message from each command
+
+
+@pytest.mark.parametrize("command", ["normalize", "resolve", "repair", "enrich"])
+def test_an_output_named_as_a_workbook_is_refused(tmp_path: Path, proxy: str,
+                                                  command: str) -> None:
+    """``-o out.xlsx`` wrote a CSV under a workbook's name (Excel then calls it damaged)."""
+    target = tmp_path / "out.xlsx"
+    line = [command, FILES / "bom.csv", "-o", target, "--column", "doi"]
+    if command != "normalize":
+        line += ["--base-url", proxy]
+    run = cli(*line)
+    assert run.returncode == 2, run.stderr
+    assert "outputs are CSV or Parquet, not .xlsx workbooks: name it out.csv" in run.stderr
+    assert "Traceback" not in run.stderr and not target.exists()
+    explicit = cli(*line, "--format", "csv")  # asked for by name: written as asked
+    assert explicit.returncode == 0, explicit.stderr
+    assert target.read_bytes().startswith(b"\xef\xbb\xbf")
 
 
 def test_outputs_get_the_users_umask(tmp_path: Path, proxy: str) -> None:

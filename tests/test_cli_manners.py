@@ -170,3 +170,29 @@ def test_the_demo_explains_a_hostile_sample_cell() -> None:
         "run as SQL or shown as markup)")
     plain = _query(con, "select * from r where doi_key = '10.1000/182'")
     assert "hostile" not in plain
+
+
+def test_the_demo_on_an_install_without_its_extras_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new user's trial: ``airflow-doi demo`` from a ``[resolve]`` install said the previous
+    demo's file could not be read (ModuleNotFoundError), or that ``airflow db migrate``
+    failed. It now names what is missing and the command that installs it, exit 2, before
+    touching anything."""
+    import importlib.util
+
+    from airflow_doi.cli import build_parser, demo
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("airflow", "dbt") else real(name, *a))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "catalogue.duckdb").write_bytes(b"someone's file")
+    args = build_parser().parse_args(["demo", "--out", str(out)])
+    assert demo.run(args) == 2
+    err = capsys.readouterr().err
+    assert "airflow, dbt are not installed" in err and "scripts/demo.sh" in err
+    assert "pip install" in err and "[all]" in err
+    assert (out / "catalogue.duckdb").read_bytes() == b"someone's file"
+    assert sorted(p.name for p in out.iterdir()) == ["catalogue.duckdb"]

@@ -344,6 +344,40 @@ def test_simulator_serves_the_list_the_demo_ships() -> None:
         process.wait(timeout=30)
 
 
+def test_the_simulators_enrich_flags_pasted_after_enrich_get_every_record(
+        tmp_path: Path) -> None:
+    """The trial's worst surprise: ``enrich --base-url <simulator>`` alone exits 0 with every
+    row no_metadata (the agencies are off the default allowlist). The simulator's last line
+    is the flags to paste; with them each row gets its record, Crossref's and DataCite's by
+    their batch APIs."""
+    import shlex
+
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    dois = [f"10.5555/flags.{i}" for i in range(40)]
+    source.write_text("doi\n" + "\n".join(dois) + "\n", encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airflow_doi", "simulator", "--auto-records"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline().strip() for _ in range(4)]
+        assert lines[3].startswith("enrich flags: "), lines
+        flags = shlex.split(lines[3].removeprefix("enrich flags: "))
+        run = cli("enrich", source, "-o", out, *flags, "--rate", "200", "--agency-rate", "200",
+                  "--list-rate", "50")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    assert run.returncode == 0, run.stderr
+    rows = read_csv(out)
+    assert len(rows) == len(dois)
+    statuses = {row["metadata_status"] for row in rows}
+    assert statuses <= {"ok", "no_metadata"} and "ok" in statuses, statuses
+    sources = {row["metadata_source"] for row in rows if row["metadata_status"] == "ok"}
+    assert {"crossref", "datacite"} <= sources, sources
+    assert "crossref" in run.stderr and "Which RA?" in run.stderr
+
+
 def test_resolve_turns_a_short_doi_into_the_doi_it_aliases(tmp_path: Path) -> None:
     """Issue 34: validate names a shortDOI (reason short_doi); resolve asks the proxy which DOI
     it aliases and resolves that one, keeping the cell as written in input."""

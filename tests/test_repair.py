@@ -238,6 +238,20 @@ def test_each_rules_hint_picks_every_valid_doi_it_changes():
                           + 1000 * next(r.cost for r in RULES if r.name == name)))
 
 
+def test_the_idfs_own_doi_with_a_hash_is_not_likely_damaged():
+    """A new user's trial: the README's headline example (``...456%23789``, the IDF's DOI
+    holding a #) was counted as likely damaged (glued_tail). A fragment of digits alone is
+    the DOI's; a fragment with a letter, or an empty one, is still a tail."""
+    from airflow_doi.repair import likely_damage
+
+    assert likely_damage("10.1000/456#789") is None
+    for glued, doi in [("10.1109/tpwrd.2005.848441#sa2", "10.1109/tpwrd.2005.848441"),
+                       ("10.4321/jx.0456#", "10.4321/jx.0456"),
+                       ("10.1038/embor.2012.30#_blank", "10.1038/embor.2012.30")]:
+        found = likely_damage(glued)
+        assert found is not None and found.doi == doi and found.rules == ("glued_tail",)
+
+
 def test_likely_damage_over_a_column_counts_rows_and_keeps_examples():
     from airflow_doi.repair import likely_damage
     from airflow_doi.repair.damage import LikelyDamaged

@@ -232,10 +232,10 @@ def read_input(args: argparse.Namespace) -> Input:
     """Check the output path, read ``--column`` and reach the backends: every input error
     (``ValueError``, ``TableInputError``) before the first request."""
     from airflow_doi.files.jobs import kept_columns, read_cells
-    from airflow_doi.files.read import detect_format
+    from airflow_doi.files.read import output_format
     from airflow_doi.files.write import check_output
 
-    out_format = detect_format(args.output, args.format)
+    out_format = output_format(args.output, args.format)
     encoding = output_encoding(args)
     check_output(args.input, args.output, mkdir=args.mkdir)
     values, judged, flags, reader = read_cells(

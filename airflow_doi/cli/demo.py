@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from airflow_doi._install import pip_install
 from airflow_doi.resolver.agencies import RA_NAMES, work_for
 from airflow_doi.syntax import ascii_upper
 
@@ -365,8 +367,27 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+#: What the demo runs, by the module each needs (Airflow, DuckDB, dbt, the report's charts).
+DEMO_MODULES: tuple[str, ...] = ("airflow", "duckdb", "dbt", "matplotlib")
+
+
+def missing_modules() -> list[str]:
+    """The demo's modules this install lacks."""
+    return [name for name in DEMO_MODULES if importlib.util.find_spec(name) is None]
+
+
 def run(args: argparse.Namespace) -> int:
     context = DemoContext(root=args.root, out=args.out or args.root / "out")
+    missing = missing_modules()
+    if missing:
+        print(
+            f"airflow-doi demo: error: the demo runs Airflow, DuckDB, dbt and the report, and "
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed here: "
+            f"run ./scripts/demo.sh from the clone (it makes .venv with everything), or "
+            f"{pip_install('all')}",
+            file=sys.stderr,
+        )
+        return 2
     if not context.sample.is_file():
         print(
             f"airflow-doi demo: error: sample {context.sample} not found; "

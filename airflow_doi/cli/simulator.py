@@ -38,10 +38,11 @@ DoiEnrichOperator): each on a port of its own, free ones unless --agency-base-po
 first (the others follow it: four agencies, then a fifth port for a host off every
 allowlist), so that the allowlist stays the same across restarts. The second line of stdout
 lists their origins (the allowlist a client needs: --metadata-host, or the connection extra
-metadata_hosts), and the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow. The
-simulated Crossref and DataCite also serve their batch APIs (list queries): the connection
-line names them (crossref_url, datacite_url; airflow-doi enrich --crossref-url,
---datacite-url), so that enrichment asks their DOIs many a request."""
+metadata_hosts), the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airflow, and the
+fourth the flags to paste after airflow-doi enrich (--base-url, --metadata-host,
+--crossref-url, --datacite-url). The simulated Crossref and DataCite also serve their batch
+APIs (list queries): the connection line and the flags name them, so that enrichment asks
+their DOIs many a request."""
 
 
 def register(subparsers: Any) -> None:
@@ -155,7 +156,12 @@ def run(args: argparse.Namespace) -> int:
                                 "crossref_url": simulator.crossref_url,
                                 "datacite_url": simulator.datacite_url}}
         print("export AIRFLOW_CONN_DOI_PROXY_DEFAULT="
-              + shlex.quote(json.dumps(connection)), flush=True)
+              + shlex.quote(json.dumps(connection)))
+        flags = [f"--base-url {simulator.url}",
+                 *(f"--metadata-host {host}" for host in simulator.metadata_hosts),
+                 f"--crossref-url {simulator.crossref_url}",
+                 f"--datacite-url {simulator.datacite_url}"]
+        print("enrich flags: " + " ".join(flags), flush=True)
         while not stop.wait(0.5):
             pass
         stats = simulator.stats()

@@ -37,6 +37,7 @@ from airflow_doi.files.read import (
     require_column,
     text_column,
 )
+from airflow_doi.files.read import output_format as output_format_of
 from airflow_doi.files.write import CsvEncoding, check_output, escape_formulas, writing
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.repair.damage import LikelyDamaged
@@ -145,7 +146,7 @@ def normalize_table(
     if decode not in ("auto", "always", "never"):
         raise TableInputError(f"decode must be auto, always or never, not {decode!r}")
     check_output(source, target, mkdir=mkdir)
-    out_format = detect_format(target, output_format)
+    out_format = output_format_of(target, output_format)
     base = base_url or DEFAULT_BASE_URL
 
     def one_pass(reader: TableReader) -> Summary:

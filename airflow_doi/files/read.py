@@ -43,6 +43,7 @@ import gzip
 import itertools
 import lzma
 import re
+import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -93,9 +94,20 @@ _BLOCK_BYTES = 2 << 20
 _KEEP_MALFORMED = 5
 #: Name of the flag column that :func:`open_csv_lenient` appends to each batch.
 MALFORMED_FLAG = "__airflow_doi_malformed__"
+#: What to do with a spreadsheet workbook.
+_SAVE_AS_CSV = ("open it in Excel (or LibreOffice) and save the sheet as \"CSV UTF-8 (Comma "
+                "delimited)\" (File > Save As), then pass that file")
+#: A zip's entry that makes it a workbook, and what kind.
+_WORKBOOKS: tuple[tuple[str, str], ...] = (
+    ("xl/workbook.xml", "an Excel workbook (.xlsx)"),
+    ("xl/workbook.bin", "an Excel binary workbook (.xlsb)"),
+    ("content.xml", "an OpenDocument file (.ods)"),
+)
 #: First bytes of files that are not CSV text, and what to tell the user about each.
 _NOT_CSV: tuple[tuple[bytes, str], ...] = (
     (b"PAR1", "is a Parquet file: pass --input-format parquet (or name it .parquet)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "is an Excel 97-2003 workbook (or another "
+     f"Office file), not CSV: {_SAVE_AS_CSV}"),
     (b"PK\x03\x04", "is a zip archive: unzip it and pass the CSV inside"),
     (b"BZh", "is bzip2-compressed: decompress it (bunzip2) or recompress it with gzip"),
     (b"\xfd7zXZ\x00", "is xz-compressed: decompress it (unxz) or recompress it with gzip"),
@@ -158,6 +170,22 @@ def detect_format(path: Path, explicit: str | None = None) -> Format:
             raise TableInputError(f"unknown format {explicit!r}: use csv or parquet")
         return "parquet" if explicit == "parquet" else "csv"
     return "parquet" if path.suffix.lower() in PARQUET_SUFFIXES else "csv"
+
+
+#: Names of spreadsheet workbooks, which an output is never written as (it is CSV or Parquet).
+WORKBOOK_SUFFIXES: tuple[str, ...] = (".xlsx", ".xlsm", ".xlsb", ".xls", ".ods", ".numbers")
+
+
+def output_format(path: Path, explicit: str | None = None) -> Format:
+    """The format an output named ``path`` is written in (:func:`detect_format`); a name of a
+    spreadsheet workbook is refused unless the format is given: a CSV named ``.xlsx`` is a file
+    Excel says is damaged."""
+    if explicit is None and path.suffix.lower() in WORKBOOK_SUFFIXES:
+        raise TableInputError(
+            f"{path}: outputs are CSV or Parquet, not {path.suffix} workbooks: name it "
+            f"{path.stem}.csv (Excel opens it as it is written: UTF-8 with a BOM) or "
+            f"{path.stem}.parquet")
+    return detect_format(path, explicit)
 
 
 @dataclass
@@ -533,9 +561,26 @@ def _compression(path: Path) -> str | None:
         head = handle.read(8)
     if head.startswith(_GZIP_MAGIC):
         return "gzip"
+    if head.startswith(b"PK\x03\x04"):
+        workbook = _workbook_kind(path)
+        if workbook is not None:
+            raise TableInputError(f"{path}: is {workbook}, not CSV: {_SAVE_AS_CSV}")
     for magic, what in _NOT_CSV:
         if head.startswith(magic):
             raise TableInputError(f"{path}: {what}")
+    return None
+
+
+def _workbook_kind(path: Path) -> str | None:
+    """What kind of spreadsheet workbook the zip archive ``path`` is, or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return None
+    for entry, kind in _WORKBOOKS:
+        if entry in names:
+            return kind
     return None
 
 

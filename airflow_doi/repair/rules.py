@@ -418,7 +418,9 @@ _GLUED_TAIL_RE: Final = re.compile(
     r"|[(\[](?:19|20)[0-9]{2}[)\]]?"  # (2019), (2019, [2019]
     r"|\[doi\].*"  # [doi] and what follows it
     r"|\.{3,}.*"  # a dotted leader: .......129,5334(2007)
-    r"|(?<!-)#[A-Za-z0-9_-]{0,20}"  # a URL fragment: #, #_blank, #doilink, #sa2 (not 2-#)
+    # A URL fragment: #, #_blank, #doilink, #sa2; not a SICI's 2-#, and not digits alone:
+    # 10.1000/456#789 is the IDF's own example of a DOI holding a # (sent as %23).
+    r"|(?<!-)#(?![0-9]+\Z)[A-Za-z0-9_-]{0,20}"
     r"|\|+.*"  # a table's column bar
     r")\Z",
     re.IGNORECASE | re.DOTALL,
