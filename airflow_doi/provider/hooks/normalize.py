@@ -114,11 +114,14 @@ class NormalizeRun:
         self.new_fingerprints = self._add_columns()
         if self.dialect.name == "mysql":
             self._read_committed()
-        other = 0 if self.full or self.new_fingerprints else self._rows_under_other_settings()
-        if other:
-            log.info("%d rows of %s were normalized under other rules or another decode: "
-                     "they are rewritten", other, self.column.table)
         with self._stale_rows() as rows:
+            # Rows written under other settings are stale: none when no row is (a run with
+            # nothing to do scans the table once).
+            other = (0 if self.full or self.new_fingerprints or rows.count == 0
+                     else self._rows_under_other_settings())
+            if other:
+                log.info("%d rows of %s were normalized under other rules or another decode: "
+                         "they are rewritten", other, self.column.table)
             if rows.count == 0:
                 written = 0
             elif in_database:
@@ -228,6 +231,10 @@ class NormalizeRun:
         else:
             statement = self._each_from_source(rows, functions_schema)
         cursor = native_cursor(self.column.cursor)
+        if engine == "postgres":
+            # JIT compiles the statement's large expressions for each run (a million rows: the
+            # first run 5.8-6.2 s without, 6.2-8.9 s with; the hand-written UPDATE the same).
+            cursor.execute("SET LOCAL jit = off")
         self.column.lock_for_update()
         cursor.execute(statement)
         written = _rows_written(cursor, self.dialect)
