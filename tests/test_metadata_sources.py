@@ -285,6 +285,26 @@ def test_a_batch_api_given_up_on_is_not_asked_by_the_later_batches_of_the_run() 
     assert stats.sources.as_dict()["datacite"]["keys"] > 0  # the other API still asked
 
 
+def test_the_pace_of_list_queries_goes_on_across_the_calls_of_a_run() -> None:
+    """An operator asks one batch of keys a call, each with a new client: the first list query
+    of a call left at once, right after the last one of the call before, which put a query
+    over Crossref's announced limit at every boundary (5 in the 100,000-key bench). With one
+    MetadataStats the pace, at the announced limit, goes on from call to call."""
+    stats = MetadataStats()
+    with ProxySimulator(auto_records=True, list_rate_limit=4) as sim:
+        settings = {**FAST, "base_url": sim.url, "metadata_hosts": sim.metadata_hosts,
+                    "crossref_url": sim.crossref_url, "datacite_url": sim.datacite_url,
+                    "list_rate": 50.0, "list_size": 5}
+        for start in range(0, 120, 20):
+            fetch(DOIS[start:start + 20], stats=stats, **settings)  # type: ignore[arg-type]
+        sent = sim.stats()
+    assert sent["list_requests"].get("crossref", 0) >= 12  # several queries a call
+    assert sent["list_over_announced"] == 0
+    assert sent["list_throttled"] == 0
+    assert ("http://" + sim.crossref_url.split("://", 1)[1].rstrip("/"), "list") in (
+        stats.source_health.paces)
+
+
 def test_a_cache_keeps_each_source_and_a_second_run_asks_nothing(tmp_path: Path) -> None:
     cache = tmp_path / "metadata.sqlite"
     with ProxySimulator(auto_records=True) as sim:

@@ -121,7 +121,8 @@ class _Fetch(KeyedBatch):
     @asynccontextmanager
     async def client(self) -> AsyncIterator[Any]:
         async with MetadataClient.open_session(self.config) as session:
-            self._client = MetadataClient(self.config, session, self.stats)
+            self._client = MetadataClient(self.config, session, self.stats,
+                                          health=self.health)
             yield self._client
 
     async def finish(self) -> None:

@@ -32,7 +32,7 @@ import yarl
 
 from airflow_doi.metadata.config import MetadataConfig, origin_of
 from airflow_doi.metadata.csl import CSL_MEDIA_TYPE, CslError, read_document
-from airflow_doi.metadata.sources import BatchSource
+from airflow_doi.metadata.sources import BatchSource, SourceHealth
 from airflow_doi.presentation import encode_path
 from airflow_doi.resolver.breaker import CircuitBreaker
 from airflow_doi.resolver.client import (
@@ -157,6 +157,8 @@ class MetadataClient:
     gates: dict[tuple[str, str], _Gate] = field(default_factory=dict)
     #: Per batch API host: set once its first list query has been answered (or has failed).
     probed: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: What the run learned in earlier calls (kept across them): each gate's pace goes on.
+    health: SourceHealth | None = None
 
     @classmethod
     def open_session(cls, config: MetadataConfig) -> aiohttp.ClientSession:
@@ -178,6 +180,9 @@ class MetadataClient:
             pace = (Pace(host_config.rate, 1, host_config.concurrency) if kind == "list"
                     else None)
             limiter = RateLimiter(host_config, kind=kind, pace=pace)
+            kept = self.health.paces.get((origin, kind)) if self.health is not None else None
+            if kept is not None:
+                limiter.pacer.resume(kept)
             self.gates[origin, kind] = _Gate(
                 ProxyClient(host_config, self.session), breaker, limiter,
                 RetryPolicy(host_config, breaker, limiter, self.stats),
@@ -185,7 +190,9 @@ class MetadataClient:
         return self.gates[origin, kind]
 
     async def aclose(self) -> None:
-        for gate in self.gates.values():
+        for (origin, kind), gate in self.gates.items():
+            if self.health is not None:
+                self.health.paces[origin, kind] = gate.limiter.pacer.state()
             await gate.limiter.aclose()
         self.stats.breaker_opens = sum(g.breaker.opens for g in self.gates.values())
         # Only the proxy giving up stops a run: keys of an agency host that is down end as

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from airflow_doi.metadata import crossref, datacite
+from airflow_doi.resolver.limits import PaceState
 
 __all__ = [
     "BATCH_SOURCES",
@@ -127,6 +128,10 @@ class SourceHealth:
 
     answered: set[str] = field(default_factory=set)
     given_up: dict[str, str] = field(default_factory=dict)
+    #: Where each host's pace stood when a call ended, by (origin, kind of request): the next
+    #: call goes on from it (a batch's first list query no sooner than the pace allows, at a
+    #: limit a server announced), not from a fresh pace.
+    paces: dict[tuple[str, str], PaceState] = field(default_factory=dict)
 
     def failed(self, source: str, answered: bool, gave_up: str | None, error: str) -> None:
         """A query of ``source`` failed: given up on when its breaker gave up, or when none of

@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from airflow_doi.resolver.config import ResolverConfig
 
-__all__ = ["Pace", "Pacer", "RateLimiter", "Slot", "announced_rate"]
+__all__ = ["Pace", "PaceState", "Pacer", "RateLimiter", "Slot", "announced_rate"]
 
 #: Seconds between two looks at a concurrency cap that is full (a slot's holder gives it back
 #: with no signal to the waiters).
@@ -142,6 +142,17 @@ def announced_rate(headers: Mapping[str, str]) -> float | None:
     if not (math.isfinite(amount) and amount > 0 and seconds > 0):
         return None
     return amount / seconds
+
+
+@dataclass(frozen=True)
+class PaceState:
+    """Where an in-process pace stands: its next free place (``time.monotonic()``) and a rate
+    it was lowered to (with until when). A run that opens a new client for each batch keeps
+    it between them (:meth:`Pacer.state`, :meth:`Pacer.resume`), so that the first request of
+    a batch keeps the pace of the last one's instead of leaving at once."""
+
+    tat: float
+    lowered: tuple[float, float] | None
 
 
 class Pacer:
@@ -261,6 +272,17 @@ class Pacer:
         # interval after, so that the request just sent counts at the new rate too.
         self._tat += 1 / rate - 1 / self.rate()
         self._lowered = (rate, time.monotonic() + hold)
+
+    def state(self) -> PaceState:
+        """Where this pace stands in this process (see :class:`PaceState`)."""
+        return PaceState(self._tat, self._lowered)
+
+    def resume(self, state: PaceState) -> None:
+        """Go on from ``state``: no place before its next one, its lowered rate while it
+        holds (the shared pace in Redis keeps its own)."""
+        self._tat = max(self._tat, state.tat)
+        if state.lowered is not None and state.lowered[1] > time.monotonic():
+            self._lowered = state.lowered
 
     async def count(self) -> int:
         """The requests counted under ``count_key`` so far, by every process (0 if none)."""
