@@ -223,7 +223,7 @@ def check_sample(database: Path, works: dict[str, str], size: int) -> tuple[int,
 
     rows = stored_rows(database, f"doi, metadata_status, metadata_source, {', '.join(FIELDS)}")
     sample = random.Random(33).sample(rows, min(size, len(rows)))
-    matching, wrong = 0, []
+    matching, wrong = 0, list[str]()
     for doi, status, _, *values in sample:
         expected = expected_metadata(work_from_record(doi, {"agency": works[doi]}))
         got = dict(zip(FIELDS, values, strict=True))
@@ -316,18 +316,22 @@ def main() -> int:
         simulator.wait(10)
     matching, checked, wrong = check_sample(everything["database"], whole, args.sample)
     resume = kill_and_resume(workdir, dict(list(whole.items())[:args.resume_keys]), args)
-    report(args, negotiated, batched, everything, (matching, checked, wrong), resume)
-    return 0
+    failures = report(args, negotiated, batched, everything, (matching, checked, wrong), resume)
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
 
 
 def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[str, Any],
            everything: dict[str, Any], sample: tuple[int, int, list[str]],
-           resume: dict[str, Any]) -> None:
+           resume: dict[str, Any]) -> list[str]:
     base = rate(negotiated)
     rows: list[tuple[str, str, str]] = []
 
     def add(name: str, value: str, note: str = "") -> None:
         rows.append((name, value, note))
+
+    failures: list[str] = []
 
     def per_source(run: dict[str, Any], label: str) -> None:
         summary, served = run["summary"], run["served"]
@@ -345,6 +349,11 @@ def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[s
         if batch_keys:
             add("  list queries a Crossref/DataCite key",
                 f"{listed / batch_keys:.4f}", "goal: at most 0.05")
+            if listed / batch_keys > 0.05:
+                failures.append(f"{label}: {listed / batch_keys:.4f} list queries a key")
+        if served["list_over_announced"]:
+            failures.append(f"{label}: {served['list_over_announced']} queries over an "
+                            "announced limit")
         add("  429s received", f"{served['throttled'] + served['agency_throttled']:,} + "
             f"{served['list_throttled']:,}", "proxy and agencies' single records + list queries")
         add("  queries over an announced limit", f"{served['list_over_announced']}",
@@ -358,6 +367,8 @@ def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[s
     per_source(batched, "batch sources alone")
     add("  batch sources alone / negotiation alone", f"{rate(batched) / base:.1f}x",
         "goal: at least 20x")
+    if rate(batched) / base < 20:
+        failures.append(f"batch sources alone: {rate(batched) / base:.1f}x negotiation alone")
     per_source(everything, "whole catalogue")
     samples = everything["samples"]
     total = everything["keys"]
@@ -391,6 +402,11 @@ def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[s
         print(f"{name:<44} {value:>16}  {note}")
     for line in wrong:
         print(f"  mismatch: {line}")
+    if wrong:
+        failures.append(f"{len(wrong)} stored rows differ from the works")
+    if resume["asked_again"]:
+        failures.append(f"{resume['asked_again']} keys stored before the kill asked again")
+    return failures
 
 
 if __name__ == "__main__":
