@@ -216,8 +216,15 @@ class Pacer:
                 await asyncio.sleep(CAP_POLL)  # the concurrency cap is full
             # The place is ours: its time comes in ``wait`` seconds. Reserved, not polled
             # for, so a wake-up a little late delays this request only, not the pace.
+            due = time.monotonic() + wait
             if wait > 0:
                 await asyncio.sleep(wait)
+            late = time.monotonic() - due
+            if late > 0 and self.pace.burst == 1 and not self.shared:
+                # Without a burst two requests must never leave closer than one interval: a
+                # late one (a busy event loop) moves the next place too, or the two would
+                # arrive together (a server counting in windows sees one too many).
+                self._tat += late
             if self.shared and self.count_key:  # counted as it leaves, not when reserved
                 await self._redis.pipeline(transaction=False).incr(self.count_key).expire(
                     self.count_key, COUNT_TTL).execute()
