@@ -158,7 +158,7 @@ class MetadataClient:
     #: Per batch API host: set once its first list query has been answered (or has failed).
     probed: dict[str, asyncio.Event] = field(default_factory=dict)
     #: What the run learned in earlier calls (kept across them): each gate's pace goes on.
-    health: SourceHealth | None = None
+    health: SourceHealth = field(default_factory=SourceHealth)
 
     @classmethod
     def open_session(cls, config: MetadataConfig) -> aiohttp.ClientSession:
@@ -180,7 +180,7 @@ class MetadataClient:
             pace = (Pace(host_config.rate, 1, host_config.concurrency) if kind == "list"
                     else None)
             limiter = RateLimiter(host_config, kind=kind, pace=pace)
-            kept = self.health.paces.get((origin, kind)) if self.health is not None else None
+            kept = self.health.paces.get((origin, kind))
             if kept is not None:
                 limiter.pacer.resume(kept)
             self.gates[origin, kind] = _Gate(
@@ -191,8 +191,7 @@ class MetadataClient:
 
     async def aclose(self) -> None:
         for (origin, kind), gate in self.gates.items():
-            if self.health is not None:
-                self.health.paces[origin, kind] = gate.limiter.pacer.state()
+            self.health.paces[origin, kind] = gate.limiter.pacer.state()
             await gate.limiter.aclose()
         self.stats.breaker_opens = sum(g.breaker.opens for g in self.gates.values())
         # Only the proxy giving up stops a run: keys of an agency host that is down end as
