@@ -24,9 +24,14 @@ PINNED = {
 }
 
 
+#: The extra cases the digests were recorded over: a digest pins answers to a fixed corpus, so
+#: cases added later (they prove the engines, not the version) stay out of it.
+_PINNED_EXTRA_CASES = EXTRA_CASES[: EXTRA_CASES.index("10..1/x") + 1]
+
+
 def _corpus() -> list[str | None]:
     inputs = [v["input"] for v in syntax_vectors() if isinstance(v.get("input"), str)]
-    return [None, *dict.fromkeys([*inputs, *EXTRA_CASES, *mixtures(3000, seed=32)])]
+    return [None, *dict.fromkeys([*inputs, *_PINNED_EXTRA_CASES, *mixtures(3000, seed=32)])]
 
 
 def answers_digest() -> str:

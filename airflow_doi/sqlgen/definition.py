@@ -174,6 +174,9 @@ FAST_PREFIXES: Final[tuple[tuple[str, str], ...]] = (
     ("http://doi.org/", PRINTABLE_URL),
     ("doi:", PRINTABLE),
     ("doi: ", PRINTABLE),
+    # The label as reference lists print it (Crossref's display guidelines before 2017).
+    ("DOI:", PRINTABLE),
+    ("DOI: ", PRINTABLE),
 )
 #: The literal URL prefixes, for URLs whose escapes all decode to printable ASCII.
 URL_PREFIXES: Final[tuple[str, ...]] = tuple(p for p, c in FAST_PREFIXES if c == PRINTABLE_URL)
@@ -201,7 +204,10 @@ SIMPLE_WRAPPED: Final[str] = (
 )
 #: A ``urn:doi:`` form in printable ASCII without ``%``, ``?`` or ``#`` whose registrant ends
 #: at a colon: that first colon is the slash, and nothing needs decoding.
-URN_SIMPLE: Final[str] = f'^{_URN}{_DIRECTORY}{_REGISTRANT}:[!-"$&->@-~]+$'
+URN_SIMPLE: Final[str] = f"^{_URN}{_DIRECTORY}{_REGISTRANT}:{PRINTABLE_URL}+$"
+#: The same after the literal, lower-case :data:`~airflow_doi.syntax.URN_PREFIX` (the form
+#: RFC 8141 and the IDF write): a test some engines spell without a regular expression.
+URN_LITERAL: Final[str] = f"^{URN_PREFIX}{_DIRECTORY}{_REGISTRANT}:{PRINTABLE_URL}+$"
 #: A bare DOI whose suffix holds no illegal and no trimmable character (non-ASCII allowed):
 #: nothing to trim, unwrap or decode, so it is its own normal form.
 BARE_ANY_CLASS: Final[str] = "[^" + ILLEGAL[1:-1] + "".join(TRIM_CHARS) + "]"
@@ -212,7 +218,7 @@ BARE_ANY: Final[str] = f"^{_DIRECTORY}{_REGISTRANT}/{BARE_ANY_CLASS}+$"
 URL_WITH_ESCAPES: Final[str] = f"^{_URL_PREFIX}{_DIRECTORY}[!-\"$-&'->@-~]*$"
 #: Suffix reserved by Z39.84 (one character, then ``/``); ``.`` is one character in every
 #: engine, so this holds for non-ASCII DOIs too.
-_RESERVED = "^[^/]*/./"
+RESERVED: Final[str] = "^[^/]*/./"
 
 #: Characters ``doi_url`` escapes, ``%`` first so that no escape is escaped twice.
 URL_ESCAPED: Final[str] = "%" + "".join(c for c in MANDATORY + RECOMMENDED if c != "%")
@@ -442,6 +448,12 @@ def prefixed_doi(s: exp.Expression, prefix: str, suffix_class: str) -> exp.Expre
     return _call("DOI__PREFIXED_DOI", s, lit(prefix), lit(suffix_class))
 
 
+def prefixed_urn(s: exp.Expression) -> exp.Expression:
+    """``DOI__PREFIXED_URN``: ``s`` matches :data:`URN_LITERAL` (by default that regular
+    expression, after the literal prefix test)."""
+    return _call("DOI__PREFIXED_URN", s)
+
+
 def _starts_10(s: exp.Expression, suffix_class: str) -> exp.Expression:
     # The literal "10." test first: it lets every wrapped value skip the rest.
     return _and(starts(s.copy(), DIRECTORY), plain_doi(s.copy(), suffix_class))
@@ -502,18 +514,30 @@ def _fast_branches(
     non-ASCII characters (default: ``answer``), ``from_dt(url_dt)`` for a URL with escapes
     (``url_dt`` is :func:`url_dt` of ``s`` as the binding strategy shares it).
     Cheapest and commonest first: the bare DOI, then literal prefixes (and, where the dialect
-    has a cheap decoder, literal URL prefixes with printable escapes), then (after
-    ``hopeless``, when given) one regular expression for padded and odd-case spellings, a
-    ``urn:doi:`` without escapes, a bare DOI with non-ASCII characters, and a URL with escapes.
+    has a cheap decoder, literal URL prefixes with printable escapes), a literal ``urn:doi:``,
+    then (after ``hopeless``, when given) a bare DOI with non-ASCII characters, and the
+    regular expressions last: padded and odd-case spellings, a ``urn:doi:`` in another case,
+    a URL with escapes. Every branch gives the full parse's answer, so their order only
+    decides what a row costs: each test a row fails before its own is paid for, and the
+    regular expressions cost several literal tests each.
     """
+    urn_rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(URN_PREFIX) + 1))
+
+    def urn(condition: exp.Expression) -> exp.If:
+        return exp.If(this=condition, true=answer(_call("DOI__URN_SLASH", urn_rest.copy())))
+
     branches = [exp.If(this=_starts_10(s, PRINTABLE), true=answer(s.copy()))]
     for prefix, suffix_class in FAST_PREFIXES:
         rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
         condition = prefixed_doi(s.copy(), prefix, suffix_class)
         branches.append(exp.If(this=condition, true=answer(rest)))
     branches.extend(_escaped_url_branches(s, answer))
+    branches.append(urn(prefixed_urn(s.copy())))
     if hopeless is not None:
         branches.append(exp.If(this=_hopeless(s), true=hopeless))
+    branches.append(
+        exp.If(this=_starts_10(s, BARE_ANY_CLASS), true=(answer_any or answer)(s.copy()))
+    )
     branches.append(_padded_branch(s, answer))
     branches.append(
         exp.If(
@@ -521,16 +545,7 @@ def _fast_branches(
             true=answer(_call("DOI__SIMPLE_DOI", s.copy())),
         )
     )
-    urn_rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(URN_PREFIX) + 1))
-    branches.append(
-        exp.If(
-            this=re_match(s.copy(), URN_SIMPLE),
-            true=answer(_call("DOI__URN_SLASH", urn_rest)),
-        )
-    )
-    branches.append(
-        exp.If(this=_starts_10(s, BARE_ANY_CLASS), true=(answer_any or answer)(s.copy()))
-    )
+    branches.append(urn(re_match(s.copy(), URN_SIMPLE)))
     branches.append(exp.If(this=re_match(s.copy(), URL_WITH_ESCAPES), true=from_dt(url_dt)))
     return branches
 
@@ -552,8 +567,9 @@ def _ascii_upper_of_ascii(value: exp.Expression) -> exp.Expression:
 
 
 def reserved(value: exp.Expression) -> exp.Expression:
-    """Whether a normalized DOI's suffix is reserved (Z39.84 4.3: ``*/`` first)."""
-    return re_match(value, _RESERVED)
+    """``DOI__RESERVED``: whether a normalized DOI's suffix is reserved (Z39.84 4.3: ``*/``
+    first); by default :data:`RESERVED`, a regular expression."""
+    return _call("DOI__RESERVED", value)
 
 
 def doi_normalize(s: exp.Expression, parts: Parts) -> exp.Expression:

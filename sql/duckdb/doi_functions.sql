@@ -219,6 +219,26 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN SUBSTRING(s, 6)
+    WHEN PREFIX(s, 'DOI:10.')
+    AND (
+      s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    THEN SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+    THEN SUBSTRING(s, 6)
     WHEN PREFIX(s, 'https://doi.org/10.')
     AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -279,8 +299,17 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN NULL
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN s
     WHEN REGEXP_FULL_MATCH(
       s,
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -291,12 +320,6 @@ CREATE OR REPLACE MACRO doi_normalize(s) AS
     )
     WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(
-      s,
-      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-    )
-    THEN s
     WHEN REGEXP_FULL_MATCH(
       s,
       '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -388,6 +411,26 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN UPPER(SUBSTRING(s, 6))
+    WHEN PREFIX(s, 'DOI:10.')
+    AND (
+      s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    THEN UPPER(SUBSTRING(s, 5))
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+    THEN UPPER(SUBSTRING(s, 6))
     WHEN PREFIX(s, 'https://doi.org/10.')
     AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -448,20 +491,11 @@ CREATE OR REPLACE MACRO doi_key(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN UPPER(TRY(URL_DECODE(SUBSTRING(s, 16))))
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'))
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN NULL
-    WHEN REGEXP_FULL_MATCH(
-      s,
-      '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
-    )
-    THEN UPPER(
-      RTRIM(
-        SUBSTRING(s, STRPOS(s, '10.')),
-        CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
-      )
-    )
-    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
-    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'))
     WHEN SUBSTRING(s, 1, 3) = '10.'
     AND REGEXP_FULL_MATCH(
       s,
@@ -475,6 +509,18 @@ CREATE OR REPLACE MACRO doi_key(s) AS
         ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
       END
     )[1]
+    WHEN REGEXP_FULL_MATCH(
+      s,
+      '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
+    )
+    THEN UPPER(
+      RTRIM(
+        SUBSTRING(s, STRPOS(s, '10.')),
+        CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+      )
+    )
+    WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'))
     WHEN REGEXP_FULL_MATCH(
       s,
       '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -580,6 +626,26 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN NOT REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./')
+    WHEN PREFIX(s, 'DOI:10.')
+    AND (
+      s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    THEN NOT REGEXP_MATCHES(SUBSTRING(s, 5), '^[^/]*/./')
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+    THEN NOT REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./')
     WHEN PREFIX(s, 'https://doi.org/10.')
     AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -640,8 +706,17 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     AND NOT CONTAINS(s, ']')
     AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
     THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 16))), '^[^/]*/./')
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN NOT REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
     WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
     THEN FALSE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN NOT REGEXP_MATCHES(s, '^[^/]*/./')
     WHEN REGEXP_FULL_MATCH(
       s,
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -655,12 +730,6 @@ CREATE OR REPLACE MACRO doi_is_valid(s) AS
     )
     WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
     THEN NOT REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(
-      s,
-      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-    )
-    THEN NOT REGEXP_MATCHES(s, '^[^/]*/./')
     WHEN REGEXP_FULL_MATCH(
       s,
       '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -752,6 +821,26 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
     AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
     AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
     THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN PREFIX(s, 'DOI:10.')
+    AND (
+      s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+      OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(s) = LENGTH(s)
+    AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+    AND NOT CONTAINS(s, CHR(127))
+    AND NOT CONTAINS(s, ' ')
+    THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 5), '^[^/]*/./') THEN 'reserved_suffix' END
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND (
+      SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+      OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+    )
+    AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+    AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+    AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+    AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+    THEN CASE WHEN REGEXP_MATCHES(SUBSTRING(s, 6), '^[^/]*/./') THEN 'reserved_suffix' END
     WHEN PREFIX(s, 'https://doi.org/10.')
     AND (
       s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -824,6 +913,18 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(s, 16))), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+    THEN CASE
+      WHEN REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(
+      s,
+      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+    )
+    THEN CASE WHEN REGEXP_MATCHES(s, '^[^/]*/./') THEN 'reserved_suffix' END
     WHEN REGEXP_FULL_MATCH(
       s,
       '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -843,12 +944,6 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
       WHEN REGEXP_MATCHES(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g'), '^[^/]*/./')
       THEN 'reserved_suffix'
     END
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_FULL_MATCH(
-      s,
-      '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-    )
-    THEN CASE WHEN REGEXP_MATCHES(s, '^[^/]*/./') THEN 'reserved_suffix' END
     WHEN REGEXP_FULL_MATCH(
       s,
       '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -961,6 +1056,26 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
                                               AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
                                               THEN SUBSTRING(s, 6)
+                                              WHEN PREFIX(s, 'DOI:10.')
+                                              AND (
+                                                s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(s) = LENGTH(s)
+                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+                                              AND NOT CONTAINS(s, CHR(127))
+                                              AND NOT CONTAINS(s, ' ')
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                              AND (
+                                                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                                                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                              )
+                                              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+                                              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+                                              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+                                              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+                                              THEN SUBSTRING(s, 6)
                                               WHEN PREFIX(s, 'https://doi.org/10.')
                                               AND (
                                                 s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -1021,8 +1136,17 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               AND NOT CONTAINS(s, ']')
                                               AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
                                               THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
+                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                              AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
                                               WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
                                               THEN NULL
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_FULL_MATCH(
+                                                s,
+                                                '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+                                              )
+                                              THEN s
                                               WHEN REGEXP_FULL_MATCH(
                                                 s,
                                                 '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -1033,12 +1157,6 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                                               )
                                               WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
                                               THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_FULL_MATCH(
-                                                s,
-                                                '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-                                              )
-                                              THEN s
                                               WHEN REGEXP_FULL_MATCH(
                                                 s,
                                                 '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'

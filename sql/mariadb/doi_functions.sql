@@ -255,8 +255,23 @@ RETURN
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
     THEN SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    ) > 0
+    THEN s
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
@@ -271,12 +286,6 @@ RETURN
     )
     WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    ) > 0
-    THEN s
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
@@ -311,24 +320,17 @@ RETURN
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
     THEN UPPER(SUBSTRING(s, 6))
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN UPPER(SUBSTRING(s, 5))
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN UPPER(SUBSTRING(s, 6))
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
-    WHEN REGEXP_INSTR(
-      s,
-      '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
-    ) > 0
-    THEN UPPER(
-      NULLIF(
-        REGEXP_REPLACE(
-          s,
-          '(?-i)(?:^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z)|^[\\s\\S]*',
-          '\\1'
-        ),
-        ''
-      )
-    )
-    WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
-    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'))
     WHEN SUBSTRING(s, 1, 3) = '10.'
     AND REGEXP_INSTR(
       s,
@@ -423,6 +425,22 @@ RETURN
       'z',
       'Z'
     )
+    WHEN REGEXP_INSTR(
+      s,
+      '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
+    ) > 0
+    THEN UPPER(
+      NULLIF(
+        REGEXP_REPLACE(
+          s,
+          '(?-i)(?:^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z)|^[\\s\\S]*',
+          '\\1'
+        ),
+        ''
+      )
+    )
+    WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'))
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
@@ -645,8 +663,23 @@ RETURN
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
     THEN NOT REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^[^/]*/./') > 0
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN NOT REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^[^/]*/./') > 0
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN NOT REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^[^/]*/./') > 0
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+    THEN NOT REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'), '(?-i)^[^/]*/./') > 0
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN FALSE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    ) > 0
+    THEN NOT REGEXP_INSTR(s, '(?-i)^[^/]*/./') > 0
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
@@ -664,12 +697,6 @@ RETURN
     ) > 0
     WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
     THEN NOT REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'), '(?-i)^[^/]*/./') > 0
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    ) > 0
-    THEN NOT REGEXP_INSTR(s, '(?-i)^[^/]*/./') > 0
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
@@ -722,6 +749,30 @@ RETURN
       WHEN REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^[^/]*/./') > 0
       THEN 'reserved_suffix'
     END
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^[^/]*/./') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^[^/]*/./') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'), '(?-i)^[^/]*/./') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    ) > 0
+    THEN CASE WHEN REGEXP_INSTR(s, '(?-i)^[^/]*/./') > 0 THEN 'reserved_suffix' END
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
@@ -745,12 +796,6 @@ RETURN
       WHEN REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/'), '(?-i)^[^/]*/./') > 0
       THEN 'reserved_suffix'
     END
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    ) > 0
-    THEN CASE WHEN REGEXP_INSTR(s, '(?-i)^[^/]*/./') > 0 THEN 'reserved_suffix' END
     WHEN REGEXP_INSTR(
       s,
       '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
@@ -806,8 +851,23 @@ RETURN
                                             WHEN SUBSTRING(s, 1, 5) = 'doi: '
                                             AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
                                             THEN SUBSTRING(s, 6)
+                                            WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+                                            AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                            THEN SUBSTRING(s, 5)
+                                            WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                            AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                            THEN SUBSTRING(s, 6)
+                                            WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                            AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
                                             WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
                                             THEN NULL
+                                            WHEN SUBSTRING(s, 1, 3) = '10.'
+                                            AND REGEXP_INSTR(
+                                              s,
+                                              '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                            ) > 0
+                                            THEN s
                                             WHEN REGEXP_INSTR(
                                               s,
                                               '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
@@ -822,12 +882,6 @@ RETURN
                                             )
                                             WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
                                             THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
-                                            WHEN SUBSTRING(s, 1, 3) = '10.'
-                                            AND REGEXP_INSTR(
-                                              s,
-                                              '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-                                            ) > 0
-                                            THEN s
                                             WHEN REGEXP_INSTR(
                                               s,
                                               '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'

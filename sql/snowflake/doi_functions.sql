@@ -264,8 +264,27 @@ $$
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
     THEN SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
     WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
     THEN NULL
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN s
     WHEN REGEXP_INSTR(
       s,
       '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -284,16 +303,6 @@ $$
     )
     WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-      1,
-      1,
-      0,
-      'c'
-    ) > 0
-    THEN s
     WHEN REGEXP_INSTR(
       s,
       '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -336,8 +345,31 @@ $$
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
     THEN TRANSLATE(SUBSTRING(s, 6), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN TRANSLATE(SUBSTRING(s, 5), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN TRANSLATE(SUBSTRING(s, 6), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN TRANSLATE(
+      REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+    )
     WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
     THEN NULL
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
     WHEN REGEXP_INSTR(
       s,
       '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -364,16 +396,6 @@ $$
       'abcdefghijklmnopqrstuvwxyz',
       'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
     )
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-      1,
-      1,
-      0,
-      'c'
-    ) > 0
-    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
     WHEN REGEXP_INSTR(
       s,
       '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -423,8 +445,27 @@ $$
     WHEN SUBSTRING(s, 1, 5) = 'doi: '
     AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
     THEN NOT REGEXP_INSTR(SUBSTRING(s, 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN NOT REGEXP_INSTR(SUBSTRING(s, 5), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN NOT REGEXP_INSTR(SUBSTRING(s, 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN NOT REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
     WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
     THEN FALSE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN NOT REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0
     WHEN REGEXP_INSTR(
       s,
       '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -450,16 +491,6 @@ $$
     ) > 0
     WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
     THEN NOT REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-      1,
-      1,
-      0,
-      'c'
-    ) > 0
-    THEN NOT REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0
     WHEN REGEXP_INSTR(
       s,
       '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -519,6 +550,34 @@ $$
       WHEN REGEXP_INSTR(SUBSTRING(s, 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
       THEN 'reserved_suffix'
     END
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(SUBSTRING(s, 5), '^[^/]*/./', 1, 1, 0, 'c') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(SUBSTRING(s, 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+    AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+    THEN CASE
+      WHEN REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
+      THEN 'reserved_suffix'
+    END
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(
+      s,
+      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN CASE WHEN REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0 THEN 'reserved_suffix' END
     WHEN REGEXP_INSTR(
       s,
       '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -550,16 +609,6 @@ $$
       WHEN REGEXP_INSTR(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c'), '^[^/]*/./', 1, 1, 0, 'c') > 0
       THEN 'reserved_suffix'
     END
-    WHEN SUBSTRING(s, 1, 3) = '10.'
-    AND REGEXP_INSTR(
-      s,
-      '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-      1,
-      1,
-      0,
-      'c'
-    ) > 0
-    THEN CASE WHEN REGEXP_INSTR(s, '^[^/]*/./', 1, 1, 0, 'c') > 0 THEN 'reserved_suffix' END
     WHEN REGEXP_INSTR(
       s,
       '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -623,8 +672,27 @@ $$
                                               WHEN SUBSTRING(s, 1, 5) = 'doi: '
                                               AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
                                               THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                              AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                              AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
                                               WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
                                               THEN NULL
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_INSTR(
+                                                s,
+                                                '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN s
                                               WHEN REGEXP_INSTR(
                                                 s,
                                                 '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -643,16 +711,6 @@ $$
                                               )
                                               WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
                                               THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_INSTR(
-                                                s,
-                                                '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-                                                1,
-                                                1,
-                                                0,
-                                                'c'
-                                              ) > 0
-                                              THEN s
                                               WHEN REGEXP_INSTR(
                                                 s,
                                                 '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',

@@ -35,6 +35,12 @@ RETURN
     WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN SUBSTRING(s, 6)
+    WHEN STARTSWITH(s, 'DOI:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN SUBSTRING(s, 5)
+    WHEN STARTSWITH(s, 'DOI: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN SUBSTRING(s, 6)
     WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
@@ -51,8 +57,14 @@ RETURN
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
     THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
+    WHEN STARTSWITH(s, 'urn:doi:')
+    AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
+    WHEN STARTSWITH(s, '10.')
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN s
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     THEN NULLIF(
       REGEXP_EXTRACT(
@@ -63,9 +75,6 @@ RETURN
     )
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
     THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-    WHEN STARTSWITH(s, '10.')
-    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    THEN s
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     THEN TRANSFORM(
       ARRAY(
@@ -211,6 +220,12 @@ RETURN
     WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN UPPER(SUBSTRING(s, 6))
+    WHEN STARTSWITH(s, 'DOI:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN UPPER(SUBSTRING(s, 5))
+    WHEN STARTSWITH(s, 'DOI: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN UPPER(SUBSTRING(s, 6))
     WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
@@ -227,8 +242,14 @@ RETURN
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
     THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')))
+    WHEN STARTSWITH(s, 'urn:doi:')
+    AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'))
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN NULL
+    WHEN STARTSWITH(s, '10.')
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     THEN UPPER(
       NULLIF(
@@ -241,9 +262,6 @@ RETURN
     )
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
     THEN UPPER(REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/'))
-    WHEN STARTSWITH(s, '10.')
-    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    THEN TRANSLATE(s, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     THEN TRANSLATE(
       TRANSFORM(
@@ -397,6 +415,12 @@ RETURN
     WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN NOT SUBSTRING(s, 6) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'DOI:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN NOT SUBSTRING(s, 5) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'DOI: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN NOT SUBSTRING(s, 6) RLIKE '^[^/]*/./'
     WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
@@ -413,8 +437,14 @@ RETURN
     AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
     THEN NOT URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')) RLIKE '^[^/]*/./'
+    WHEN STARTSWITH(s, 'urn:doi:')
+    AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN NOT REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
     WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
     THEN FALSE
+    WHEN STARTSWITH(s, '10.')
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN NOT s RLIKE '^[^/]*/./'
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     THEN NOT NULLIF(
       REGEXP_EXTRACT(
@@ -425,9 +455,6 @@ RETURN
     ) RLIKE '^[^/]*/./'
     WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
     THEN NOT REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
-    WHEN STARTSWITH(s, '10.')
-    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    THEN NOT s RLIKE '^[^/]*/./'
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     THEN TRANSFORM(
       ARRAY(
@@ -567,6 +594,12 @@ RETURN
     WHEN STARTSWITH(s, 'doi: ')
     AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
     THEN CASE WHEN SUBSTRING(s, 6) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
+    WHEN STARTSWITH(s, 'DOI:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN CASE WHEN SUBSTRING(s, 5) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
+    WHEN STARTSWITH(s, 'DOI: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+    THEN CASE WHEN SUBSTRING(s, 6) RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
     WHEN STARTSWITH(s, 'https://doi.org/')
     AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
     AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
@@ -595,6 +628,15 @@ RETURN
       WHEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B')) RLIKE '^[^/]*/./'
       THEN 'reserved_suffix'
     END
+    WHEN STARTSWITH(s, 'urn:doi:')
+    AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+    THEN CASE
+      WHEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
+      THEN 'reserved_suffix'
+    END
+    WHEN STARTSWITH(s, '10.')
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+    THEN CASE WHEN s RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
     WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
     THEN CASE
       WHEN NULLIF(
@@ -611,9 +653,6 @@ RETURN
       WHEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/') RLIKE '^[^/]*/./'
       THEN 'reserved_suffix'
     END
-    WHEN STARTSWITH(s, '10.')
-    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-    THEN CASE WHEN s RLIKE '^[^/]*/./' THEN 'reserved_suffix' END
     WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
     THEN TRANSFORM(
       ARRAY(
@@ -804,6 +843,12 @@ RETURN
                                                 WHEN STARTSWITH(s, 'doi: ')
                                                 AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
                                                 THEN SUBSTRING(s, 6)
+                                                WHEN STARTSWITH(s, 'DOI:')
+                                                AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                THEN SUBSTRING(s, 5)
+                                                WHEN STARTSWITH(s, 'DOI: ')
+                                                AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                THEN SUBSTRING(s, 6)
                                                 WHEN STARTSWITH(s, 'https://doi.org/')
                                                 AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
                                                 AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
@@ -820,8 +865,14 @@ RETURN
                                                 AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
                                                 AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                                 THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
+                                                WHEN STARTSWITH(s, 'urn:doi:')
+                                                AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+                                                THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
                                                 WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
                                                 THEN NULL
+                                                WHEN STARTSWITH(s, '10.')
+                                                AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                                THEN s
                                                 WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
                                                 THEN NULLIF(
                                                   REGEXP_EXTRACT(
@@ -832,9 +883,6 @@ RETURN
                                                 )
                                                 WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
                                                 THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-                                                WHEN STARTSWITH(s, '10.')
-                                                AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-                                                THEN s
                                                 WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
                                                 THEN TRANSFORM(
                                                   ARRAY(

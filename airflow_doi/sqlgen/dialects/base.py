@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_doi.sqlgen import definition
+from airflow_doi.syntax import URN_PREFIX
 
 Binding = Literal["functions", "inline", "subquery", "lambda"]
 
@@ -34,6 +35,8 @@ PLACEHOLDERS = frozenset(
         "DOI__PREFIXED_DOI",
         "DOI__SIMPLE_DOI",
         "DOI__URN_SLASH",
+        "DOI__PREFIXED_URN",
+        "DOI__RESERVED",
         "DOI__IF_SHORTCUT",
         "DOI__TRIM_ASCII_WHITESPACE",
         "DOI__ESCAPES_PRINTABLE",
@@ -140,6 +143,17 @@ class Dialect:
             this=self.starts(value, prefix), expression=self.plain_doi(rest, suffix_class)
         )
 
+    def reserved(self, value: exp.Expression) -> exp.Expression:
+        """A normalized DOI's suffix is reserved: :data:`definition.RESERVED`."""
+        return self.re_match(value, definition.RESERVED)
+
+    def prefixed_urn(self, value: exp.Expression) -> exp.Expression:
+        """``value`` matches :data:`definition.URN_LITERAL`."""
+        return exp.And(
+            this=self.starts(value.copy(), URN_PREFIX),
+            expression=self.re_match(value, definition.URN_LITERAL),
+        )
+
     def simple_doi(self, value: exp.Expression) -> exp.Expression:
         """The DOI of a value matching :data:`definition.SIMPLE_WRAPPED`."""
         return self.re_extract(value, definition.SIMPLE_WRAPPED)
@@ -243,6 +257,8 @@ class Dialect:
             "DOI__ESCAPE_NON_ASCII": self.escape_non_ascii,
             "DOI__SIMPLE_DOI": self.simple_doi,
             "DOI__URN_SLASH": self.urn_slash,
+            "DOI__PREFIXED_URN": self.prefixed_urn,
+            "DOI__RESERVED": self.reserved,
             "DOI__ESCAPES_PRINTABLE": self.escapes_printable,
             "DOI__ASCII_DECODE": self.ascii_decode,
             "DOI__TRIM_ASCII_WHITESPACE": self.trim_ascii_whitespace,

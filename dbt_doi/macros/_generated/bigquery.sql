@@ -27,8 +27,23 @@ CASE
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
   AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
   WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN ({{ value }})
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
@@ -42,12 +57,6 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
   )
   THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_CONTAINS(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-  )
-  THEN ({{ value }})
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
@@ -229,8 +238,35 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN TRANSLATE(
+    SUBSTRING(({{ value }}), 5),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN TRANSLATE(
+    SUBSTRING(({{ value }}), 6),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+  THEN TRANSLATE(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
   WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
@@ -252,12 +288,6 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_CONTAINS(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-  )
-  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
@@ -423,8 +453,26 @@ CASE
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
   AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
   THEN NOT REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN NOT REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN NOT REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+  THEN NOT REGEXP_CONTAINS(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+    '^[^/]*/./'
+  )
   WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
   THEN FALSE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN NOT REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
@@ -444,12 +492,6 @@ CASE
     REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
     '^[^/]*/./'
   )
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_CONTAINS(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-  )
-  THEN NOT REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
@@ -634,6 +676,36 @@ CASE
     WHEN REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN CASE
+    WHEN REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+  THEN CASE
+    WHEN REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+  THEN CASE
+    WHEN REGEXP_CONTAINS(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
+      '^[^/]*/./'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+  )
+  THEN CASE
+    WHEN REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
   WHEN REGEXP_CONTAINS(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
@@ -657,15 +729,6 @@ CASE
       REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/'),
       '^[^/]*/./'
     )
-    THEN 'reserved_suffix'
-  END
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_CONTAINS(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-  )
-  THEN CASE
-    WHEN REGEXP_CONTAINS(({{ value }}), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
   WHEN REGEXP_CONTAINS(
@@ -892,8 +955,23 @@ END
                                           WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
                                           AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
                                           THEN SUBSTRING(({{ value }}), 6)
+                                          WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                          THEN SUBSTRING(({{ value }}), 5)
+                                          WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                          THEN SUBSTRING(({{ value }}), 6)
+                                          WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+                                          AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
                                           WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
                                           THEN NULL
+                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                          AND REGEXP_CONTAINS(
+                                            ({{ value }}),
+                                            '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+                                          )
+                                          THEN ({{ value }})
                                           WHEN REGEXP_CONTAINS(
                                             ({{ value }}),
                                             '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
@@ -907,12 +985,6 @@ END
                                             '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
                                           )
                                           THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
-                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                          AND REGEXP_CONTAINS(
-                                            ({{ value }}),
-                                            '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-                                          )
-                                          THEN ({{ value }})
                                           WHEN REGEXP_CONTAINS(
                                             ({{ value }}),
                                             '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'

@@ -27,6 +27,12 @@ CASE
   WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN STARTSWITH(({{ value }}), 'DOI:')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN SUBSTRING(({{ value }}), 5)
+  WHEN STARTSWITH(({{ value }}), 'DOI: ')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN SUBSTRING(({{ value }}), 6)
   WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(
     SUBSTRING(({{ value }}), 17),
@@ -67,8 +73,17 @@ CASE
     '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B'))
+  WHEN STARTSWITH(({{ value }}), 'urn:doi:')
+  AND REGEXP_LIKE(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN NULL
+  WHEN STARTSWITH(({{ value }}), '10.')
+  AND REGEXP_LIKE(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+  )
+  THEN ({{ value }})
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -85,12 +100,6 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
   THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
-  WHEN STARTSWITH(({{ value }}), '10.')
-  AND REGEXP_LIKE(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-  )
-  THEN ({{ value }})
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
@@ -244,6 +253,12 @@ CASE
   WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN UPPER(SUBSTRING(({{ value }}), 6))
+  WHEN STARTSWITH(({{ value }}), 'DOI:')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN UPPER(SUBSTRING(({{ value }}), 5))
+  WHEN STARTSWITH(({{ value }}), 'DOI: ')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN UPPER(SUBSTRING(({{ value }}), 6))
   WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(
     SUBSTRING(({{ value }}), 17),
@@ -284,8 +299,17 @@ CASE
     '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN UPPER(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')))
+  WHEN STARTSWITH(({{ value }}), 'urn:doi:')
+  AND REGEXP_LIKE(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
+  THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'))
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN NULL
+  WHEN STARTSWITH(({{ value }}), '10.')
+  AND REGEXP_LIKE(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+  )
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -304,12 +328,6 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
   THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'))
-  WHEN STARTSWITH(({{ value }}), '10.')
-  AND REGEXP_LIKE(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-  )
-  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
@@ -471,6 +489,12 @@ CASE
   WHEN STARTSWITH(({{ value }}), 'doi: ')
   AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
   THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'DOI:')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'DOI: ')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN NOT REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
   WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(
     SUBSTRING(({{ value }}), 17),
@@ -511,8 +535,17 @@ CASE
     '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN NOT REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')), '^[^/]*/./')
+  WHEN STARTSWITH(({{ value }}), 'urn:doi:')
+  AND REGEXP_LIKE(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
+  THEN NOT REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
   WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
   THEN FALSE
+  WHEN STARTSWITH(({{ value }}), '10.')
+  AND REGEXP_LIKE(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+  )
+  THEN NOT REGEXP_LIKE(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -532,12 +565,6 @@ CASE
     '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
   )
   THEN NOT REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
-  WHEN STARTSWITH(({{ value }}), '10.')
-  AND REGEXP_LIKE(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-  )
-  THEN NOT REGEXP_LIKE(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
@@ -709,6 +736,18 @@ CASE
     WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
+  WHEN STARTSWITH(({{ value }}), 'DOI:')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN CASE
+    WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), 'DOI: ')
+  AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+  THEN CASE
+    WHEN REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
   WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
   AND REGEXP_LIKE(
     SUBSTRING(({{ value }}), 17),
@@ -761,6 +800,18 @@ CASE
     WHEN REGEXP_LIKE(URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B')), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
+  WHEN STARTSWITH(({{ value }}), 'urn:doi:')
+  AND REGEXP_LIKE(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
+  THEN CASE
+    WHEN REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN STARTSWITH(({{ value }}), '10.')
+  AND REGEXP_LIKE(
+    ({{ value }}),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+  )
+  THEN CASE WHEN REGEXP_LIKE(({{ value }}), '^[^/]*/./') THEN 'reserved_suffix' END
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -786,12 +837,6 @@ CASE
     WHEN REGEXP_LIKE(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/'), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
-  WHEN STARTSWITH(({{ value }}), '10.')
-  AND REGEXP_LIKE(
-    ({{ value }}),
-    '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-  )
-  THEN CASE WHEN REGEXP_LIKE(({{ value }}), '^[^/]*/./') THEN 'reserved_suffix' END
   WHEN REGEXP_LIKE(
     ({{ value }}),
     '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
@@ -996,6 +1041,12 @@ CONCAT(
                                               WHEN STARTSWITH(({{ value }}), 'doi: ')
                                               AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
                                               THEN SUBSTRING(({{ value }}), 6)
+                                              WHEN STARTSWITH(({{ value }}), 'DOI:')
+                                              AND REGEXP_LIKE(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+                                              THEN SUBSTRING(({{ value }}), 5)
+                                              WHEN STARTSWITH(({{ value }}), 'DOI: ')
+                                              AND REGEXP_LIKE(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z')
+                                              THEN SUBSTRING(({{ value }}), 6)
                                               WHEN STARTSWITH(({{ value }}), 'https://doi.org/')
                                               AND REGEXP_LIKE(
                                                 SUBSTRING(({{ value }}), 17),
@@ -1036,8 +1087,17 @@ CONCAT(
                                                 '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                               )
                                               THEN URL_DECODE(REPLACE(SUBSTRING(({{ value }}), 16), '+', '%2B'))
+                                              WHEN STARTSWITH(({{ value }}), 'urn:doi:')
+                                              AND REGEXP_LIKE(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z')
+                                              THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
                                               WHEN LOCATE('10.', ({{ value }})) = 0 AND LOCATE('%', ({{ value }})) = 0
                                               THEN NULL
+                                              WHEN STARTSWITH(({{ value }}), '10.')
+                                              AND REGEXP_LIKE(
+                                                ({{ value }}),
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                              )
+                                              THEN ({{ value }})
                                               WHEN REGEXP_LIKE(
                                                 ({{ value }}),
                                                 '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
@@ -1054,12 +1114,6 @@ CONCAT(
                                                 '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
                                               )
                                               THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '$1/')
-                                              WHEN STARTSWITH(({{ value }}), '10.')
-                                              AND REGEXP_LIKE(
-                                                ({{ value }}),
-                                                '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-                                              )
-                                              THEN ({{ value }})
                                               WHEN REGEXP_LIKE(
                                                 ({{ value }}),
                                                 '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'

@@ -90,6 +90,26 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN PREFIX(({{ value }}), 'DOI:10.')
+  AND (
+    ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  THEN SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+  THEN SUBSTRING(({{ value }}), 6)
   WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
   AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -162,8 +182,17 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN ({{ value }})
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -177,12 +206,6 @@ CASE
     '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
   )
   THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(
-    ({{ value }}),
-    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-  )
-  THEN ({{ value }})
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -382,6 +405,26 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN UPPER(SUBSTRING(({{ value }}), 6))
+  WHEN PREFIX(({{ value }}), 'DOI:10.')
+  AND (
+    ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  THEN UPPER(SUBSTRING(({{ value }}), 5))
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+  THEN UPPER(SUBSTRING(({{ value }}), 6))
   WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
   AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -454,8 +497,24 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN UPPER(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))))
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+  THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'))
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN LIST_TRANSFORM(
+    [({{ value }})],
+    LAMBDA doi__n : CASE
+      WHEN STRLEN(doi__n) = LENGTH(doi__n)
+      THEN UPPER(doi__n)
+      ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
+    END
+  )[1]
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -471,19 +530,6 @@ CASE
     '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
   )
   THEN UPPER(REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'))
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(
-    ({{ value }}),
-    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-  )
-  THEN LIST_TRANSFORM(
-    [({{ value }})],
-    LAMBDA doi__n : CASE
-      WHEN STRLEN(doi__n) = LENGTH(doi__n)
-      THEN UPPER(doi__n)
-      ELSE TRANSLATE(doi__n, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
-    END
-  )[1]
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -701,6 +747,26 @@ CASE
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
   AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
   THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+  WHEN PREFIX(({{ value }}), 'DOI:10.')
+  AND (
+    ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+  THEN NOT REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
   WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
   AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -773,8 +839,20 @@ CASE
     '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   )
   THEN NOT REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))), '^[^/]*/./')
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+  THEN NOT REGEXP_MATCHES(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
+    '^[^/]*/./'
+  )
   WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
   THEN FALSE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN NOT REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -794,12 +872,6 @@ CASE
     REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
     '^[^/]*/./'
   )
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(
-    ({{ value }}),
-    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-  )
-  THEN NOT REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
@@ -1024,6 +1096,32 @@ CASE
     WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
+  WHEN PREFIX(({{ value }}), 'DOI:10.')
+  AND (
+    ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+    OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+  AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+  AND NOT CONTAINS(({{ value }}), CHR(127))
+  AND NOT CONTAINS(({{ value }}), ' ')
+  THEN CASE
+    WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 5), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND (
+    SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+    OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+  )
+  AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+  AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+  AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+  THEN CASE
+    WHEN REGEXP_MATCHES(SUBSTRING(({{ value }}), 6), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
   WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
   AND (
     ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -1108,6 +1206,24 @@ CASE
     WHEN REGEXP_MATCHES(TRY(URL_DECODE(SUBSTRING(({{ value }}), 16))), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+  THEN CASE
+    WHEN REGEXP_MATCHES(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
+      '^[^/]*/./'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(
+    ({{ value }}),
+    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+  )
+  THEN CASE
+    WHEN REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
+    THEN 'reserved_suffix'
+  END
   WHEN REGEXP_FULL_MATCH(
     ({{ value }}),
     '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -1131,15 +1247,6 @@ CASE
       REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g'),
       '^[^/]*/./'
     )
-    THEN 'reserved_suffix'
-  END
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_FULL_MATCH(
-    ({{ value }}),
-    '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-  )
-  THEN CASE
-    WHEN REGEXP_MATCHES(({{ value }}), '^[^/]*/./')
     THEN 'reserved_suffix'
   END
   WHEN REGEXP_FULL_MATCH(
@@ -1394,6 +1501,26 @@ system.main.doi_url({{ value }})
                                             AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
                                             AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
                                             THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN PREFIX(({{ value }}), 'DOI:10.')
+                                            AND (
+                                              ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+                                            AND NOT CONTAINS(({{ value }}), CHR(127))
+                                            AND NOT CONTAINS(({{ value }}), ' ')
+                                            THEN SUBSTRING(({{ value }}), 5)
+                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+                                            AND (
+                                              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                                              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+                                            )
+                                            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+                                            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+                                            THEN SUBSTRING(({{ value }}), 6)
                                             WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
                                             AND (
                                               ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
@@ -1466,8 +1593,17 @@ system.main.doi_url({{ value }})
                                               '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
                                             )
                                             THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
+                                            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+                                            AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
                                             WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
                                             THEN NULL
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_FULL_MATCH(
+                                              ({{ value }}),
+                                              '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+                                            )
+                                            THEN ({{ value }})
                                             WHEN REGEXP_FULL_MATCH(
                                               ({{ value }}),
                                               '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
@@ -1481,12 +1617,6 @@ system.main.doi_url({{ value }})
                                               '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
                                             )
                                             THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_FULL_MATCH(
-                                              ({{ value }}),
-                                              '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-                                            )
-                                            THEN ({{ value }})
                                             WHEN REGEXP_FULL_MATCH(
                                               ({{ value }}),
                                               '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'

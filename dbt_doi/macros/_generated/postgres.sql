@@ -37,6 +37,16 @@ CASE
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN SUBSTRING(({{ value }}) FROM 6)
+  WHEN ({{ value }}) LIKE 'DOI:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN SUBSTRING(({{ value }}) FROM 5)
+  WHEN ({{ value }}) LIKE 'DOI: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN SUBSTRING(({{ value }}) FROM 6)
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -65,9 +75,18 @@ CASE
   THEN (
     CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
   )
+  WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+  THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN NULL
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN ({{ value }})
   WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
   AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
   AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -76,11 +95,6 @@ CASE
   THEN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
   WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
   THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
-  WHEN ({{ value }}) LIKE '10.%'
-  AND ({{ value }}) LIKE '10._%/_%'
-  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
-  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN ({{ value }})
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
     SELECT
@@ -245,6 +259,16 @@ CASE
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN UPPER(SUBSTRING(({{ value }}) FROM 6) COLLATE "C")
+  WHEN ({{ value }}) LIKE 'DOI:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN UPPER(SUBSTRING(({{ value }}) FROM 5) COLLATE "C")
+  WHEN ({{ value }}) LIKE 'DOI: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN UPPER(SUBSTRING(({{ value }}) FROM 6) COLLATE "C")
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -281,9 +305,20 @@ CASE
       CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
     ) COLLATE "C"
   )
+  WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+  THEN UPPER(
+    OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) COLLATE "C"
+  )
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN NULL
+  WHEN ({{ value }}) LIKE '10.%'
+  AND ({{ value }}) LIKE '10._%/_%'
+  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN UPPER(({{ value }}) COLLATE "C")
   WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
   AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
   AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -298,11 +333,6 @@ CASE
   THEN UPPER(
     OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) COLLATE "C"
   )
-  WHEN ({{ value }}) LIKE '10.%'
-  AND ({{ value }}) LIKE '10._%/_%'
-  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
-  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN UPPER(({{ value }}) COLLATE "C")
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN UPPER(
     (
@@ -444,77 +474,177 @@ CASE
   AND ({{ value }}) LIKE '10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-~]'
   AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT ({{ value }}) ~ '^[^/]*/./'
+  THEN NOT (
+    ({{ value }}) LIKE '%/_/%'
+    AND SUBSTRING(({{ value }}) FROM POSITION('/' IN ({{ value }})) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 17) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 17) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 17) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 17)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 19) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 19) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 19) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 19)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 20) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 20) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 20) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 20)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 16) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 16) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 16) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 16)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'doi:%'
   AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
   AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 5) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 5) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 5)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'doi: %'
   AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*/./'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 6) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 6) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 6)) + 2 FOR 1) = '/'
+  )
+  WHEN ({{ value }}) LIKE 'DOI:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 5) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 5) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 5)) + 2 FOR 1) = '/'
+  )
+  WHEN ({{ value }}) LIKE 'DOI: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN NOT (
+    SUBSTRING(({{ value }}) FROM 6) LIKE '%/_/%'
+    AND SUBSTRING(SUBSTRING(({{ value }}) FROM 6) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 6)) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN NOT (
-    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
-  ) ~ '^[^/]*/./'
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) LIKE '%/_/%'
+    AND SUBSTRING((
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) FROM POSITION(
+      '/' IN (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+      )
+    ) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN NOT (
-    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
-  ) ~ '^[^/]*/./'
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) LIKE '%/_/%'
+    AND SUBSTRING((
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) FROM POSITION(
+      '/' IN (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+      )
+    ) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN NOT (
-    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
-  ) ~ '^[^/]*/./'
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) LIKE '%/_/%'
+    AND SUBSTRING((
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) FROM POSITION(
+      '/' IN (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+      )
+    ) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN NOT (
-    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
-  ) ~ '^[^/]*/./'
+    (
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) LIKE '%/_/%'
+    AND SUBSTRING((
+      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+    ) FROM POSITION(
+      '/' IN (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+      )
+    ) + 2 FOR 1) = '/'
+  )
+  WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+  THEN NOT (
+    OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) LIKE '%/_/%'
+    AND SUBSTRING(OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) FROM POSITION(
+      '/' IN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+    ) + 2 FOR 1) = '/'
+  )
   WHEN POSITION('10.' IN ({{ value }})) = 0
   AND POSITION('%' IN ({{ value }})) = 0
   THEN FALSE
-  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
-  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
-  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*/./'
-  WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
-  THEN NOT TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) ~ '^[^/]*/./'
-  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-  THEN NOT OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) ~ '^[^/]*/./'
   WHEN ({{ value }}) LIKE '10.%'
   AND ({{ value }}) LIKE '10._%/_%'
   AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
   AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN NOT ({{ value }}) ~ '^[^/]*/./'
+  THEN NOT (
+    ({{ value }}) LIKE '%/_/%'
+    AND SUBSTRING(({{ value }}) FROM POSITION('/' IN ({{ value }})) + 2 FOR 1) = '/'
+  )
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN NOT (
+    TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '%/_/%'
+    AND SUBSTRING(TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) FROM POSITION(
+      '/' IN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }}))
+    ) + 2 FOR 1) = '/'
+  )
+  WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
+  THEN NOT (
+    TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) LIKE '%/_/%'
+    AND SUBSTRING(TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) FROM POSITION(
+      '/' IN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
+    ) + 2 FOR 1) = '/'
+  )
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN NOT (
+    OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) LIKE '%/_/%'
+    AND SUBSTRING(OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) FROM POSITION(
+      '/' IN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+    ) + 2 FOR 1) = '/'
+  )
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
     SELECT
@@ -658,33 +788,51 @@ CASE
   AND ({{ value }}) LIKE '10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-~]'
   AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN CASE WHEN ({{ value }}) ~ '^[^/]*/./' THEN 'reserved_suffix' END
+  THEN CASE
+    WHEN (
+      ({{ value }}) LIKE '%/_/%'
+      AND SUBSTRING(({{ value }}) FROM POSITION('/' IN ({{ value }})) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 17) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 17) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 17) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 17)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 19) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 19) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 19) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 19)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 20) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 20) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 20) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 20)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
   AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
   AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 16) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 16) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 16) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 16)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'doi:%'
@@ -692,7 +840,10 @@ CASE
   AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 5) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 5) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 5)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'doi: %'
@@ -700,7 +851,32 @@ CASE
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
   AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
   THEN CASE
-    WHEN SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*/./'
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 6) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 6) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 6)) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) LIKE 'DOI:%'
+  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN CASE
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 5) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 5) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 5)) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) LIKE 'DOI: %'
+  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN CASE
+    WHEN (
+      SUBSTRING(({{ value }}) FROM 6) LIKE '%/_/%'
+      AND SUBSTRING(SUBSTRING(({{ value }}) FROM 6) FROM POSITION('/' IN SUBSTRING(({{ value }}) FROM 6)) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
@@ -709,8 +885,17 @@ CASE
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN CASE
     WHEN (
-      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
-    ) ~ '^[^/]*/./'
+      (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) LIKE '%/_/%'
+      AND SUBSTRING((
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) FROM POSITION(
+        '/' IN (
+          CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+        )
+      ) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
@@ -719,8 +904,17 @@ CASE
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN CASE
     WHEN (
-      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
-    ) ~ '^[^/]*/./'
+      (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) LIKE '%/_/%'
+      AND SUBSTRING((
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) FROM POSITION(
+        '/' IN (
+          CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+        )
+      ) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
@@ -729,8 +923,17 @@ CASE
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN CASE
     WHEN (
-      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
-    ) ~ '^[^/]*/./'
+      (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) LIKE '%/_/%'
+      AND SUBSTRING((
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) FROM POSITION(
+        '/' IN (
+          CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+        )
+      ) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
@@ -739,32 +942,74 @@ CASE
   AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
   THEN CASE
     WHEN (
-      CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
-    ) ~ '^[^/]*/./'
+      (
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) LIKE '%/_/%'
+      AND SUBSTRING((
+        CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+      ) FROM POSITION(
+        '/' IN (
+          CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+        )
+      ) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
-  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
-  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
-  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+  AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
   THEN CASE
-    WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*/./'
-    THEN 'reserved_suffix'
-  END
-  WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
-  THEN CASE
-    WHEN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) ~ '^[^/]*/./'
-    THEN 'reserved_suffix'
-  END
-  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-  THEN CASE
-    WHEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) ~ '^[^/]*/./'
+    WHEN (
+      OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) LIKE '%/_/%'
+      AND SUBSTRING(OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) FROM POSITION(
+        '/' IN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+      ) + 2 FOR 1) = '/'
+    )
     THEN 'reserved_suffix'
   END
   WHEN ({{ value }}) LIKE '10.%'
   AND ({{ value }}) LIKE '10._%/_%'
   AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
   AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-  THEN CASE WHEN ({{ value }}) ~ '^[^/]*/./' THEN 'reserved_suffix' END
+  THEN CASE
+    WHEN (
+      ({{ value }}) LIKE '%/_/%'
+      AND SUBSTRING(({{ value }}) FROM POSITION('/' IN ({{ value }})) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+  AND NOT TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+  THEN CASE
+    WHEN (
+      TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) LIKE '%/_/%'
+      AND SUBSTRING(TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }})) FROM POSITION(
+        '/' IN TRIM(CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM ({{ value }}))
+      ) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
+  THEN CASE
+    WHEN (
+      TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) LIKE '%/_/%'
+      AND SUBSTRING(TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))) FROM POSITION(
+        '/' IN TRIM(TRAILING CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
+      ) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
+  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+  THEN CASE
+    WHEN (
+      OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) LIKE '%/_/%'
+      AND SUBSTRING(OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1) FROM POSITION(
+        '/' IN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+      ) + 2 FOR 1) = '/'
+    )
+    THEN 'reserved_suffix'
+  END
   WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
   THEN (
     SELECT
@@ -1001,6 +1246,16 @@ END
                                           AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
                                           AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
                                           THEN SUBSTRING(({{ value }}) FROM 6)
+                                          WHEN ({{ value }}) LIKE 'DOI:%'
+                                          AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          THEN SUBSTRING(({{ value }}) FROM 5)
+                                          WHEN ({{ value }}) LIKE 'DOI: %'
+                                          AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+                                          AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          THEN SUBSTRING(({{ value }}) FROM 6)
                                           WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
                                           AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
                                           AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -1029,9 +1284,18 @@ END
                                           THEN (
                                             CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
                                           )
+                                          WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+                                          AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                          AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+                                          THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
                                           WHEN POSITION('10.' IN ({{ value }})) = 0
                                           AND POSITION('%' IN ({{ value }})) = 0
                                           THEN NULL
+                                          WHEN ({{ value }}) LIKE '10.%'
+                                          AND ({{ value }}) LIKE '10._%/_%'
+                                          AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+                                          AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                          THEN ({{ value }})
                                           WHEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
                                           AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
                                           AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
@@ -1040,11 +1304,6 @@ END
                                           THEN TRIM(TRAILING CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
                                           WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
                                           THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
-                                          WHEN ({{ value }}) LIKE '10.%'
-                                          AND ({{ value }}) LIKE '10._%/_%'
-                                          AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
-                                          AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
-                                          THEN ({{ value }})
                                           WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
                                           THEN (
                                             SELECT

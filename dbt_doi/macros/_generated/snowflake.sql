@@ -55,9 +55,28 @@ CASE
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
   AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
   THEN SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+  THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
   WHEN CHARINDEX('10.', ({{ value }})) = 0
   AND CHARINDEX('%', ({{ value }})) = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN ({{ value }})
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -83,16 +102,6 @@ CASE
     'c'
   ) > 0
   THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_INSTR(
-    ({{ value }}),
-    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-    1,
-    1,
-    0,
-    'c'
-  ) > 0
-  THEN ({{ value }})
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -488,9 +497,40 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN TRANSLATE(
+    SUBSTRING(({{ value }}), 5),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN TRANSLATE(
+    SUBSTRING(({{ value }}), 6),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+  THEN TRANSLATE(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+    'abcdefghijklmnopqrstuvwxyz',
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  )
   WHEN CHARINDEX('10.', ({{ value }})) = 0
   AND CHARINDEX('%', ({{ value }})) = 0
   THEN NULL
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -524,16 +564,6 @@ CASE
     'abcdefghijklmnopqrstuvwxyz',
     'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
   )
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_INSTR(
-    ({{ value }}),
-    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-    1,
-    1,
-    0,
-    'c'
-  ) > 0
-  THEN TRANSLATE(({{ value }}), 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -913,9 +943,35 @@ CASE
   WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
   AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
   THEN NOT REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN NOT REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^[^/]*/./', 1, 1, 0, 'c') > 0
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN NOT REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+  THEN NOT REGEXP_INSTR(
+    REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+    '^[^/]*/./',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
   WHEN CHARINDEX('10.', ({{ value }})) = 0
   AND CHARINDEX('%', ({{ value }})) = 0
   THEN FALSE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN NOT REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -955,16 +1011,6 @@ CASE
     0,
     'c'
   ) > 0
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_INSTR(
-    ({{ value }}),
-    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-    1,
-    1,
-    0,
-    'c'
-  ) > 0
-  THEN NOT REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
@@ -1363,6 +1409,44 @@ CASE
     WHEN REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
     THEN 'reserved_suffix'
   END
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+  AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(
+      REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c'),
+      '^[^/]*/./',
+      1,
+      1,
+      0,
+      'c'
+    ) > 0
+    THEN 'reserved_suffix'
+  END
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(
+    ({{ value }}),
+    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  THEN CASE
+    WHEN REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
+    THEN 'reserved_suffix'
+  END
   WHEN REGEXP_INSTR(
     ({{ value }}),
     '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -1406,19 +1490,6 @@ CASE
       0,
       'c'
     ) > 0
-    THEN 'reserved_suffix'
-  END
-  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-  AND REGEXP_INSTR(
-    ({{ value }}),
-    '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-    1,
-    1,
-    0,
-    'c'
-  ) > 0
-  THEN CASE
-    WHEN REGEXP_INSTR(({{ value }}), '^[^/]*/./', 1, 1, 0, 'c') > 0
     THEN 'reserved_suffix'
   END
   WHEN REGEXP_INSTR(
@@ -4223,9 +4294,28 @@ END
                                             WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
                                             AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
                                             THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN SUBSTRING(({{ value }}), 5)
+                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+                                            AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
                                             WHEN CHARINDEX('10.', ({{ value }})) = 0
                                             AND CHARINDEX('%', ({{ value }})) = 0
                                             THEN NULL
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_INSTR(
+                                              ({{ value }}),
+                                              '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                              1,
+                                              1,
+                                              0,
+                                              'c'
+                                            ) > 0
+                                            THEN ({{ value }})
                                             WHEN REGEXP_INSTR(
                                               ({{ value }}),
                                               '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
@@ -4251,16 +4341,6 @@ END
                                               'c'
                                             ) > 0
                                             THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_INSTR(
-                                              ({{ value }}),
-                                              '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN ({{ value }})
                                             WHEN REGEXP_INSTR(
                                               ({{ value }}),
                                               '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
