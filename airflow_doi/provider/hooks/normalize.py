@@ -187,6 +187,12 @@ class NormalizeRun:
             return
         listed = f"{_STALE_PREFIX}{uuid.uuid4().hex[:16]}"
         cursor = native_cursor(self.column.cursor)
+        # The planner reckons that nearly every row passes the fingerprint's "<>", so it
+        # never reads the table in parallel for fear of passing them all back; on a nightly
+        # run almost none do. Passing a row back is costed at nothing for this statement
+        # alone: the server's own max_parallel_workers_per_gather still decides (a million
+        # rows after a full rewrite: 0.28 s -> 0.17 s on two cores).
+        cursor.execute("SET LOCAL parallel_tuple_cost = 0")
         cursor.execute(f"CREATE TEMPORARY TABLE {listed} AS SELECT ctid AS tid "
                        f"FROM {quote_identifier(self.column.table)} WHERE {stale}")
         count = int(cursor.rowcount)
