@@ -4,7 +4,8 @@ A run of the normalize operator writes four columns beside the DOI column (the D
 its valid flag and its reason) and a fifth, the *fingerprint* of what they were computed from:
 the rules' version, the ``decode`` setting and a hash of the cell's text
 (``2/auto/9e107d9d372bb6826bd81d3542a419d6``, MD5; PostgreSQL's own 64-bit hash there,
-``=`` and the cell's text itself on SQLite; nothing after the last slash for NULL). A later
+``=`` and the cell's text itself on SQLite and DuckDB; nothing after the last slash for NULL).
+A later
 run rewrites only the rows that are *stale*:
 
 * the fingerprint is NULL (a row added since, or a table never normalized with one) or differs
@@ -43,12 +44,15 @@ __all__ = [
 #: scan of a million cells (0.17 s against 0.48 s): the scan a run with nothing stale is made
 #: of. SQLite has no hash of its own, and a function of the task's (Python) called for each
 #: row costs a quarter of parsing it: there the cell's text itself is the fingerprint (what a
-#: hash stands for, compared without a call). Written so that it runs as is where statements
+#: hash stands for, compared without a call). DuckDB's MD5 was most of a run with nothing
+#: stale (70 of 125 ms for a million cells) and its hex does not compress; the cell's text
+#: does: 0.07 s, and a file 3.5 MiB smaller. (DuckDB's own ``hash`` is not promised to stay the
+#: same across its releases.) Written so that it runs as is where statements
 #: are not translated (PostgreSQL, DuckDB, SQLite, Redshift, Trino) and translates where they
 #: are (sqlglot writes MySQL's, Snowflake's, BigQuery's and Databricks' own spelling of MD5).
 _HASH: Final[dict[str, str]] = {
     "postgres": 'CAST(HASHTEXTEXTENDED(CAST({x} AS TEXT) COLLATE "C", 0) AS TEXT)',
-    "duckdb": "MD5(CAST({x} AS TEXT))",
+    "duckdb": "'=' || CAST({x} AS TEXT)",
     "sqlite": "'=' || CAST({x} AS TEXT)",  # '=' so that '' is not NULL's ''
     "mysql": "MD5(CAST({x} AS TEXT))",
     "snowflake": "MD5(CAST({x} AS TEXT))",
