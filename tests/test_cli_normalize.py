@@ -253,3 +253,24 @@ def test_no_damage_note_for_clean_dois(tmp_path: Path) -> None:
                                                         "<693::AID-ASI4>3.0.CO;2-0"}])
     result = cli("normalize", source, "--column", "doi", "-o", tmp_path / "out.csv")
     assert result.returncode == 0 and "damaged" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("command", ["normalize", "repair", "report", "resolve", "enrich"])
+def test_every_file_command_reads_the_doi_column_by_default(tmp_path: Path, command: str) -> None:
+    """--column defaults to doi on every command (it was required on three of them); a file
+    without one is told its columns, exit 2."""
+    missing = tmp_path / "urls.csv"
+    missing.write_text("id,url\n1,10.1000/x\n", encoding="utf-8")
+    target = tmp_path / ("out.html" if command == "report" else "out.csv")
+    run = cli(command, missing, "-o", target)
+    assert run.returncode == 2, run.stderr
+    assert "no column 'doi' (columns: 'id', 'url'); pass one of them to --column" in run.stderr
+    assert "Traceback" not in run.stderr and not target.exists()
+    if command in ("normalize", "repair", "report"):  # the others would ask the network
+        source = tmp_path / "works.csv"
+        source.write_text("id,DOI\n1,doi:10.1000/x\n", encoding="utf-8")
+        run = cli(command, source, "-o", target)
+        assert run.returncode == 0, run.stderr
+        assert target.exists()
+        if command == "normalize":
+            assert "10.1000/X" in target.read_text(encoding="utf-8")

@@ -63,7 +63,7 @@ GUARDED = (
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("enrich", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     _proxy.add_keep_options(parser)
     add_file_options(parser, escape_default=True,
                      escaped="the input column and every text column the servers filled")

@@ -61,7 +61,7 @@ cannot hold, a missing extra)."""
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("normalize", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--column", required=True, help="the column holding the DOIs")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     add_file_options(parser, escape_default=False)
     parser.add_argument(
         "--decode", choices=("auto", "always", "never"), default="auto",

@@ -56,7 +56,7 @@ KINDS: dict[str, str] = dict.fromkeys(ADDED_COLUMNS, "large_string") | {
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("repair", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--column", required=True, help="the column holding the DOIs")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     # As normalize: the user's own columns are copied as they are unless asked; the appended
     # ones hold DOIs (they start with "10.") and our own words, never a formula.
     add_file_options(parser, escape_default=False)

@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "input", nargs="?", metavar="IN", help="CSV/Parquet file or database URL (see above)"
     )
-    parser.add_argument("--column", required=True, help="the column holding the DOIs")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.html",
                         help="the HTML file to write (replaced whole, or not at all)")
     add_mkdir_option(parser)

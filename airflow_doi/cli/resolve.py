@@ -44,7 +44,7 @@ option, a missing extra); 3 the share of sent rows that ended in status=error is
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("resolve", help=HELP, description=DESCRIPTION)
-    parser.add_argument("--column", default="doi", help="column holding the DOIs")
+    parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     _proxy.add_keep_options(parser)
     add_file_options(parser, escape_default=True)
     _proxy.add_proxy_options(
