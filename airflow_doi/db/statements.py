@@ -220,7 +220,7 @@ _DIALECTS: dict[str, StatementDialect] = {
                         binary_collation=' COLLATE "C"', json_type="JSONB",
                         whole_table_update_lock="LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"),
     "duckdb": StatementDialect("duckdb", array_unnest=True, case_sensitive_identifiers=False,
-                      json_type="JSON"),
+                      json_type="JSON", binary_collation=" COLLATE C"),
     "snowflake": StatementDialect("snowflake", on_conflict=False, merge=True,
                          timestamp_type="TIMESTAMP_TZ",
                          sqlglot_dialect="snowflake", fold_upper=True,

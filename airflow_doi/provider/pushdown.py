@@ -136,7 +136,7 @@ def column_sql(
         schema = dialect.quote(functions_schema)
         return {name: f"{schema}.{name}({source})" for name in FUNCTIONS}
     try:
-        from sqlglot import exp
+        import sqlglot  # noqa: F401  (the generator's, and _text_argument's)
     except ImportError as error:  # pragma: no cover - the [airflow] extra installs it
         raise RuntimeError(
             f"in-database DOI rules need sqlglot: {pip_install('airflow')} (or pass "
@@ -145,26 +145,39 @@ def column_sql(
     if engine == "postgres":
         with conn.cursor() as cursor:
             cursor.execute(_pg_temp_functions())
-        text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
-                        to=exp.DataType.build("text"))
-        argument = text.sql(dialect="postgres")
+        argument = _text_argument("postgres", column, qualifier).sql(dialect="postgres")
         return {name: f"pg_temp.{name}({argument})" for name in FUNCTIONS}
     return dict(zip(FUNCTIONS, _inline(engine, column, qualifier), strict=True))
+
+
+#: The byte-wise collation of each engine whose collations reach into the generated SQL: a
+#: column declared case- or accent-blind (DuckDB's ``NOCASE.NOACCENT``, a nondeterministic ICU
+#: collation on PostgreSQL, where ``LIKE`` then fails) is read as the text it holds.
+_BINARY: dict[str, tuple[str, bool]] = {"postgres": ("C", True), "duckdb": ("C", False)}
+
+
+def _text_argument(engine: str, column: str, qualifier: str | None) -> Any:
+    """``CAST(column AS text)``, under the engine's byte-wise collation where it has one."""
+    from sqlglot import exp
+
+    text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
+                    to=exp.DataType.build("text"))
+    if engine not in _BINARY:
+        return text
+    name, quoted = _BINARY[engine]
+    return exp.Collate(this=text, expression=exp.Identifier(this=name, quoted=quoted))
 
 
 @functools.lru_cache(maxsize=32)
 def _inline(engine: str, column: str, qualifier: str | None = None) -> tuple[str, ...]:
     """The :data:`FUNCTIONS`' bodies around ``CAST(column AS text)`` (generating them takes
     sqlglot a good part of a second: once per process and column)."""
-    from sqlglot import exp
-
     from airflow_doi.sqlgen.dialects import DIALECTS
     from airflow_doi.sqlgen.render import public_body
 
     dialect = DIALECTS[engine]
     binding = dialect.dbt_binding or dialect.binding
-    text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
-                    to=exp.DataType.build("text"))
+    text = _text_argument(engine, column, qualifier)
     return tuple(public_body(dialect, name, text.copy(), binding) for name in FUNCTIONS)
 
 
