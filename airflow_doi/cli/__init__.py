@@ -156,6 +156,8 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine(command))
     handler.setLevel(logging.WARNING)
+    # A proxy never there: the command says so once, in its own words, when the run ends.
+    handler.addFilter(lambda record: not getattr(record, "doi_never_answered", False))
     previous, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.propagate = False  # once, in our format: not again through a host's root handlers

@@ -288,10 +288,12 @@ def ask(function: Callable[..., list[Any]], read: Input, args: argparse.Namespac
 
 def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[str, object]],
            summary: str, output: Output,
-           note: Callable[[list[dict[str, object]]], None] | None = None) -> int:
+           note: Callable[[list[dict[str, object]]], None] | None = None, *,
+           unanswered: bool = False) -> int:
     """Write the input's kept columns and ``rows`` beside them, say the summary (then
     ``note``'s lines) and how the file was read, and return the exit status: 2 when the
-    output cannot be written, 3 when too many rows ended in error, else 0."""
+    output cannot be written, 3 when too many rows ended in error (not said again when the
+    proxy never answered, ``unanswered``: that was said), else 0."""
     from airflow_doi.files.jobs import append_columns
     from airflow_doi.files.read import TableInputError
 
@@ -319,34 +321,41 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
         cells[args.column] = repaired
     report_reading(command, read.reader, cells, csv_out=read.out_format == "csv",
                    encoding=read.encoding)
-    if too_many_errors(command, args, rows, output.status, output.ended, output.advice):
+    if too_many_errors(command, args, rows, output.status, output.ended, output.advice,
+                       quiet=unanswered):
         return EXIT_ERRORS
     return 0
 
 
-def never_answered(command: str, args: argparse.Namespace, stats: Any) -> None:
+def never_answered(command: str, args: argparse.Namespace, stats: Any,
+                   advice: str = "") -> bool:
     """Say so when the run stopped because no request was ever answered (the proxy could
-    not be reached at all): at once, not after ``--breaker-give-up`` seconds."""
+    not be reached at all): at once, not after ``--breaker-give-up`` seconds. Whether it
+    did: that one line is then the run's error (the breaker's own warning and the share of
+    rows in error would say the same again), ``advice`` after it."""
     if stats.never_answered is None:
-        return
+        return False
     from airflow_doi.resolver.config import redact_url
 
     say(command, f"error: nothing at {redact_url(args.base_url)} answered ("
         f"{stats.never_answered}): stopped after {stats.elapsed:.1f}s instead of waiting "
         f"--breaker-give-up ({args.breaker_give_up:g}s), which is for a proxy that stops "
         "answering mid-run; check --base-url and that the proxy is running (offline: "
-        "airflow-doi simulator)")
+        f"airflow-doi simulator){advice}")
+    return True
 
 
 def too_many_errors(command: str, args: argparse.Namespace, rows: list[dict[str, object]],
-                    status: str, ended: str, advice: str) -> bool:
+                    status: str, ended: str, advice: str, *, quiet: bool = False) -> bool:
     """Whether more than ``--max-error-share`` of the rows sent (all but ``invalid``) ended
-    with ``status`` error; if so, says so (``ended``: how the status is written) with
-    ``advice`` (what to check)."""
+    with ``status`` error; if so, says so unless ``quiet`` (``ended``: how the status is
+    written) with ``advice`` (what to check)."""
     tried = [row for row in rows if row[status] != "invalid"]
     failed = sum(row[status] == "error" for row in tried)
     if not tried or failed / len(tried) <= args.max_error_share:
         return False
+    if quiet:
+        return True
     say(command, f"error: {failed:,} of {len(tried):,} rows sent ended in {ended} "
         f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
         f"{args.output} holds every row: {advice}, then run again (with --cache only the "

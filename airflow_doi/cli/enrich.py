@@ -132,13 +132,14 @@ def run(args: argparse.Namespace) -> int:
         return input_error("enrich", error)
     stats = MetadataStats()
     results = _proxy.ask(fetch, read, args, config, terminal, stats)
-    _proxy.never_answered("enrich", args, stats)
+    unanswered = _proxy.never_answered("enrich", args, stats)
     rows = result_rows(results, read.values, read.flags, "metadata_status")
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
         ended="status error", advice="the reasons are in its error column; check --base-url, "
         "--metadata-host and the servers", stem="metadata")
-    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, _landing_only)
+    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, _landing_only,
+                         unanswered=unanswered)
 
 
 def _landing_only(rows: list[dict[str, object]]) -> None:

@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     with _proxy.progress_bar(terminal) as progress:
         results = repair(cells, verify=not args.no_verify, config=config, cache=args.cache,
                          progress=progress, stats=stats)
-    _proxy.never_answered("repair", args, stats.resolver)
+    unanswered = _proxy.never_answered(
+        "repair", args, stats.resolver,
+        advice="; or pass --no-verify for the suggestions without the proxy")
     added = repair_columns(results)
     added[ERROR_COLUMN] = [
         reason or result.error for result, reason in zip(results, reasons, strict=True)
@@ -117,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     checked = 0 if args.no_verify else sum(
         1 for result in results if result.candidates or result.short_doi)
     if checked and undecided / checked > args.max_error_share:
+        if unanswered:  # said, with the same advice
+            return _proxy.EXIT_ERRORS
         say("repair", f"error: the proxy could not decide {undecided:,} of {checked:,} rows "
             f"with candidate repairs ({undecided / checked:.1%}, above --max-error-share "
             f"{args.max_error_share:g}); {args.output} holds every row, those unverified: "

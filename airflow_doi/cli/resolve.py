@@ -82,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
         return input_error("resolve", error)
     stats = ResolverStats()
     results = _proxy.ask(resolve, read, args, config, terminal, stats)
-    _proxy.never_answered("resolve", args, stats)
+    unanswered = _proxy.never_answered("resolve", args, stats)
     rows = result_rows(results, read.values, read.flags, "status")
-    return _proxy.finish("resolve", args, read, rows, stats.summary(), _output())
+    return _proxy.finish("resolve", args, read, rows, stats.summary(), _output(),
+                         unanswered=unanswered)
 
 
 def _output() -> _proxy.Output:

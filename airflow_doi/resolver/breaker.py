@@ -33,9 +33,11 @@ import logging
 import time
 from collections.abc import Callable
 
-__all__ = ["CircuitBreaker", "CircuitOpenError"]
+__all__ = ["NEVER_ANSWERED", "CircuitBreaker", "CircuitOpenError"]
 
 log = logging.getLogger(__name__)
+#: The attribute of the give-up log record: true when nothing was ever answered.
+NEVER_ANSWERED = "doi_never_answered"
 
 
 class CircuitOpenError(Exception):
@@ -107,6 +109,8 @@ class CircuitBreaker:
             "come back as error, unanswered: nothing is stored for them (no cache entry; "
             "the Airflow operators write no row), so a re-run asks only for those",
             self.target, reason,
+            # A command line says a proxy never there in its own words when the run ends.
+            extra={NEVER_ANSWERED: self.never_answered},
         )
         self._notify()
 
