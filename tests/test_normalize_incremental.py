@@ -43,12 +43,13 @@ def _values(kind: str) -> list[str]:
 class Catalogue:
     """A catalogue table on one engine: id, the DOI column ``raw`` and a column of the user's."""
 
-    def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch, mode: str,
+                 raw_type: str | None = None) -> None:
         self.engine, self.mode = engine, mode
         self.table = quote_identifier(engine.table)
         monkeypatch.setenv("AIRFLOW_CONN_CAT", json.dumps(engine.connection))
         text = engine.dialect.text_type
-        engine.run(f"CREATE TABLE {self.table} (id INTEGER, raw {text}, note {text})")
+        engine.run(f"CREATE TABLE {self.table} (id INTEGER, raw {raw_type or text}, note {text})")
         self.functions = engine.connection["schema"] if engine.kind == "mariadb" else None
         self.next_id = 0
 
@@ -69,9 +70,10 @@ class Catalogue:
     def normalize(self, **kwargs: Any) -> dict[str, Any]:
         from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
 
+        kwargs.setdefault("batch_size", 53)
         return DoiNormalizeOperator(
             task_id="normalize", conn_id="cat", table=self.engine.table, doi_column="raw",
-            mode=self.mode, functions_schema=self.functions, batch_size=53, **kwargs,
+            mode=self.mode, functions_schema=self.functions, **kwargs,
         ).execute({})
 
     def rows(self) -> list[tuple[Any, ...]]:
@@ -286,24 +288,13 @@ def test_a_case_and_accent_blind_column_is_read_as_the_text_it_holds(
     if engine.kind == "postgres":
         engine.run(f"CREATE COLLATION {schema}.doi_blind (provider = icu, "
                    "locale = 'und-u-ks-level1', deterministic = false)")
-    table = quote_identifier(engine.table)
-    column = _BLIND[engine.kind].format(schema=schema)
-    engine.run(f"CREATE TABLE {table} (id INTEGER, raw {column})")
+    catalogue = Catalogue(engine, monkeypatch, mode, _BLIND[engine.kind].format(schema=schema))
+    table = catalogue.table
     values = ["10.1000/café", "10.1000/abc", "10.1000/ABC", "doi:10.1000/Abc", "10.1000/cafe"]
-    with closing(engine.connect()) as conn:
-        cursor = engine.dialect.cursor(conn)
-        cursor.executemany(f"INSERT INTO {table} (id, raw) VALUES ({engine.dialect.marks(2)})",
-                           list(enumerate(values)))
-        conn.commit()
-    monkeypatch.setenv("AIRFLOW_CONN_CAT", json.dumps(engine.connection))
-    functions = engine.connection["schema"] if engine.kind == "mariadb" else None
+    catalogue.insert(list(values))
 
     def normalize() -> dict[str, Any]:
-        from airflow_doi.provider.operators.normalize import DoiNormalizeOperator
-
-        return DoiNormalizeOperator(
-            task_id="normalize", conn_id="cat", table=engine.table, doi_column="raw",
-            mode=mode, functions_schema=functions, batch_size=2).execute({})
+        return catalogue.normalize(batch_size=2)
 
     def stored() -> list[tuple[Any, ...]]:
         return [(raw, doi, key) for raw, doi, key in

@@ -149,6 +149,15 @@ class _OneLine(logging.Formatter):
         return f"airflow-doi {self.command}: {record.levelname.lower()}: {message}"
 
 
+def _not_never_answered(record: logging.LogRecord) -> bool:
+    """Leave out the breaker's give-up when nothing was ever answered: the command says so
+    once, in its own words, when the run ends (imported here: the breaker needs asyncio,
+    which a command that logs nothing should not load)."""
+    from airflow_doi.resolver.breaker import NEVER_ANSWERED
+
+    return not getattr(record, NEVER_ANSWERED, False)
+
+
 @contextmanager
 def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
     """The project's WARNING-and-up log lines on stderr while a command runs."""
@@ -156,8 +165,7 @@ def _log_to_stderr(command: str) -> Iterator[logging.Handler]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine(command))
     handler.setLevel(logging.WARNING)
-    # A proxy never there: the command says so once, in its own words, when the run ends.
-    handler.addFilter(lambda record: not getattr(record, "doi_never_answered", False))
+    handler.addFilter(_not_never_answered)
     previous, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.propagate = False  # once, in our format: not again through a host's root handlers

@@ -36,7 +36,7 @@ from airflow_doi.db.install import (
     shipped_sql,
 )
 from airflow_doi.db.sqlite import register
-from airflow_doi.db.statements import StatementDialect
+from airflow_doi.db.statements import StatementDialect, dialect_named
 
 __all__ = [
     "PUSHDOWN_ENGINES", "Mode", "Plan", "check_mode", "column_sql", "from_normalized", "plan",
@@ -150,22 +150,22 @@ def column_sql(
     return dict(zip(FUNCTIONS, _inline(engine, column, qualifier), strict=True))
 
 
-#: The byte-wise collation of each engine whose collations reach into the generated SQL: a
-#: column declared case- or accent-blind (DuckDB's ``NOCASE.NOACCENT``, a nondeterministic ICU
-#: collation on PostgreSQL, where ``LIKE`` then fails) is read as the text it holds.
-_BINARY: dict[str, tuple[str, bool]] = {"postgres": ("C", True), "duckdb": ("C", False)}
-
-
 def _text_argument(engine: str, column: str, qualifier: str | None) -> Any:
-    """``CAST(column AS text)``, under the engine's byte-wise collation where it has one."""
+    """``CAST(column AS text)`` under the engine's byte-wise collation where it has one
+    (:attr:`~airflow_doi.db.statements.StatementDialect.binary_collation`): a column declared
+    case- or accent-blind (DuckDB's ``NOCASE.NOACCENT``; on PostgreSQL a nondeterministic ICU
+    collation, under which ``LIKE`` fails) is read as the text it holds."""
+    import sqlglot
     from sqlglot import exp
 
     text = exp.Cast(this=exp.column(column, table=qualifier, quoted=True),
                     to=exp.DataType.build("text"))
-    if engine not in _BINARY:
+    collation = dialect_named(engine).binary_collation
+    if not collation:
         return text
-    name, quoted = _BINARY[engine]
-    return exp.Collate(this=text, expression=exp.Identifier(this=name, quoted=quoted))
+    collated = sqlglot.parse_one(f"x{collation}", read=engine)
+    collated.set("this", text)
+    return collated
 
 
 @functools.lru_cache(maxsize=32)

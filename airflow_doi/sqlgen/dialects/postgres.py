@@ -130,24 +130,17 @@ class Postgres(Dialect):
         # registrant's digits, dots and slash are in every suffix class), and nothing before
         # the first "/" but digits and single dots, the last one followed by a digit: exactly
         # the anchored pattern, in two searches of one class each.
-        outside = _outside(suffix_class)
-        shape = exp.Like(this=value, expression=exp.Literal.string(DIRECTORY + "_%/_%"))
-        only_class = exp.Not(this=self.re_match(value.copy(), outside))
-        registrant = exp.Not(this=self.re_match(value.copy(), _BAD_REGISTRANT))
-        return exp.And(this=exp.And(this=shape, expression=only_class), expression=registrant)
+        return self._shaped(value, DIRECTORY + "_%/_%", suffix_class, value.copy(),
+                            _BAD_REGISTRANT)
 
     def prefixed_doi(self, value: exp.Expression, prefix: str, suffix_class: str) -> exp.Expression:
         # A URL prefix lies inside the suffix class, and its slashes say where the registrant
         # starts: test the whole value, no SUBSTRING (which walks the UTF-8 string here).
         if not prefix.endswith("/") or not all(re.fullmatch(suffix_class, c) for c in prefix):
             return super().prefixed_doi(value, prefix, suffix_class)
-        shape = exp.Like(
-            this=value, expression=exp.Literal.string(prefix + DIRECTORY + "_%/_%")
-        )
-        only_class = exp.Not(this=self.re_match(value.copy(), _outside(suffix_class)))
         skip = "^" + "[^/]*/" * prefix.count("/")
-        registrant = exp.Not(this=self.re_match(value.copy(), skip + _BAD_REGISTRANT[1:]))
-        return exp.And(this=exp.And(this=shape, expression=only_class), expression=registrant)
+        return self._shaped(value, prefix + DIRECTORY + "_%/_%", suffix_class, value.copy(),
+                            skip + _BAD_REGISTRANT[1:])
 
     def reserved(self, value: exp.Expression) -> exp.Expression:
         # The character after the first "/"'s next is "/" (a third of the regular expression's
@@ -171,18 +164,22 @@ class Postgres(Dialect):
         # and single dots, the last followed by a digit. The field's own search costs a third
         # of one anchored past the prefix.
         assert URN_PREFIX.count(":") == 2, URN_PREFIX
-        shape = exp.Like(
-            this=value, expression=exp.Literal.string(URN_PREFIX + DIRECTORY + "_%:_%")
-        )
-        only_class = exp.Not(this=self.re_match(value.copy(), _outside(definition.PRINTABLE_URL)))
         registrant = exp.Anonymous(
             this="SPLIT_PART",
             expressions=[value.copy(), exp.Literal.string(":"), exp.Literal.number(3)],
         )
-        return exp.And(
-            this=exp.And(this=shape, expression=only_class),
-            expression=exp.Not(this=self.re_match(registrant, "[^0-9.]|[.][.]|[.]$")),
-        )
+        return self._shaped(value, URN_PREFIX + DIRECTORY + "_%:_%", definition.PRINTABLE_URL,
+                            registrant, "[^0-9.]|[.][.]|[.]$")
+
+    def _shaped(self, value: exp.Expression, like: str, suffix_class: str,
+                registrant: exp.Expression, bad_registrant: str) -> exp.Expression:
+        """``value LIKE like``, no character of ``value`` outside ``suffix_class``, and no
+        match of ``bad_registrant`` in ``registrant``: the three tests of every shortcut
+        above, cheapest first."""
+        shape = exp.Like(this=value, expression=exp.Literal.string(like))
+        only_class = exp.Not(this=self.re_match(value.copy(), _outside(suffix_class)))
+        good = exp.Not(this=self.re_match(registrant, bad_registrant))
+        return exp.And(this=exp.And(this=shape, expression=only_class), expression=good)
 
     def simple_doi(self, value: exp.Expression) -> exp.Expression:
         # No capture: nothing before the DOI holds "10.", and only ASCII whitespace follows it.
