@@ -107,8 +107,27 @@ def test_find_dois_finds_a_valid_doi_written_in_text(d: str, before: str) -> Non
         any(c in d for c in '"<>') or unicodedata.category(d[-1])[0] == "P"
     ):
         return  # bare, markup ends a DOI and trailing punctuation of any script is dropped
+    if before == "(" and _closes_early(d):
+        return  # a DOI right after "(" ends at the ")" that closes it, by design
     text = before + (to_url(d)[len("https://doi.org/"):] if "doi.org" in before else d) + " end"
     assert d in find_dois(text)
+
+
+def _closes_early(doi: str) -> bool:
+    """Whether a ")" in ``doi`` would close a "(" written before it (depth below zero)."""
+    depth = 0
+    for char in doi:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return True
+    return False
+
+
+def test_a_doi_after_a_bracket_ends_at_its_closer() -> None:
+    # Found by hypothesis: "(10.0/)0" ends at the ")" that closes the "(", leaving "10.0/",
+    # which is no DOI; the property above leaves such DOIs out.
+    assert find_dois("(10.0/)0 end") == []
+    assert find_dois("(10.1000/(a)b) end") == ["10.1000/(a)b"]
 
 
 def test_real_crossref_dois_are_valid_and_round_trip() -> None:

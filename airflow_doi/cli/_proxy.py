@@ -196,9 +196,32 @@ def progress_bar(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
         size = os.terminal_size((0, 0))
     sizing: dict[str, Any] = ({"dynamic_ncols": True} if size.columns and size.lines
                               else {"ncols": 80, "nrows": 24})
-    bar = tqdm(total=0, unit="doi", file=sys.stderr, **sizing)
+    bars: dict[str, Any] = {}
+
+    def bar_for(phase: str) -> Any:
+        """The bar of a phase (the data files' bytes, then the keys asked): one at a time."""
+        if phase not in bars:
+            for other in bars.values():
+                other.close()
+            bars.clear()
+            if phase == "files":
+                bars[phase] = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                                   desc="data files", file=sys.stderr, **sizing)
+            else:
+                bars[phase] = tqdm(total=0, unit="doi", file=sys.stderr, **sizing)
+        return bars[phase]
 
     def update(event: Any) -> None:
+        if hasattr(event, "bytes_total"):  # a scan of the data files: members and bytes
+            bar = bar_for("files")
+            if bar.total != event.bytes_total:
+                bar.total = event.bytes_total
+                bar.refresh()
+            bar.set_postfix(members=f"{event.members_done:,}/{event.members:,}",
+                            found=f"{event.found:,}", refresh=False)
+            bar.update(event.bytes_done - bar.n)
+            return
+        bar = bar_for("keys")
         if bar.total != event.total:
             bar.total = event.total
             bar.refresh()
@@ -209,7 +232,8 @@ def progress_bar(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
         with logging_redirect_tqdm([logging.getLogger(LOGGER)], tqdm_class=tqdm):
             yield update
     finally:
-        bar.close()
+        for bar in bars.values():
+            bar.close()
 
 
 @dataclass

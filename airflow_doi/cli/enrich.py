@@ -27,6 +27,14 @@ negotiation: the doi.org proxy (or --base-url) redirects the request to the regi
 agency's metadata service (mEDRA, JaLC...), which answers in CSL-JSON. --source negotiation
 asks every DOI by content negotiation.
 
+With --snapshot, the agencies' public data files are read first (Crossref's tar of
+.json.gz files or its JSON-lines files, DataCite's tar of dois/updated_YYYY-MM/part_NNNN.jsonl.gz
+parts, or folders of them; recognised by content, read in place, never extracted, --workers
+processes at once): every DOI they hold is answered from them (metadata_source
+crossref_snapshot or datacite_snapshot, fetched_at the files' date) and only the others are
+asked of the APIs; --source snapshot asks no API at all (those rows end not_in_snapshot).
+With --cache, a scan interrupted and started again reads only the members it had not finished.
+
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, metadata_status,
 title, csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
@@ -89,7 +97,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--source", choices=SOURCES, default="auto",
                         help="auto: Crossref's and DataCite's DOIs from their batch APIs, the "
                         "others by content negotiation; negotiation: every DOI by content "
-                        "negotiation (default: auto)")
+                        "negotiation; snapshot: the --snapshot files alone, no request at all "
+                        "(default: auto)")
+    parser.add_argument(
+        "--snapshot", action="append", default=None, metavar="PATH",
+        help="an agency's public data file, or a folder of them, read before any API is "
+        "asked (repeatable): Crossref's tar or .jsonl.gz files, DataCite's tar")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="processes reading the --snapshot files at once (default: one "
+                        "per core)")
     parser.add_argument("--list-rate", type=float, default=1.0,
                         help="list queries per second to each batch API (lowered to what the "
                         "server announces; default: 1)")
@@ -109,13 +125,22 @@ def run(args: argparse.Namespace) -> int:
     from airflow_doi.files.jobs import result_rows
     from airflow_doi.files.read import TableInputError
     from airflow_doi.metadata import METADATA_COLUMNS, MetadataConfig, MetadataStats, fetch
+    from airflow_doi.metadata.snapshot.files import SnapshotError, check_paths
 
     terminal = _proxy.progress_wanted(args)
     try:
+        if args.source == "snapshot" and not args.snapshot:
+            raise ValueError("--source snapshot answers from the data files alone: name them "
+                             "with --snapshot PATH")
+        if args.workers < 0:
+            raise ValueError(f"--workers must be at least 1 (0: one per core), not "
+                             f"{args.workers}")
+        check_paths(args.snapshot or ())
         extra: dict[str, Any] = {
             "agency_rate": args.agency_rate, "source": args.source,
             "list_rate": args.list_rate, "list_size": args.list_size,
             "crossref_url": args.crossref_url, "datacite_url": args.datacite_url,
+            "snapshot": tuple(args.snapshot or ()), "snapshot_workers": args.workers,
         }
         if args.metadata_hosts:  # repeated, or comma-separated as the simulator prints them
             extra["metadata_hosts"] = tuple(
@@ -128,18 +153,54 @@ def run(args: argparse.Namespace) -> int:
         for field in ("list_rate", "list_size", "crossref_url", "datacite_url"):
             message = message.replace(field, "--" + field.replace("_", "-"), 1)
         return input_error("enrich", type(error)(message))
-    except TableInputError as error:
+    except (TableInputError, SnapshotError) as error:
         return input_error("enrich", error)
     stats = MetadataStats()
-    results = _proxy.ask(fetch, read, args, config, terminal, stats)
+    try:
+        results = _proxy.ask(fetch, read, args, config, terminal, stats)
+    except SnapshotError as error:
+        return input_error("enrich", error)
     unanswered = _proxy.never_answered("enrich", args, stats)
     rows = result_rows(results, read.values, read.flags, "metadata_status")
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
         ended="status error", advice="the reasons are in its error column; check --base-url, "
         "--metadata-host and the servers", stem="metadata")
-    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, _landing_only,
+    def notes(written: list[dict[str, object]]) -> None:
+        _landing_only(written)
+        if stats.snapshot is not None:
+            for line in snapshot_lines(stats.snapshot, stats.left_to_apis, args.source):
+                say("enrich", line)
+
+    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, notes,
                          unanswered=unanswered)
+
+
+def snapshot_lines(scanned: Any, left: int, source: str) -> list[str]:
+    """What the scan of the data files read, found and skipped, in a few lines."""
+    from airflow_doi.metadata.snapshot.records import REASONS
+
+    def many(n: int, word: str) -> str:
+        return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+    seconds = max(scanned.elapsed, 1e-9)
+    read = (f"data files: {many(scanned.members, 'member')} read"
+            + (f" ({scanned.resumed:,} finished by an earlier run, not read again)"
+               if scanned.resumed else "")
+            + f" in {scanned.elapsed:.1f}s by {many(scanned.workers, 'worker')}: "
+            f"{many(scanned.records, 'record')} ({scanned.records / seconds:,.0f}/s, "
+            f"{scanned.bytes_in / seconds / 1e6:,.1f} MB/s as stored), "
+            f"{many(scanned.found, 'key')} found; {many(left, 'key')} "
+            + ("not in them (no API asked: --source snapshot)" if source == "snapshot"
+               else "left to the APIs"))
+    lines = [read]
+    for reason, count in scanned.problems.most_common():
+        where = ", ".join(scanned.where.get(reason, []))
+        lines.append(f"data files: skipped {count:,} x {reason} ({REASONS.get(reason, reason)})"
+                     + (f" in {where}" if where else ""))
+    for name, reason, detail in scanned.skipped:
+        lines.append(f"data files: skipped {name}: {detail} ({reason})")
+    return lines
 
 
 def _landing_only(rows: list[dict[str, object]]) -> None:

@@ -25,11 +25,17 @@ from urllib.parse import urlsplit
 from airflow_doi.metadata.cache import CachedMetadata, MetadataCache
 from airflow_doi.metadata.client import ListAnswer, MetadataClient, Outcome
 from airflow_doi.metadata.config import MetadataConfig
-from airflow_doi.metadata.csl import clean_text, describe_ignored, kept_json, typed_fields
-from airflow_doi.metadata.result import MetadataResult, MetadataStats
+from airflow_doi.metadata.csl import clean_text
+from airflow_doi.metadata.result import (
+    UNKEPT_STATUSES,
+    MetadataResult,
+    MetadataStats,
+    record_result,
+)
 from airflow_doi.metadata.sources import (
     BATCH_SOURCES,
     NEGOTIATION,
+    SNAPSHOT,
     WHICH_RA,
     BatchSource,
     SourceCounts,
@@ -60,23 +66,11 @@ def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
     """The :class:`MetadataResult` of a finished :class:`~airflow_doi.metadata.client.Outcome`
     (its record CSL-JSON, from content negotiation or made of a batch API's record)."""
     if outcome.status == "ok":
-        try:
-            fields, ignored = typed_fields(outcome.document)
-            kept = kept_json(outcome.document, config.max_csl_bytes)
-        except Exception as error:  # a record no rule foresaw: its key, not the batch
-            return MetadataResult(
-                None, doi, key, "error", None, outcome.source,
-                f"the CSL-JSON record could not be read ({type(error).__name__})",
-                outcome.attempts, outcome.http_status, now, agency=agency, metadata_source=source)
-        notes = [describe_ignored(ignored)]
-        if kept is None:
-            notes.append(f"CSL-JSON over {config.max_csl_bytes} bytes not kept in csl_json")
-        note = "; ".join(n for n in notes if n) or None
-        return MetadataResult(
-            None, doi, key, "ok", fields, outcome.source, note, outcome.attempts,
-            outcome.http_status, now, expires_after(now, config.metadata_ttl), kept,
-            agency=agency, metadata_source=source,
-        )
+        return record_result(
+            outcome.document, doi, key, max_csl_bytes=config.max_csl_bytes, fetched_at=now,
+            expires_at=expires_after(now, config.metadata_ttl), source_host=outcome.source,
+            attempts=outcome.attempts, http_status=outcome.http_status, agency=agency,
+            metadata_source=source)
     if outcome.status in ("not_found", "no_metadata"):
         return MetadataResult(
             None, doi, key, outcome.status, None, outcome.source, outcome.reason,
@@ -131,15 +125,45 @@ class _Fetch(KeyedBatch):
 
     def keep(self, result: MetadataResult) -> MetadataResult:
         """Store a finished key in the cache (never an ``error``); the result."""
-        if self.cache is not None and result.metadata_status != "error":
-            assert result.fetched_at is not None and result.expires_at is not None
-            self.cache.store(CachedMetadata(
-                result.key or "", result.doi or "", result.metadata_status,
-                result.fields or {}, result.source_host, result.error, result.attempts,
-                result.http_status, result.csl_json, result.fetched_at, result.expires_at,
-                result.agency, result.metadata_source,
-            ))
+        if self.cache is not None and result.metadata_status not in UNKEPT_STATUSES:
+            self.cache.store(_cached(result))
         return result
+
+    def finished_members(self, scan: str) -> set[str]:
+        """The data files' members the cache says the scan ``scan`` finished."""
+        return self.cache.finished_members(scan) if self.cache is not None else set()
+
+    def store_member(self, scan: str, member: Any, results: list[MetadataResult]) -> None:
+        """A finished member's rows and the member, in the cache (one commit)."""
+        if self.cache is not None:
+            self.cache.store_member(scan, member.identity, member.records,
+                                    [_cached(result) for result in results])
+
+    def _from_snapshots(self, todo: dict[str, str]) -> dict[str, MetadataResult]:
+        """The keys of ``todo`` the data files hold (:mod:`airflow_doi.metadata.snapshot`),
+        their rows kept in the cache member by member, so that the same call killed and run
+        again reads only the members it had not finished."""
+        from airflow_doi.metadata.snapshot import index_snapshots
+        from airflow_doi.metadata.snapshot.records import RowSettings
+        from airflow_doi.metadata.snapshot.source import answer_from_snapshots, scan_digest
+
+        config = self.config
+        index = index_snapshots(config.snapshot)
+        now = datetime.now(timezone.utc)
+        settings = RowSettings(index.date or now, expires_after(now, config.metadata_ttl),
+                               config.max_csl_bytes)
+        answers = answer_from_snapshots(
+            config.snapshot, todo, settings=settings, workers=config.snapshot_workers or None,
+            store=self, scan_id=scan_digest(self.all_keys or todo, "metadata"),
+            progress=self.progress, index=index)
+        for result in answers.results.values():
+            self.counts.add(result.metadata_source or "snapshot", keys=1)
+        self.done += len(answers.results)
+        stats = self.stats
+        if isinstance(stats, MetadataStats):
+            stats.snapshot = answers.stats
+            stats.left_to_apis = len(todo) - len(answers.results)
+        return answers.results
 
     async def request(self, client: Any, doi: str, key: str) -> MetadataResult:
         """One key by content negotiation."""
@@ -149,11 +173,28 @@ class _Fetch(KeyedBatch):
                                    self.agencies.get(key)))
 
     async def run(self, todo: dict[str, str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if self.config.snapshot:
+            # Blocking, in the loop's thread (the cache's connection lives here): nothing
+            # else runs before the data files have answered.
+            found = self._from_snapshots(todo)
+            todo = {key: doi for key, doi in todo.items() if key not in found}
+            self.report()
+        if self.config.source == SNAPSHOT:
+            for key, doi in todo.items():
+                found[key] = MetadataResult(
+                    None, doi, key, "not_in_snapshot", error="the data files hold no record "
+                    "of this DOI; no API was asked (source snapshot)")
+            return found
+        if not todo:
+            return found
         if self.config.source == NEGOTIATION or not self._usable():
-            return await super().run(todo)
+            found.update(await super().run(todo))
+            return found
         try:
             async with self.client() as client:
-                return await self._by_source(client, todo)
+                found.update(await self._by_source(client, todo))
+                return found
         finally:
             await self.finish()
             if self.cache is not None:
@@ -312,6 +353,16 @@ class _Fetch(KeyedBatch):
             self.counts.add(source.name, keys=1)
             self.done += 1
             self.report()
+
+
+def _cached(result: MetadataResult) -> CachedMetadata:
+    """A finished result as its cache row."""
+    assert result.fetched_at is not None and result.expires_at is not None
+    return CachedMetadata(
+        result.key or "", result.doi or "", result.metadata_status, result.fields or {},
+        result.source_host, result.error, result.attempts, result.http_status,
+        result.csl_json, result.fetched_at, result.expires_at, result.agency,
+        result.metadata_source)
 
 
 def _host(client: MetadataClient) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-from airflow_doi.resolver.cache import ResolverCache, _iso
+from airflow_doi.resolver.cache import BUSY_TIMEOUT, ResolverCache, _iso
 
 __all__ = ["CachedMetadata", "MetadataCache"]
 
@@ -38,6 +40,23 @@ create table if not exists metadata (
     metadata_source text
 )
 """
+#: The data files' members a scan finished (its found keys are in ``metadata``): a scan of the
+#: same files for the same keys, killed and started again, reads only the others.
+_SNAPSHOT_MEMBERS = """
+create table if not exists snapshot_members (
+    scan text not null,
+    member text not null,
+    finished_at text not null,
+    records integer not null,
+    found integer not null,
+    primary key (scan, member)
+)
+"""
+_INSERT = (
+    "insert or replace into metadata (key, doi, status, fields, source_host, note, attempts,"
+    " http_status, csl_json, fetched_at, expires_at, allowlist, agency, metadata_source)"
+    " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 #: Columns added since the first release, with their types: added to an older cache file.
 _ADDED = (("agency", "text"), ("metadata_source", "text"))
 #: The claims namespace of metadata requests (the resolver's is its filter query).
@@ -67,6 +86,7 @@ class MetadataCache(ResolverCache):
     def __init__(self, path: str | os.PathLike[str], allowlist: str = "") -> None:
         super().__init__(path, CLAIMS)
         self._retrying(_SCHEMA)
+        self._retrying(_SNAPSHOT_MEMBERS)
         have = {row[1] for row in self._conn.execute("pragma table_info(metadata)")}
         for name, sql_type in _ADDED:
             if name not in have:  # a cache file of an earlier release
@@ -97,19 +117,47 @@ class MetadataCache(ResolverCache):
             )
         return found
 
-    def store(self, answer: CachedMetadata) -> None:  # type: ignore[override]
-        """Write one finished key and commit at once (the checkpoint of the batch)."""
+    def _row(self, answer: CachedMetadata) -> tuple[Any, ...]:
         if answer.status == "error":
             raise ValueError("error results are never cached")
-        self._conn.execute(
-            "insert or replace into metadata (key, doi, status, fields, source_host, note,"
-            " attempts, http_status, csl_json, fetched_at, expires_at, allowlist, agency,"
-            " metadata_source) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (answer.key, answer.doi, answer.status,
-             json.dumps(answer.fields, ensure_ascii=False), answer.source_host, answer.note,
-             answer.attempts, answer.http_status, answer.csl_json, _iso(answer.fetched_at),
-             _iso(answer.expires_at), self.allowlist, answer.agency, answer.metadata_source),
-        )
+        return (answer.key, answer.doi, answer.status,
+                json.dumps(answer.fields, ensure_ascii=False), answer.source_host, answer.note,
+                answer.attempts, answer.http_status, answer.csl_json, _iso(answer.fetched_at),
+                _iso(answer.expires_at), self.allowlist, answer.agency, answer.metadata_source)
+
+    def store(self, answer: CachedMetadata) -> None:  # type: ignore[override]
+        """Write one finished key and commit at once (the checkpoint of the batch)."""
+        self._conn.execute(_INSERT, self._row(answer))
+
+    def finished_members(self, scan: str) -> set[str]:
+        """The members of the data files that the scan ``scan`` finished."""
+        rows = self._conn.execute("select member from snapshot_members where scan = ?", (scan,))
+        return {row[0] for row in rows}
+
+    def store_member(self, scan: str, member: str, records: int,
+                     answers: Sequence[CachedMetadata]) -> None:
+        """A finished member's keys and the member itself, in one commit: a scan killed
+        before it reads the member again, never half of it."""
+        rows = [self._row(answer) for answer in answers]
+        finished = _iso(datetime.now(timezone.utc))
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._conn.execute("begin immediate")
+                break
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+        try:
+            self._conn.executemany(_INSERT, rows)
+            self._conn.execute(
+                "insert or replace into snapshot_members (scan, member, finished_at, records,"
+                " found) values (?, ?, ?, ?, ?)", (scan, member, finished, records, len(rows)))
+            self._conn.execute("commit")
+        except BaseException:
+            self._conn.execute("rollback")
+            raise
 
     def __len__(self) -> int:
         return int(self._conn.execute("select count(*) from metadata").fetchone()[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ __all__ = [
 CROSSREF_URL: Final = "https://api.crossref.org"
 DATACITE_URL: Final = "https://api.datacite.org"
 #: Where a key's record may come from (:attr:`MetadataConfig.source`).
-SOURCES: Final[tuple[str, ...]] = ("auto", "negotiation")
+SOURCES: Final[tuple[str, ...]] = ("auto", "negotiation", "snapshot")
 #: DOIs one list query may name at most.
 MAX_LIST_SIZE: Final = 100
 
@@ -105,11 +106,32 @@ class MetadataConfig(ResolverConfig):
     #: DOIs per list query (at most 100), and the longest URL a query may have.
     list_size: int = 50
     max_url_length: int = 4000
+    #: The agencies' public data files to read first (:mod:`airflow_doi.metadata.snapshot`):
+    #: Crossref's tar or JSON-lines files, DataCite's tar, or folders of them. Every key they
+    #: hold is answered from them; the others go to the APIs, unless ``source="snapshot"``.
+    snapshot: tuple[str, ...] = ()
+    #: Processes reading the data files at once (0: one per core).
+    snapshot_workers: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {self.source!r}")
+        snapshot: Any = self.snapshot
+        if isinstance(snapshot, (str, os.PathLike)):
+            snapshot = (snapshot,)
+        if not isinstance(snapshot, (tuple, list)) or not all(
+                isinstance(p, (str, os.PathLike)) and os.fspath(p) for p in snapshot):
+            raise ValueError(f"snapshot must be paths of data files or folders, not "
+                             f"{snapshot!r}")
+        object.__setattr__(self, "snapshot", tuple(os.fspath(p) for p in snapshot))
+        if self.source == "snapshot" and not self.snapshot:
+            raise ValueError("source 'snapshot' answers from the data files alone: name at "
+                             "least one (snapshot)")
+        workers = self.snapshot_workers
+        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 0:
+            raise ValueError(f"snapshot_workers must be an integer of at least 0 (0: one per "
+                             f"core), not {workers!r}")
         for name in ("crossref_url", "datacite_url"):
             url = getattr(self, name)
             if not isinstance(url, str) or origin_of(url) is None or "@" in url:

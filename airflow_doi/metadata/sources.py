@@ -28,6 +28,7 @@ from airflow_doi.resolver.limits import PaceState
 __all__ = [
     "BATCH_SOURCES",
     "NEGOTIATION",
+    "SNAPSHOT",
     "WHICH_RA",
     "BatchSource",
     "SourceCount",
@@ -39,6 +40,8 @@ __all__ = [
 
 #: The name of content negotiation in counts and in the ``metadata_source`` column.
 NEGOTIATION: Final = "negotiation"
+#: ``source="snapshot"``: the agencies' data files alone, no request at all.
+SNAPSHOT: Final = "snapshot"
 #: The name of the agency lookups (doi.org's Which RA?) in counts, and the ``metadata_source``
 #: of a key they found does not exist.
 WHICH_RA: Final = "which_ra"
@@ -114,6 +117,8 @@ class SourceCounts:
         for name, count in self.counts.items():
             if name == WHICH_RA:
                 parts.append(f"Which RA? {many(count.requests, 'request')}")
+            elif name.endswith("_snapshot"):  # read from a file: no request
+                parts.append(f"{name} {many(count.keys, 'key')}")
             else:
                 parts.append(f"{name} {many(count.keys, 'key')} in "
                              f"{many(count.requests, 'request')}")

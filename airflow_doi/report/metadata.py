@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_doi.columns import to_large_string
+from airflow_doi.metadata.result import METADATA_STATUSES
 from airflow_doi.report.figures import value_counts
 
 __all__ = [
@@ -34,8 +35,6 @@ __all__ = [
     "metadata_figures",
 ]
 
-#: Statuses in report order (``invalid`` only in the CLI's output: a cell that is not a DOI).
-METADATA_STATUSES: Final[tuple[str, ...]] = ("ok", "not_found", "no_metadata", "invalid", "error")
 #: Key columns, best first: the operator's table, then the CLI's output.
 KEY_COLUMNS: Final[tuple[str, ...]] = ("doi_key", "key")
 #: The columns the figures read; a table's other columns (``csl_json``...) are never read.

@@ -134,6 +134,8 @@ class KeyedBatch:
         self.started = time.monotonic()
         #: Keys allowed to wait on backoff at once: request slots times this.
         self.pending_limit = 32
+        #: Every valid key of the call, cached or not (set by :func:`answer_rows`).
+        self.all_keys: list[str] = []
 
     def report(self) -> None:
         if self.progress is None:
@@ -464,6 +466,7 @@ async def answer_rows(
             if reason is None and key is not None and doi is not None and key not in todo:
                 todo[key] = doi
         stats.rows, stats.keys = len(rows), len(todo)
+        batch.all_keys = list(todo)
         known: dict[str, Any] = {}
         if store is not None:
             for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():

@@ -20,10 +20,9 @@ import asyncio
 import errno
 import json
 import math
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
@@ -32,13 +31,15 @@ import yarl
 
 from airflow_doi.presentation import encode_path, encode_which_ra
 from airflow_doi.resolver.config import ResolverConfig, redact_url
-from airflow_doi.resolver.result import AnswerFields
+from airflow_doi.resolver.result import MAX_TTL_SECONDS, AnswerFields, expires_after
+from airflow_doi.resolver.text import MAX_SERVER_TEXT, server_text
 from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
     "ALIAS_TYPE",
     "MAX_BODY_BYTES",
+    "MAX_SERVER_TEXT",
     "MAX_TTL_SECONDS",
     "Answer",
     "ProxyClient",
@@ -49,19 +50,15 @@ __all__ = [
     "expiry",
     "interpret",
     "parse_retry_after",
+    "server_text",
 ]
 
 #: Longest Which RA? request path we build; DOIs beyond it go in the next request.
 WHICH_RA_MAX_PATH = 1800
 WHICH_RA_MAX_DOIS = 50
-#: Longest time any answer is trusted (10 years): a ttl of 1e12 seconds, an ISO date in the
-#: year 9999 or a huge ``negative_ttl`` is capped here instead of overflowing ``datetime``.
-MAX_TTL_SECONDS: Final = 10 * 365 * 86400
 #: Largest response body read (decompressed). A handle record is a few KiB; anything bigger
 #: is a broken or hostile answer that would otherwise be buffered whole in memory.
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024
-#: Longest piece of server-supplied text (a ``message``, a foreign handle) kept in a reason.
-MAX_SERVER_TEXT: Final = 200
 #: The type of a handle value that names another handle to resolve instead: a shortDOI's
 #: record holds one naming its DOI (the proxy follows it when it redirects).
 ALIAS_TYPE: Final = "HS_ALIAS"
@@ -114,21 +111,6 @@ class Answer(AnswerFields):
     refusal: str | None = None
 
 
-def server_text(text: object) -> str:
-    """Server-supplied text made fit for a one-line reason: controls shown as ``\\xNN``-style
-    escapes, at most :data:`MAX_SERVER_TEXT` characters. A hostile proxy must not be able to
-    put line breaks, terminal escapes or megabytes into a row's ``error`` or a log line.
-    """
-    text = str(text)
-    shown = "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs")
-        else char
-        for char in text[: MAX_SERVER_TEXT + 1]
-    )
-    return shown[:MAX_SERVER_TEXT] + "..." if len(shown) > MAX_SERVER_TEXT else shown
-
-
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date).
 
@@ -159,22 +141,6 @@ def _parse_iso(text: str) -> datetime | None:
     except ValueError:
         return None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def expires_after(now: datetime, seconds: float) -> datetime:
-    """``now + seconds``, clamped to ``[now, now + MAX_TTL_SECONDS]``; never raises.
-
-    The proxy's ttl and the configured ``negative_ttl`` are untrusted numbers: infinity, 1e300
-    or a date past year 9999 must become an expiry at the cap, not an ``OverflowError`` that
-    takes the whole batch down.
-    """
-    if seconds != seconds:  # NaN says nothing: treat it as "already stale"
-        seconds = 0.0
-    seconds = min(max(0.0, seconds), float(MAX_TTL_SECONDS))
-    try:
-        return now + timedelta(seconds=seconds)
-    except (OverflowError, ValueError):  # ``now`` itself is within 10 years of year 9999
-        return datetime.max.replace(tzinfo=now.tzinfo)
 
 
 def expiry(values: Sequence[Mapping[str, Any]], now: datetime, default: float) -> datetime:

@@ -11,17 +11,19 @@ types without starting any network machinery.
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Final
 
 __all__ = [
     "COLUMNS",
+    "MAX_TTL_SECONDS",
     "STATUSES",
     "AnswerFields",
     "ProgressEvent",
     "ResolutionResult",
     "ResolverStats",
     "answer_fields",
+    "expires_after",
     "iso_text",
 ]
 
@@ -68,6 +70,27 @@ _ANSWER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AnswerFields))
 def answer_fields(answer: AnswerFields) -> dict[str, Any]:
     """The :class:`AnswerFields` of ``answer`` by name, to build another record from it."""
     return {name: getattr(answer, name) for name in _ANSWER_NAMES}
+
+
+#: Longest time any answer is trusted (10 years): a ttl of 1e12 seconds, an ISO date in the
+#: year 9999 or a huge ``negative_ttl`` is capped here instead of overflowing ``datetime``.
+MAX_TTL_SECONDS: Final = 10 * 365 * 86400
+
+
+def expires_after(now: datetime, seconds: float) -> datetime:
+    """``now + seconds``, clamped to ``[now, now + MAX_TTL_SECONDS]``; never raises.
+
+    The proxy's ttl and the configured ``negative_ttl`` are untrusted numbers: infinity, 1e300
+    or a date past year 9999 must become an expiry at the cap, not an ``OverflowError`` that
+    takes the whole batch down.
+    """
+    if seconds != seconds:  # NaN says nothing: treat it as "already stale"
+        seconds = 0.0
+    seconds = min(max(0.0, seconds), float(MAX_TTL_SECONDS))
+    try:
+        return now + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):  # ``now`` itself is within 10 years of year 9999
+        return datetime.max.replace(tzinfo=now.tzinfo)
 
 
 def iso_text(when: datetime | None) -> str | None:

@@ -1,0 +1,445 @@
+"""The records of one member: found by their own DOI without parsing the rest, bounded.
+
+A member's content (decompressed by :mod:`.files`) is one of:
+
+* **JSON lines**: one record a line: a Crossref ``/works`` record, a DataCite JSON:API record
+  (``{"id", "type": "dois", "attributes": {...}}``) or DataCite's attributes alone
+  (``{"doi": ...}``), each recognised per line;
+* a **document**: Crossref's ``{"items": [...]}`` (or a saved API page, ``{"message":
+  {"items": [...]}}``), a JSON array of records, or one record pretty-printed.
+
+Each record is read twice at most: first for its own DOI only (msgspec skips every other
+field without building it: a record's references, funders and update links hold DOIs too,
+but only the top-level one is the record's own), then, for a record whose comparison key is
+wanted, whole, through the agency's own mapping (:func:`~airflow_doi.metadata.crossref.
+csl_of_item`, :func:`~airflow_doi.metadata.datacite.csl_of_record`), the one the batch APIs'
+answers take, so a key gets the same columns from a file as from the API.
+
+Nothing a file holds stops the member: a corrupt line, a record without a DOI, one over
+``max_record_bytes``, one nested too deep, a line that never ends are each counted under a
+reason and skipped; the member's own problems (cut short, a gzip bomb) end it with what was
+read before kept.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Container, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from airflow_doi.metadata.crossref import csl_of_item
+from airflow_doi.metadata.csl import CslError, read_document
+from airflow_doi.metadata.datacite import csl_of_record
+from airflow_doi.metadata.result import MetadataResult, record_result
+from airflow_doi.metadata.snapshot.files import Limits, MemberProblem
+from airflow_doi.syntax import InvalidDoiError, ascii_upper, comparison_key
+
+__all__ = [
+    "AGENCY_NAMES",
+    "CROSSREF",
+    "DATACITE",
+    "REASONS",
+    "SNAPSHOT_SOURCES",
+    "MemberScan",
+    "RecordReader",
+    "RowSettings",
+    "key_of",
+]
+
+#: The agencies whose files are read, and the ``metadata_source`` of their records.
+CROSSREF: Final = "crossref"
+DATACITE: Final = "datacite"
+SNAPSHOT_SOURCES: Final[dict[str, str]] = {
+    CROSSREF: "crossref_snapshot", DATACITE: "datacite_snapshot",
+}
+#: What doi.org's Which RA? calls each (the ``agency`` column).
+AGENCY_NAMES: Final[dict[str, str]] = {CROSSREF: "Crossref", DATACITE: "DataCite"}
+
+
+class _Stamp(msgspec.Struct):
+    date_time: Any = msgspec.field(default=None, name="date-time")
+
+
+class _Attributes(msgspec.Struct):
+    doi: Any = None
+    updated: Any = None
+
+
+class _Head(msgspec.Struct):
+    """The fields of a record that say whose it is and when it changed; the rest is skipped."""
+
+    DOI: Any = None
+    doi: Any = None
+    id: Any = None
+    type: Any = None
+    attributes: Any = None
+    indexed: Any = None
+    updated: Any = None
+
+
+class _HeadFast(msgspec.Struct):
+    """:class:`_Head` with the nested objects typed, so their other fields are skipped too."""
+
+    DOI: Any = None
+    doi: Any = None
+    id: Any = None
+    type: Any = None
+    attributes: _Attributes | None = None
+    indexed: _Stamp | None = None
+    updated: Any = None
+
+
+class _Message(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+
+
+class _Document(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+    message: _Message | None = None
+
+
+_HEAD = msgspec.json.Decoder(_HeadFast)
+_HEAD_LOOSE = msgspec.json.Decoder(_Head)
+_DOCUMENT = msgspec.json.Decoder(_Document)
+_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+#: A whole record, floats as the batch APIs' reader takes them (out of range: None).
+_RECORD = msgspec.json.Decoder(float_hook=_finite)
+#: The first key of a document's top level (``{"items": ...}``, a saved API page).
+_ENVELOPE: Final = frozenset({b"items", b"message", b"status", b"message-type",
+                              b"message-version", b"facets"})
+_FIRST = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*([\[{])(\s*)(?:"((?:[^"\\]|\\.){0,40})")?')
+
+
+def key_of(doi: str) -> str | None:
+    """The comparison key of a record's own DOI (a bare DOI almost always: upper-casing ASCII
+    a-z; any other form through :func:`~airflow_doi.syntax.comparison_key`), or None."""
+    text = doi.strip()
+    if text.startswith("10."):
+        return text.upper() if text.isascii() else ascii_upper(text)
+    try:
+        return comparison_key(text)
+    except (InvalidDoiError, TypeError):
+        return None
+
+
+def own_doi(head: Any) -> tuple[str | None, str, str | None]:
+    """``(doi, agency, stamp)`` of a record's head: Crossref's ``DOI``, or DataCite's
+    ``attributes.doi``, ``doi`` or (a JSON:API ``dois`` record) ``id``; the stamp is when the
+    record last changed (Crossref's ``indexed`` date-time, DataCite's ``updated``)."""
+    doi = head.DOI
+    if doi is not None:
+        stamp = getattr(head.indexed, "date_time", None) if head.indexed is not None else None
+        if isinstance(head.indexed, dict):
+            stamp = head.indexed.get("date-time")
+        return (doi if isinstance(doi, str) else None), CROSSREF, _text(stamp)
+    attributes = head.attributes
+    if isinstance(attributes, dict):
+        doi, stamp = attributes.get("doi"), attributes.get("updated")
+    elif attributes is not None:
+        doi, stamp = attributes.doi, attributes.updated
+    else:
+        doi, stamp = head.doi, head.updated
+    if doi is None and head.type == "dois":
+        doi = head.id
+    return (doi if isinstance(doi, str) else None), DATACITE, _text(stamp)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class RowSettings:
+    """How a found record becomes a row: when the snapshot was taken (``fetched_at``), when
+    its rows expire, the largest ``csl_json`` kept."""
+
+    fetched_at: datetime
+    expires_at: datetime
+    max_csl_bytes: int = 65536
+
+
+@dataclass
+class MemberScan:
+    """What one member held: its records, the wanted ones (mapped), problems by reason."""
+
+    identity: str
+    name: str
+    #: ``json_lines``, ``document`` or ``other`` (not records: a CSV list, text).
+    form: str = "json_lines"
+    records: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    #: The wanted records, mapped; and when each last changed (newest wins across members).
+    found: list[MetadataResult] = field(default_factory=list)
+    stamps: list[str | None] = field(default_factory=list)
+    #: Records (or the member) skipped, by reason; the member's own problem in words.
+    problems: Counter[str] = field(default_factory=Counter)
+    detail: str | None = None
+
+
+class RecordReader:
+    """Reads members for the ``wanted`` keys (None: every record) under ``limits``."""
+
+    def __init__(self, wanted: Container[str] | None, limits: Limits,
+                 settings: RowSettings) -> None:
+        self.wanted = wanted
+        self.limits = limits
+        self.settings = settings
+
+    # -- one member ---------------------------------------------------------------------------
+    def scan(self, identity: str, name: str, chunks: Iterator[bytes],
+             size: int) -> MemberScan:
+        """Every record of a member's content (``chunks``), never raising for what it holds."""
+        result = MemberScan(identity, name, bytes_in=size)
+        counted = _Counted(chunks, result)
+        try:
+            form, first = _sniff(counted, self.limits)
+            result.form = form
+            if form == "json_lines":
+                self._lines(first, counted, result)
+            elif form == "document":
+                self._document(first, counted, result)
+            else:
+                result.problems["not_records"] += 1
+                result.detail = ("not JSON records (a CSV list, text...): skipped" if first
+                                 else "empty once decompressed")
+        except MemberProblem as problem:
+            result.problems[problem.reason] += 1
+            result.detail = problem.detail
+        return result
+
+    def _record(self, raw: bytes | msgspec.Raw, result: MemberScan) -> None:
+        """One record: its DOI read, the rest skipped unless its key is wanted."""
+        result.records += 1
+        try:
+            head = _HEAD.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            head = _loose_head(raw)
+            if head is None:
+                result.problems[_bad(raw)] += 1
+                return
+        doi, agency, stamp = own_doi(head)
+        key = key_of(doi) if doi is not None else None
+        if key is None:
+            result.problems["no_doi"] += 1
+            return
+        if self.wanted is not None and key not in self.wanted:
+            return
+        mapped = self.map(bytes(raw), doi or "", key, agency)
+        if isinstance(mapped, str):
+            result.problems[mapped] += 1
+            return
+        result.found.append(mapped)
+        result.stamps.append(stamp)
+
+    def map(self, raw: bytes, doi: str, key: str, agency: str) -> MetadataResult | str:
+        """A wanted record as its row, or the reason it cannot be one."""
+        try:
+            record = _RECORD.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            try:  # what the batch APIs' reader accepts (NaN, lone surrogates), it accepts
+                record = read_document(raw)
+            except CslError as error:
+                return "too_deep" if "deep" in error.reason else "bad_json"
+        if not isinstance(record, dict):
+            return "not_a_record"
+        if agency == DATACITE and not isinstance(record.get("attributes"), dict):
+            record = {"id": doi, "type": "dois", "attributes": record}  # attributes alone
+        try:
+            csl = csl_of_item(record) if agency == CROSSREF else csl_of_record(record)
+        except Exception:  # a record of a shape no rule foresaw: its key, not the member
+            return "unreadable_record"
+        settings = self.settings
+        return record_result(
+            csl, doi.strip(), key, max_csl_bytes=settings.max_csl_bytes,
+            fetched_at=settings.fetched_at, expires_at=settings.expires_at,
+            agency=AGENCY_NAMES[agency], metadata_source=SNAPSHOT_SOURCES[agency])
+
+    # -- the two forms ------------------------------------------------------------------------
+    def _lines(self, first: bytes, chunks: Iterator[bytes], result: MemberScan) -> None:
+        """JSON lines: each line a record; a line over ``max_record_bytes`` skipped as it
+        streams past (never held whole)."""
+        limit = self.limits.max_record_bytes
+        pending: list[bytes] = []
+        held = 0
+        skipping = False
+        record = self._record
+        chunk = first
+        while True:
+            start = 0
+            if skipping:
+                start = chunk.find(b"\n") + 1
+                if start == 0:
+                    chunk = next(chunks, b"")
+                    if not chunk:
+                        return
+                    continue
+                skipping = False
+            last = chunk.rfind(b"\n")
+            if last < start:  # no line ends in this chunk
+                piece = chunk[start:]
+                if held + len(piece) > limit:
+                    result.records += 1
+                    result.problems["record_too_large"] += 1
+                    pending, held, skipping = [], 0, True
+                else:
+                    pending.append(piece)
+                    held += len(piece)
+            else:
+                first_end = chunk.find(b"\n", start)
+                head = chunk[start:first_end]
+                if pending:
+                    head = b"".join([*pending, head])
+                    pending, held = [], 0
+                for line in (head, *chunk[first_end + 1:last].split(b"\n")) if (
+                        first_end < last) else (head,):
+                    if len(line) > limit:
+                        result.records += 1
+                        result.problems["record_too_large"] += 1
+                    elif line.strip():
+                        record(line, result)
+                tail = chunk[last + 1:]
+                if tail:
+                    pending, held = [tail], len(tail)
+            chunk = next(chunks, b"")
+            if not chunk:
+                break
+        if pending and not skipping:
+            line = b"".join(pending)
+            if line.strip():
+                record(line, result)
+
+    def _document(self, first: bytes, chunks: Iterator[bytes], result: MemberScan) -> None:
+        """A whole JSON document, read at most ``max_document_bytes``: its records."""
+        limit = self.limits.max_document_bytes
+        parts = [first]
+        held = len(first)
+        for chunk in chunks:
+            held += len(chunk)
+            if held > limit:
+                raise MemberProblem("document_too_large", f"a JSON document over {limit:,} "
+                                    "bytes (max_document_bytes): skipped")
+            parts.append(chunk)
+        document = b"".join(parts)
+        del parts
+        stripped = document.lstrip(b"\xef\xbb\xbf \t\r\n")
+        try:
+            if stripped[:1] == b"[":
+                items: list[Any] | None = _ARRAY.decode(stripped)
+            else:
+                parsed = _DOCUMENT.decode(stripped)
+                items = parsed.items if parsed.items is not None else (
+                    parsed.message.items if parsed.message is not None else None)
+                if items is None:  # one record, pretty-printed
+                    items = [stripped]
+        except RecursionError:
+            raise MemberProblem("too_deep", "the JSON document is nested too deep to "
+                                "read: skipped") from None
+        except msgspec.DecodeError as error:
+            raise MemberProblem("bad_json", f"not a complete JSON document ({error}): "
+                                "skipped") from None
+        except msgspec.ValidationError as error:
+            raise MemberProblem("not_records", f"a JSON document without a list of records "
+                                f"({error}): skipped") from None
+        for raw in items or ():
+            if len(raw) > self.limits.max_record_bytes:
+                result.records += 1
+                result.problems["record_too_large"] += 1
+            else:
+                self._record(raw, result)
+
+
+class _Counted:
+    """The member's chunks, their bytes counted into ``result.bytes_out``."""
+
+    def __init__(self, chunks: Iterator[bytes], result: MemberScan) -> None:
+        self._chunks = chunks
+        self._result = result
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        chunk = next(self._chunks)
+        self._result.bytes_out += len(chunk)
+        return chunk
+
+
+def _sniff(chunks: Iterator[bytes], limits: Limits) -> tuple[str, bytes]:
+    """``(form, the content read so far)``: ``json_lines`` (a record on the first line),
+    ``document`` (an array, an envelope key first, or a pretty-printed object) or
+    ``other``."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= 4096 or b"\n" in head:
+            break
+    found = _FIRST.match(head)
+    if not found:
+        return "other", head
+    bracket, space, first_key = found.groups()
+    if bracket == b"[" or (first_key is not None and first_key in _ENVELOPE):
+        return "document", head
+    if b"\n" in space:  # "{" alone on its line: pretty-printed, never a JSON line
+        return "document", head
+    return "json_lines", head
+
+
+def _loose_head(raw: bytes | msgspec.Raw) -> Any:
+    """The head of a record the fast decoder refused (an ``attributes`` or ``indexed`` of
+    another shape, a number where text was expected, NaN or a lone surrogate the stricter
+    decoder rejects): read again with every field untyped, else through the batch APIs'
+    reader; None when it is not a JSON object at all."""
+    try:
+        return _HEAD_LOOSE.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    try:
+        document = read_document(bytes(raw))
+    except CslError:
+        return None
+    return _Head(**{name: document.get(name) for name in _Head.__struct_fields__})
+
+
+def _bad(raw: bytes | msgspec.Raw) -> str:
+    """The reason a record that is no JSON object is skipped."""
+    try:
+        read_document(bytes(raw))
+    except CslError as error:
+        if "deep" in error.reason:
+            return "too_deep"
+        if "UTF-8" in error.reason:
+            return "not_utf8"
+        return "bad_json"
+    return "not_a_record"
+
+
+#: The reasons a record or a member can be skipped for, and what each means (the summary).
+REASONS: Final[dict[str, str]] = {
+    "bad_json": "not complete JSON: a corrupt or cut line",
+    "not_utf8": "bytes that are not UTF-8",
+    "too_deep": "nested too deep to read",
+    "no_doi": "a record without a DOI",
+    "not_a_record": "JSON that is not a record: a number, a list...",
+    "unreadable_record": "a record of a shape no reader foresaw",
+    "record_too_large": "a record (or a line) over max_record_bytes",
+    "document_too_large": "a JSON document over max_document_bytes",
+    "not_records": "a member of another kind: a CSV list, text",
+    "truncated_gzip": "gzip data that ends early: a file cut short",
+    "damaged_gzip": "damaged gzip data",
+    "inflation_limit": "a gzip bomb, inflating over max_ratio times",
+    "member_too_large": "a member over max_member_bytes",
+}

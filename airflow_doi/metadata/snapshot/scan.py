@@ -1,0 +1,306 @@
+"""A scan of the agencies' data files for a set of keys: each member read once, in parallel.
+
+:func:`scan` reads every member of a :class:`~airflow_doi.metadata.snapshot.files.
+SnapshotIndex` (those not already finished), each in a worker process of its own (``workers``,
+default the cores; one worker reads in this process), streaming: a member's records are found
+by their own DOI and only the wanted ones are mapped (:mod:`.records`). Each finished member
+is handed to ``on_member`` in the calling thread as it comes in (any order), which stores its
+rows and marks it finished, so that a scan killed halfway and started again reads only the
+members it had not finished. A gzipped tar (``.tar.gz``) is one task: its members are read in
+one pass.
+
+Memory stays flat in the file's size: a worker holds one member's chunk (a JSON line at most
+``max_record_bytes``, a document at most ``max_document_bytes``) and its found rows, and at
+most twice as many members as workers are in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Container, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_doi.metadata.snapshot.files import (
+    Limits,
+    Member,
+    MemberProblem,
+    SnapshotIndex,
+    content_chunks,
+    gzipped_tar_members,
+    member_chunks,
+)
+from airflow_doi.metadata.snapshot.records import MemberScan, RecordReader, RowSettings
+from airflow_doi.metadata.snapshot.worker import read_frame, write_frame
+
+__all__ = [
+    "ScanProgress", "ScanStats", "default_workers", "read_member", "read_stream", "scan",
+    "task_failed",
+]
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ScanProgress:
+    """Where a scan stands: members and bytes read of all, records seen, keys found."""
+
+    members_done: int
+    members: int
+    bytes_done: int
+    bytes_total: int
+    records: int
+    found: int
+    elapsed: float
+
+    @property
+    def rate(self) -> float:
+        """Bytes read a second (of the files as stored, compressed)."""
+        return self.bytes_done / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        left = self.bytes_total - self.bytes_done
+        return left / self.rate if self.rate > 0 else None
+
+
+@dataclass
+class ScanStats:
+    """What a scan did, for its summary."""
+
+    members: int = 0
+    #: Members finished by an earlier, interrupted scan and not read again.
+    resumed: int = 0
+    records: int = 0
+    found: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    elapsed: float = 0.0
+    workers: int = 1
+    by_form: Counter[str] = field(default_factory=Counter)
+    #: Records (and members) skipped, by reason; the first few members where each was met.
+    problems: Counter[str] = field(default_factory=Counter)
+    where: dict[str, list[str]] = field(default_factory=dict)
+    #: The members that stopped early, with what happened (escaped names).
+    stopped: list[tuple[str, str]] = field(default_factory=list)
+    #: Entries of the paths that are not members: ``(name, reason, what it is)``.
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, member: MemberScan) -> None:
+        self.members += 1
+        self.records += member.records
+        self.found += len(member.found)
+        self.bytes_in += member.bytes_in
+        self.bytes_out += member.bytes_out
+        self.by_form[member.form] += 1
+        for reason, count in member.problems.items():
+            self.problems[reason] += count
+            places = self.where.setdefault(reason, [])
+            if len(places) < 3:
+                places.append(member.name)
+        if member.detail is not None and len(self.stopped) < 20:
+            self.stopped.append((member.name, member.detail))
+
+
+# -- what a worker runs -----------------------------------------------------------------------
+def task_failed(member: Member, detail: str, reason: str = "reader_failed") -> MemberScan:
+    """The result of a member that could not be read at all."""
+    scanned = MemberScan(member.identity, member.shown, form="other", bytes_in=member.size)
+    scanned.problems[reason] += 1
+    scanned.detail = detail
+    return scanned
+
+
+def read_member(reader: RecordReader, member: Member) -> MemberScan:
+    """One member read in place (never raises for what it holds: its problems are counted)."""
+    try:
+        return reader.scan(member.identity, member.shown, member_chunks(member, reader.limits),
+                           member.size)
+    except OSError as error:  # the file went away or became unreadable mid-scan
+        scanned = MemberScan(member.identity, member.shown, form="other", bytes_in=member.size)
+        scanned.problems["unreadable"] += 1
+        scanned.detail = f"cannot be read ({error.strerror or error})"
+        return scanned
+
+
+def read_stream(reader: RecordReader, stream: Member,
+                finished: Collection[str]) -> Iterator[MemberScan]:
+    """The members of a gzipped tar, in one pass (those in ``finished`` passed over)."""
+    try:
+        for member, read in gzipped_tar_members(stream, reader.limits):
+            if member.identity in finished:
+                continue
+            yield reader.scan(member.identity, member.shown, content_chunks(read, reader.limits),
+                              member.size)
+    except MemberProblem as problem:  # the outer gzip: cut short, damaged, a bomb
+        scanned = MemberScan(stream.identity, stream.shown, form="other", bytes_in=stream.size)
+        scanned.problems[problem.reason] += 1
+        scanned.detail = problem.detail
+        yield scanned
+    except (OSError, EOFError) as error:
+        scanned = MemberScan(stream.identity, stream.shown, form="other", bytes_in=stream.size)
+        scanned.problems["damaged_tar"] += 1
+        scanned.detail = f"the gzipped tar cannot be read to its end ({error})"
+        yield scanned
+    except Exception as error:  # tarfile's own errors (a damaged header)
+        scanned = MemberScan(stream.identity, stream.shown, form="other", bytes_in=stream.size)
+        scanned.problems["damaged_tar"] += 1
+        scanned.detail = f"the gzipped tar cannot be read to its end ({type(error).__name__})"
+        yield scanned
+
+
+# -- in the caller ----------------------------------------------------------------------------
+def scan(index: SnapshotIndex, wanted: Container[str] | None, *, settings: RowSettings,
+         on_member: Callable[[MemberScan], None], workers: int | None = None,
+         limits: Limits | None = None, finished: Collection[str] = (),
+         progress: Callable[[ScanProgress], None] | None = None) -> ScanStats:
+    """Read every member of ``index`` not in ``finished`` (member identities) for the
+    ``wanted`` keys (None: every record); ``on_member`` gets each member's
+    :class:`~airflow_doi.metadata.snapshot.records.MemberScan` as it finishes."""
+    limits = limits or Limits()
+    workers = max(1, workers or default_workers())
+    stats = ScanStats(skipped=[(s.shown, s.reason, s.detail) for s in index.skipped])
+    todo = [m for m in index.members if m.identity not in finished]
+    stats.resumed = len(index.members) - len(todo)
+    tasks = [("member", m, m.size) for m in todo]
+    tasks += [("stream", s, s.size) for s in index.streams]
+    total_bytes = sum(size for _, _, size in tasks)
+    started = time.monotonic()
+    done_bytes = 0
+    stats.workers = min(workers, max(1, len(tasks)))
+
+    def handle(results: list[MemberScan], size: int) -> None:
+        nonlocal done_bytes
+        for result in results:
+            stats.add(result)
+            on_member(result)
+        done_bytes += size
+        if progress is not None:
+            progress(ScanProgress(stats.members + stats.resumed, len(index) + _extra(stats, index),
+                                  done_bytes, total_bytes, stats.records, stats.found,
+                                  time.monotonic() - started))
+
+    if progress is not None:
+        progress(ScanProgress(stats.resumed, len(index), 0, total_bytes, 0, 0, 0.0))
+    if stats.workers == 1:
+        reader = RecordReader(wanted, limits, settings)
+        for kind, member, size in tasks:
+            if kind == "stream":
+                handle(list(read_stream(reader, member, finished)), size)
+            else:
+                handle([read_member(reader, member)], size)
+    else:
+        _in_pool(tasks, finished, stats.workers, (wanted, limits, settings), handle)
+    stats.elapsed = time.monotonic() - started
+    return stats
+
+
+def _extra(stats: ScanStats, index: SnapshotIndex) -> int:
+    """Members a gzipped tar held beyond the one it counts as before it is read."""
+    return max(0, stats.members + stats.resumed - len(index))
+
+
+class _Worker:
+    """One worker process (:mod:`.worker`) and the tasks sent to it, oldest first."""
+
+    def __init__(self, init: bytes) -> None:
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in sys.path if isinstance(p, str) and p)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "airflow_doi.metadata.snapshot.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment, bufsize=0)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        view = memoryview(init)
+        while view:
+            view = view[self.stdin.write(view) or 0:]
+        self.sent: list[tuple[str, Member, int]] = []
+
+    def send(self, kind: str, member: Member, finished: Collection[str], size: int) -> None:
+        write_frame(self.stdin, (kind, member, finished))
+        self.sent.append((kind, member, size))
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stdin.close()
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        with contextlib.suppress(Exception):
+            self.process.wait(5)
+        with contextlib.suppress(Exception):
+            self.stdout.close()
+
+
+def _in_pool(tasks: list[tuple[str, Member, int]], finished: Collection[str], workers: int,
+             initargs: tuple[Any, ...], handle: Callable[[list[MemberScan], int], None]) -> None:
+    """The tasks in ``workers`` processes, two queued on each; results handed to ``handle``
+    here as they finish. A worker that dies (killed, out of memory) costs the member it was
+    reading (reported) and is replaced; on any error of ours (Ctrl-C included) every worker
+    is stopped."""
+    buffer = io.BytesIO()
+    write_frame(buffer, initargs)
+    init = buffer.getvalue()
+    queue = iter(tasks)
+    selector = selectors.DefaultSelector()
+    pool: list[_Worker] = []
+
+    def feed(worker: _Worker) -> None:
+        while len(worker.sent) < 2:
+            task = next(queue, None)
+            if task is None:
+                return
+            kind, member, size = task
+            worker.send(kind, member, finished if kind == "stream" else (), size)
+
+    def start() -> _Worker:
+        worker = _Worker(init)
+        pool.append(worker)
+        selector.register(worker.stdout, selectors.EVENT_READ, worker)
+        feed(worker)
+        return worker
+
+    try:
+        for _ in range(workers):
+            start()
+        while any(worker.sent for worker in pool):
+            for key, _ in selector.select():
+                worker = key.data
+                try:
+                    results = read_frame(worker.stdout)
+                except EOFError:  # the worker died: its member is lost, the rest goes on
+                    code = worker.process.wait()
+                    kind, member, size = worker.sent.pop(0)
+                    handle([task_failed(member, f"the worker reading it died (exit status "
+                                                f"{code}); read again on the next run",
+                                        "worker_died")], size)
+                    unsent = worker.sent
+                    selector.unregister(worker.stdout)
+                    pool.remove(worker)
+                    worker.stop()
+                    replacement = _Worker(init)  # the members still queued on it first
+                    pool.append(replacement)
+                    selector.register(replacement.stdout, selectors.EVENT_READ, replacement)
+                    for kind, member, size in unsent:
+                        replacement.send(kind, member, finished if kind == "stream" else (), size)
+                    feed(replacement)
+                    continue
+                _, _, size = worker.sent.pop(0)
+                handle(results, size)
+                feed(worker)
+    finally:
+        selector.close()
+        for worker in pool:
+            worker.stop()

@@ -1,0 +1,84 @@
+"""A scan worker: ``python -m airflow_doi.metadata.snapshot.worker``, fed over its pipes.
+
+The parent (:mod:`.scan`) starts each worker as a fresh interpreter (never a fork of a
+threaded process, never a re-import of the parent's ``__main__``), sends it the scan's
+settings once, then members one at a time; each answer is the member's
+:class:`~airflow_doi.metadata.snapshot.records.MemberScan` list. Frames are an 8-byte length
+and a pickle, on stdin and stdout (trusted: parent and worker are the same program). The
+worker ignores Ctrl-C (the parent handles it and stops its workers), and ends when its stdin
+closes.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import struct
+import sys
+from typing import IO, Any
+
+__all__ = ["main", "read_frame", "write_frame"]
+
+_LENGTH = struct.Struct("<Q")
+
+
+def write_frame(stream: IO[bytes], value: Any) -> None:
+    """One pickled value, its length first; flushed (``stream`` buffered or raw)."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        written = stream.write(view)
+        view = view[written if written is not None else len(view):]
+    stream.flush()
+
+
+def _exactly(stream: IO[bytes], size: int) -> bytes:
+    """``size`` bytes (a raw pipe may give fewer a read), or ``EOFError``."""
+    parts = []
+    while size:
+        data = stream.read(size)
+        if not data:
+            raise EOFError("the pipe closed")
+        parts.append(data)
+        size -= len(data)
+    return b"".join(parts)
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """The next value, or ``EOFError`` when the other end has gone. The parent reads its
+    workers' pipes unbuffered: a buffer reading ahead would hide a second frame from
+    ``select``."""
+    size = _LENGTH.unpack(_exactly(stream, _LENGTH.size))[0]
+    return pickle.loads(_exactly(stream, size))
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from airflow_doi.metadata.snapshot.records import RecordReader
+    from airflow_doi.metadata.snapshot.scan import read_member, read_stream, task_failed
+
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames on the pipe
+    try:
+        wanted, limits, settings = read_frame(source)
+    except EOFError:
+        return 0
+    reader = RecordReader(wanted, limits, settings)
+    while True:
+        try:
+            kind, member, finished = read_frame(source)
+        except EOFError:
+            return 0
+        try:
+            if kind == "stream":
+                results = list(read_stream(reader, member, finished))
+            else:
+                results = [read_member(reader, member)]
+        except Exception as error:  # a bug of ours: the member is reported, the scan goes on
+            results = [task_failed(member, f"the reader failed ({type(error).__name__}: "
+                                           f"{error})")]
+        write_frame(sink, results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
