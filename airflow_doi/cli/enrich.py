@@ -35,6 +35,12 @@ crossref_snapshot or datacite_snapshot, fetched_at the files' date) and only the
 asked of the APIs; --source snapshot asks no API at all (those rows end not_in_snapshot).
 With --cache, a scan interrupted and started again reads only the members it had not finished.
 
+--updates reads the agencies' update streams first (Crossref's works by from-update-date,
+DataCite's dois by updated, 1,000 records a page): the records of the file's DOIs that changed
+since the --snapshot files' date, or since the last harvest --cache recorded, answer those
+DOIs (metadata_source crossref_updates, datacite_updates); --updates-since DATE (YYYY-MM-DD)
+names the day. A harvest interrupted and started again with --cache goes on from its page.
+
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, metadata_status,
 title, csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
@@ -103,6 +109,13 @@ def register(subparsers: Any) -> None:
         "--snapshot", action="append", default=None, metavar="PATH",
         help="an agency's public data file, or a folder of them, read before any API is "
         "asked (repeatable): Crossref's tar or .jsonl.gz files, DataCite's tar")
+    parser.add_argument(
+        "--updates", action="store_true",
+        help="read the update streams first: what changed since the --snapshot files' date "
+        "(or the last harvest --cache recorded)")
+    parser.add_argument("--updates-since", default=None, metavar="DATE",
+                        help="read the update streams first: what changed since DATE "
+                        "(YYYY-MM-DD)")
     parser.add_argument("--workers", type=int, default=0, metavar="N",
                         help="processes reading the --snapshot files at once (default: one "
                         "per core)")
@@ -136,11 +149,17 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--workers must be at least 1 (0: one per core), not "
                              f"{args.workers}")
         check_paths(args.snapshot or ())
+        since = args.updates_since or ("auto" if args.updates else None)
+        if since == "auto" and not args.snapshot and args.cache is None:
+            raise ValueError("--updates reads what changed since the --snapshot files' date "
+                             "or the last harvest --cache recorded: give one of them, or "
+                             "--updates-since DATE")
         extra: dict[str, Any] = {
             "agency_rate": args.agency_rate, "source": args.source,
             "list_rate": args.list_rate, "list_size": args.list_size,
             "crossref_url": args.crossref_url, "datacite_url": args.datacite_url,
             "snapshot": tuple(args.snapshot or ()), "snapshot_workers": args.workers,
+            "updates_since": since,
         }
         if args.metadata_hosts:  # repeated, or comma-separated as the simulator prints them
             extra["metadata_hosts"] = tuple(
@@ -150,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         read = _proxy.read_input(args)
     except (TypeError, ValueError) as error:  # the library's field name, as the flag
         message = str(error).replace("metadata_hosts", "--metadata-host", 1)
-        for field in ("list_rate", "list_size", "crossref_url", "datacite_url"):
+        for field in ("list_rate", "list_size", "crossref_url", "datacite_url",
+                      "updates_since"):
             message = message.replace(field, "--" + field.replace("_", "-"), 1)
         return input_error("enrich", type(error)(message))
     except (TableInputError, SnapshotError) as error:
@@ -158,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     stats = MetadataStats()
     try:
         results = _proxy.ask(fetch, read, args, config, terminal, stats)
-    except SnapshotError as error:
+    except (SnapshotError, ValueError) as error:
         return input_error("enrich", error)
     unanswered = _proxy.never_answered("enrich", args, stats)
     rows = result_rows(results, read.values, read.flags, "metadata_status")
@@ -168,17 +188,38 @@ def run(args: argparse.Namespace) -> int:
         "--metadata-host and the servers", stem="metadata")
     def notes(written: list[dict[str, object]]) -> None:
         _landing_only(written)
+        for line in update_lines(stats.updates, stats.updates_error):
+            say("enrich", line)
         if stats.snapshot is not None:
-            for line in snapshot_lines(stats.snapshot, stats.left_to_apis, args.source):
+            for line in snapshot_lines(stats.snapshot, stats.snapshot_keys, stats.left_to_apis,
+                                       args.source):
                 say("enrich", line)
 
-    return _proxy.finish("enrich", args, read, rows, stats.summary(), output, notes,
-                         unanswered=unanswered)
+    status = _proxy.finish("enrich", args, read, rows, stats.summary(), output, notes,
+                           unanswered=unanswered)
+    return status or (_proxy.EXIT_ERRORS if stats.updates_error else 0)
 
 
-def snapshot_lines(scanned: Any, left: int, source: str) -> list[str]:
+def update_lines(streams: dict[str, Any], error: str | None) -> list[str]:
+    """What the update streams' harvest read and found, and why it stopped early."""
+    lines = []
+    for name, state in streams.items():
+        pages = f"{state.pages:,} page" + ("" if state.pages == 1 else "s")
+        lines.append(f"update streams: {name} since {state.since}: {pages}, "
+                     f"{state.records:,} changed records read, {state.found:,} of them yours, "
+                     f"{state.requests:,} requests"
+                     + (f" ({state.restarts} restarts: its cursor expired)" if state.restarts
+                        else "") + ("" if state.finished else "; not finished"))
+    if error:
+        lines.append(f"error: an update stream stopped before its end ({error}); the rows of "
+                     "the pages read are in the output: run again (with --cache it goes on "
+                     "from its last page)")
+    return lines
+
+
+def snapshot_lines(scanned: Any, found: int, left: int, source: str) -> list[str]:
     """What the scan of the data files read, found and skipped, in a few lines."""
-    from airflow_doi.metadata.snapshot.records import REASONS
+    from airflow_doi.metadata.snapshot.records import EXPECTED, REASONS
 
     def many(n: int, word: str) -> str:
         return f"{n:,} {word}" + ("" if n == 1 else "s")
@@ -190,13 +231,14 @@ def snapshot_lines(scanned: Any, left: int, source: str) -> list[str]:
             + f" in {scanned.elapsed:.1f}s by {many(scanned.workers, 'worker')}: "
             f"{many(scanned.records, 'record')} ({scanned.records / seconds:,.0f}/s, "
             f"{scanned.bytes_in / seconds / 1e6:,.1f} MB/s as stored), "
-            f"{many(scanned.found, 'key')} found; {many(left, 'key')} "
+            f"{many(found, 'key')} found; {many(left, 'key')} "
             + ("not in them (no API asked: --source snapshot)" if source == "snapshot"
                else "left to the APIs"))
     lines = [read]
     for reason, count in scanned.problems.most_common():
         where = ", ".join(scanned.where.get(reason, []))
-        lines.append(f"data files: skipped {count:,} x {reason} ({REASONS.get(reason, reason)})"
+        verb = "passed over" if reason in EXPECTED else "skipped"
+        lines.append(f"data files: {verb} {count:,} x {reason} ({REASONS.get(reason, reason)})"
                      + (f" in {where}" if where else ""))
     for name, reason, detail in scanned.skipped:
         lines.append(f"data files: skipped {name}: {detail} ({reason})")

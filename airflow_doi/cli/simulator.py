@@ -42,7 +42,13 @@ metadata_hosts), the third an AIRFLOW_CONN_DOI_PROXY_DEFAULT to export for Airfl
 fourth the flags to paste after airflow-doi enrich (--base-url, --metadata-host,
 --crossref-url, --datacite-url). The simulated Crossref and DataCite also serve their batch
 APIs (list queries): the connection line and the flags name them, so that enrichment asks
-their DOIs many a request."""
+their DOIs many a request.
+
+--data-files DIR writes the agencies' public data files of the DOIs --records knows, as the
+agencies publish them (Crossref: crossref.tar of gzipped {"items": [...]} files, and the same
+records as JSON lines in crossref.jsonl.gz; DataCite: datacite.tar of
+dois/updated_YYYY-MM/part_NNNN.jsonl.gz parts), then exits: a snapshot to try airflow-doi
+enrich --snapshot on. Files already there are never overwritten."""
 
 
 def register(subparsers: Any) -> None:
@@ -93,7 +99,40 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--agency-base-port", type=int, default=0, metavar="PORT",
                         help="serve the agencies on PORT and the 4 ports after it (the same "
                              "allowlist on every start); 0 picks free ports")
+    parser.add_argument("--data-files", type=Path, metavar="DIR",
+                        help="write the agencies' data files of the --records DOIs into DIR "
+                        "(created if missing) and exit, serving nothing")
     parser.set_defaults(func=run)
+
+
+def write_data_files(args: argparse.Namespace, records: dict[str, Any] | None) -> int:
+    """``--data-files``: the simulated agencies' data files of the known DOIs."""
+    from airflow_doi.resolver.agencies import work_from_record
+    from airflow_doi.resolver.datafiles import DATA_FILES, write_data_files
+    from airflow_doi.resolver.simulator import _load
+
+    if records is None:
+        print("airflow-doi simulator: error: --data-files needs --records FILE: the DOIs to "
+              "write (--auto-records knows every DOI, which no file can hold)", file=sys.stderr)
+        return 2
+    target: Path = args.data_files
+    taken = [name for name in DATA_FILES if (target / name).exists()]
+    if taken:
+        print(f"airflow-doi simulator: error: --data-files {target}: {', '.join(taken)} "
+              "already there, left untouched: remove them or choose another folder",
+              file=sys.stderr)
+        return 2
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        works = [work_from_record(doi, record) for doi, record in _load(records).values()]
+        written = write_data_files(target, works)
+    except OSError as error:
+        print(f"airflow-doi simulator: error: --data-files {target}: cannot be written "
+              f"({error.strerror or error})", file=sys.stderr)
+        return 2
+    for name, path in written.items():
+        print(f"{path}: {name}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
                   "JSON object of DOI -> record; or use --auto-records", file=sys.stderr)
             return 2
 
+    if args.data_files is not None:
+        return write_data_files(args, records)
     last = args.agency_base_port + len(AGENCIES)
     if args.agency_base_port and not (0 < args.agency_base_port and last <= 65535):
         print(f"airflow-doi simulator: --agency-base-port {args.agency_base_port}: the agencies "

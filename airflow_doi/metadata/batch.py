@@ -108,6 +108,10 @@ class _Fetch(KeyedBatch):
         kept = getattr(stats, "source_health", None)
         self.health: SourceHealth = kept if kept is not None else SourceHealth()
         self._client: Any = None
+        #: Rows the data files and the update streams gave, by key (:meth:`prepare`).
+        self.bulk: dict[str, MetadataResult] = {}
+        #: When the newest record the data files held last changed (ISO text).
+        self.newest_record: str | None = None
 
     def cached_result(self, key: str, answer: CachedMetadata) -> MetadataResult:
         return _from_cache(key, answer)
@@ -137,7 +141,95 @@ class _Fetch(KeyedBatch):
         """A finished member's rows and the member, in the cache (one commit)."""
         if self.cache is not None:
             self.cache.store_member(scan, member.identity, member.records,
-                                    [_cached(result) for result in results])
+                                    [_cached(result) for result in results], member.newest)
+
+    async def prepare(self, todo: dict[str, str]) -> None:
+        """The bulk sources, before the cache is read: the data files for the keys the cache
+        has no fresh row of (``snapshot``), then the update streams for every key
+        (``updates_since``), whose rows are the newest there are. Their rows are stored in the
+        cache as they come and kept to answer the keys (:meth:`run`)."""
+        if not todo:
+            return
+        if self.config.snapshot:
+            fresh = (self.cache.fresh(todo, datetime.now(timezone.utc))
+                     if self.cache is not None else {})
+            missing = {key: doi for key, doi in todo.items() if key not in fresh}
+            if missing:
+                # Blocking, in the loop's thread (the cache's connection lives here): nothing
+                # else runs before the data files have answered.
+                self.bulk.update(self._from_snapshots(missing))
+        if self.config.updates_since is not None:
+            await self._from_updates(todo)
+
+    async def _from_updates(self, todo: dict[str, str]) -> None:
+        """The update streams' records of ``todo``'s keys changed since :meth:`_since`, stored
+        in the cache page by page (a harvest started again goes on from its page)."""
+        from airflow_doi.metadata.updates import StreamState, aharvest
+
+        since = self._since()
+        cache = self.cache
+        states: dict[str, StreamState] = {}
+        stored: set[str] = set()
+        if cache is not None:
+            for held in cache.update_states():
+                if held["since"] == since and held["source"] not in states:
+                    state = StreamState(held["source"], since,
+                                        datetime.fromisoformat(held["started_at"]),
+                                        held["cursor"], held["pages"], held["records"],
+                                        held["found"], held["restarts"],
+                                        finished=held["finished_at"] is not None)
+                    states[state.source] = state
+                    if not state.finished:  # resumed: what it stored is not written again
+                        stored |= cache.keys_stored_since(
+                            [f"{state.source}_updates"], state.started_at)
+
+        def on_page(state: Any, rows: list[MetadataResult]) -> None:
+            for row in rows:
+                self.bulk[row.key or ""] = row
+            if cache is not None:
+                cache.store_page(state, [_cached(row) for row in rows])
+
+        stats = self.stats if isinstance(self.stats, MetadataStats) else MetadataStats()
+        try:
+            stats.updates = await aharvest(todo, since, config=self.config, on_page=on_page,
+                                           states=states, stored=stored, stats=stats)
+        except (GaveUpError, ProxyError) as error:
+            stats.updates_error = error.reason
+
+    def _since(self) -> str:
+        """The day the update streams are read from: ``updates_since``, or for ``"auto"`` the
+        day the cache's last finished harvest started, else when the data files' newest
+        record changed (else their newest file's date)."""
+        from airflow_doi.metadata.config import since_text
+
+        wanted = self.config.updates_since
+        if wanted != "auto":
+            assert wanted is not None
+            return wanted
+        if self.cache is not None:
+            finished = [held for held in self.cache.update_states() if held["finished_at"]]
+            if finished:
+                return since_text(datetime.fromisoformat(finished[0]["started_at"]))
+        if self.config.snapshot:
+            newest = self.newest_record or (self.cache.newest_record(self.scan_id)
+                                            if self.cache is not None else None)
+            if newest is not None:
+                return since_text(newest)
+            from airflow_doi.metadata.snapshot import index_snapshots
+
+            dated = index_snapshots(self.config.snapshot).date
+            if dated is not None:
+                return since_text(dated)
+        raise ValueError("updates since 'auto' needs a date to start from: the data files "
+                         "(snapshot), or a cache in which an earlier harvest finished; or "
+                         "give the date (YYYY-MM-DD)")
+
+    @property
+    def scan_id(self) -> str:
+        """The scan of this call's keys (its input): the same input resumes it."""
+        from airflow_doi.metadata.snapshot.source import scan_digest
+
+        return scan_digest(self.all_keys, "metadata")
 
     def _from_snapshots(self, todo: dict[str, str]) -> dict[str, MetadataResult]:
         """The keys of ``todo`` the data files hold (:mod:`airflow_doi.metadata.snapshot`),
@@ -145,7 +237,7 @@ class _Fetch(KeyedBatch):
         again reads only the members it had not finished."""
         from airflow_doi.metadata.snapshot import index_snapshots
         from airflow_doi.metadata.snapshot.records import RowSettings
-        from airflow_doi.metadata.snapshot.source import answer_from_snapshots, scan_digest
+        from airflow_doi.metadata.snapshot.source import answer_from_snapshots
 
         config = self.config
         index = index_snapshots(config.snapshot)
@@ -154,14 +246,14 @@ class _Fetch(KeyedBatch):
                                config.max_csl_bytes)
         answers = answer_from_snapshots(
             config.snapshot, todo, settings=settings, workers=config.snapshot_workers or None,
-            store=self, scan_id=scan_digest(self.all_keys or todo, "metadata"),
-            progress=self.progress, index=index)
+            store=self, scan_id=self.scan_id, progress=self.progress, index=index)
+        self.newest_record = answers.stats.newest
         for result in answers.results.values():
             self.counts.add(result.metadata_source or "snapshot", keys=1)
-        self.done += len(answers.results)
         stats = self.stats
         if isinstance(stats, MetadataStats):
             stats.snapshot = answers.stats
+            stats.snapshot_keys = len(answers.results)
             stats.left_to_apis = len(todo) - len(answers.results)
         return answers.results
 
@@ -173,13 +265,11 @@ class _Fetch(KeyedBatch):
                                    self.agencies.get(key)))
 
     async def run(self, todo: dict[str, str]) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        if self.config.snapshot:
-            # Blocking, in the loop's thread (the cache's connection lives here): nothing
-            # else runs before the data files have answered.
-            found = self._from_snapshots(todo)
-            todo = {key: doi for key, doi in todo.items() if key not in found}
-            self.report()
+        # The bulk sources' rows (prepare) first: the APIs are asked only for the others.
+        found: dict[str, Any] = {key: self.bulk[key] for key in todo if key in self.bulk}
+        todo = {key: doi for key, doi in todo.items() if key not in found}
+        self.done += len(found)
+        self.report()
         if self.config.source == SNAPSHOT:
             for key, doi in todo.items():
                 found[key] = MetadataResult(

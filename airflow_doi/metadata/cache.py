@@ -49,7 +49,24 @@ create table if not exists snapshot_members (
     finished_at text not null,
     records integer not null,
     found integer not null,
+    newest text,
     primary key (scan, member)
+)
+"""
+#: The update streams' harvests: where each stands (its next cursor) and when it started and
+#: finished; kept with the rows of each page in one commit.
+_UPDATE_STREAMS = """
+create table if not exists update_streams (
+    id text not null primary key,
+    source text not null,
+    since text not null,
+    cursor text,
+    pages integer not null,
+    records integer not null,
+    found integer not null,
+    restarts integer not null,
+    started_at text not null,
+    finished_at text
 )
 """
 _INSERT = (
@@ -87,6 +104,7 @@ class MetadataCache(ResolverCache):
         super().__init__(path, CLAIMS)
         self._retrying(_SCHEMA)
         self._retrying(_SNAPSHOT_MEMBERS)
+        self._retrying(_UPDATE_STREAMS)
         have = {row[1] for row in self._conn.execute("pragma table_info(metadata)")}
         for name, sql_type in _ADDED:
             if name not in have:  # a cache file of an earlier release
@@ -135,11 +153,53 @@ class MetadataCache(ResolverCache):
         return {row[0] for row in rows}
 
     def store_member(self, scan: str, member: str, records: int,
-                     answers: Sequence[CachedMetadata]) -> None:
-        """A finished member's keys and the member itself, in one commit: a scan killed
-        before it reads the member again, never half of it."""
+                     answers: Sequence[CachedMetadata], newest: str | None = None) -> None:
+        """A finished member's keys and the member itself (and when its newest record
+        changed), in one commit: a scan killed before it reads the member again, never half
+        of it."""
         rows = [self._row(answer) for answer in answers]
         finished = _iso(datetime.now(timezone.utc))
+        self._together(rows, (
+            "insert or replace into snapshot_members (scan, member, finished_at, records,"
+            " found, newest) values (?, ?, ?, ?, ?, ?)",
+            (scan, member, finished, records, len(rows), newest)))
+
+    def newest_record(self, scan: str) -> str | None:
+        """When the newest record the scan ``scan`` read last changed (ISO text)."""
+        row = self._conn.execute("select max(newest) from snapshot_members where scan = ?",
+                                 (scan,)).fetchone()
+        return row[0] if row and row[0] else None
+
+    def update_states(self) -> list[dict[str, Any]]:
+        """Every harvest of the update streams this cache recorded, newest first."""
+        cursor = self._conn.execute(
+            "select id, source, since, cursor, pages, records, found, restarts, started_at,"
+            " finished_at from update_streams order by started_at desc")
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def store_page(self, state: Any, answers: Sequence[CachedMetadata]) -> None:
+        """A page of an update stream: its keys and where the stream stands, in one commit."""
+        rows = [self._row(answer) for answer in answers]
+        finished = _iso(datetime.now(timezone.utc)) if state.finished else None
+        self._together(rows, (
+            "insert or replace into update_streams (id, source, since, cursor, pages, records,"
+            " found, restarts, started_at, finished_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (state.id, state.source, state.since, state.cursor, state.pages, state.records,
+             state.found, state.restarts, _iso(state.started_at), finished)))
+
+    def keys_stored_since(self, sources: Sequence[str], since: datetime) -> set[str]:
+        """The keys whose rows ``sources`` (``metadata_source`` values) stored at or after
+        ``since``: what a harvest started again must not write twice."""
+        marks = ",".join("?" * len(sources))
+        rows = self._conn.execute(
+            f"select key from metadata where metadata_source in ({marks}) and fetched_at >= ?",
+            (*sources, _iso(since)))
+        return {row[0] for row in rows}
+
+    def _together(self, rows: list[tuple[Any, ...]], statement: tuple[str, tuple[Any, ...]]
+                  ) -> None:
+        """``rows`` and one more statement in one transaction."""
         deadline = time.monotonic() + BUSY_TIMEOUT
         while True:
             try:
@@ -151,9 +211,7 @@ class MetadataCache(ResolverCache):
                 time.sleep(0.05)
         try:
             self._conn.executemany(_INSERT, rows)
-            self._conn.execute(
-                "insert or replace into snapshot_members (scan, member, finished_at, records,"
-                " found) values (?, ?, ?, ?, ?)", (scan, member, finished, records, len(rows)))
+            self._conn.execute(*statement)
             self._conn.execute("commit")
         except BaseException:
             self._conn.execute("rollback")

@@ -21,7 +21,7 @@ pace to it when that is lower than ours.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -49,7 +49,9 @@ from airflow_doi.resolver.retry import GaveUpError, RetryPolicy
 from airflow_doi.resolver.urls import is_safe_url
 from airflow_doi.syntax import ascii_upper
 
-__all__ = ["LANDING", "Hop", "ListAnswer", "MetadataClient", "Outcome", "interpret_hop"]
+__all__ = [
+    "LANDING", "Hop", "ListAnswer", "MetadataClient", "Outcome", "PageAnswer", "interpret_hop",
+]
 
 #: How the reason of a key the proxy sent to a landing page begins (the CLI and the operator
 #: warn when every key ends so: an allowlist that misses the agencies' hosts).
@@ -137,6 +139,19 @@ class _Gate:
 
 
 @dataclass(frozen=True)
+class PageAnswer:
+    """One page of an update stream: its records, the next page's cursor (None: the last),
+    the stream's total where the host says it."""
+
+    records: list[Any]
+    cursor: str | None
+    total: int | None
+    attempts: int
+    http_status: int | None
+    host: str
+
+
+@dataclass(frozen=True)
 class ListAnswer:
     """What one list query came back with: the records it holds, by comparison key."""
 
@@ -215,21 +230,41 @@ class MetadataClient:
         """One list query of ``source`` for ``dois`` under its host's gate for list queries;
         raises :class:`GaveUpError` or :class:`ProxyError` (the caller asks the keys by content
         negotiation then)."""
+        url = source.list_url(base, dois, self.config.contact)
+        records, attempts, status = await self._list_get(base, url, source.accept, source.read)
+        found: dict[str, Any] = {}
+        for record in records:
+            doi = source.doi_of(record)
+            if doi is not None:
+                found.setdefault(ascii_upper(doi), record)
+        return ListAnswer(found, attempts, status, _host(url))
+
+    async def ask_page(self, source: BatchSource, base: str, url: str) -> PageAnswer:
+        """One page of ``source``'s update stream (``url``), under the host's gate for list
+        queries; raises :class:`GaveUpError` or :class:`ProxyError` (a 404: the cursor has
+        expired)."""
+        (records, cursor, total), attempts, status = await self._list_get(
+            base, url, source.accept, source.read_updates)
+        return PageAnswer(records, cursor, total, attempts, status, _host(url))
+
+    async def _list_get(self, base: str, url: str, accept: str,
+                        read: Callable[[bytes], Any]) -> tuple[Any, int, int | None]:
+        """``(read(body), requests sent, HTTP status)`` of a list query or a page, under the
+        host's gate for list queries (its pace, lowered to what the host announces)."""
         origin = origin_of(base)
         assert origin is not None
         gate = self.gate(origin, "list")
-        url = source.list_url(base, dois, self.config.contact)
         host = _host(url)
         status: list[int | None] = [None]
 
-        async def ask() -> list[Any]:
+        async def ask() -> Any:
             code, body, headers = await gate.client.get(yarl.URL(url, encoded=True),
-                                                        accept=source.accept)
+                                                        accept=accept)
             status[0] = code
             announced = announced_rate(headers)
             if announced is not None:  # Crossref's x-rate-limit-*: under it, with a margin
                 gate.limiter.lower(announced * ANNOUNCED_MARGIN)
-            return _list_records(source, code, body, headers, host)
+            return _list_records(read, code, body, headers, host)
 
         # The first query to a host goes alone and the others wait for its answer, which may
         # announce the host's limit: no query leaves at our own pace before it is known.
@@ -237,18 +272,13 @@ class MetadataClient:
         if probed is None:
             probed = self.probed[origin] = asyncio.Event()
             try:
-                records, attempts = await gate.policy.run(ask)
+                value, attempts = await gate.policy.run(ask)
             finally:
                 probed.set()
         else:
             await probed.wait()
-            records, attempts = await gate.policy.run(ask)
-        found: dict[str, Any] = {}
-        for record in records:
-            doi = source.doi_of(record)
-            if doi is not None:
-                found.setdefault(ascii_upper(doi), record)
-        return ListAnswer(found, attempts, status[0], host)
+            value, attempts = await gate.policy.run(ask)
+        return value, attempts, status[0]
 
     def list_health(self, base: str) -> tuple[bool, str | None]:
         """Of ``base``'s list queries in this call: whether any was answered (any status), and
@@ -340,8 +370,8 @@ class _Ask:
         return await self.client._ask(self.gate, self.url, self.host)
 
 
-def _list_records(source: BatchSource, status: int, body: bytes,
-                  headers: Mapping[str, str], host: str) -> list[Any]:
+def _list_records(read: Callable[[bytes], Any], status: int, body: bytes,
+                  headers: Mapping[str, str], host: str) -> Any:
     """The records of a list answer, or :class:`RetryableError` (throttled, a server error, a
     body cut short: asked again) / :class:`ProxyError` (refused, or not a list: final)."""
     if status in (429, 403, 503) or status >= 500:
@@ -352,7 +382,7 @@ def _list_records(source: BatchSource, status: int, body: bytes,
     if status != 200:
         raise ProxyError(f"HTTP {status} from {host} to a list query", http_status=status)
     try:
-        return source.read(body)
+        return read(body)
     except CslError as error:
         if "cut short" in error.reason:  # a body that ended early: the next one may not
             raise RetryableError(f"{error.reason} ({host})", http_status=200) from None

@@ -13,6 +13,7 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -20,7 +21,7 @@ from airflow_doi.resolver.config import ResolverConfig, redact_url
 
 __all__ = [
     "CROSSREF_URL", "DATACITE_URL", "DEFAULT_METADATA_HOSTS", "MAX_LIST_SIZE", "SOURCES",
-    "MetadataConfig", "origin_of",
+    "MetadataConfig", "origin_of", "since_text",
 ]
 
 #: Crossref's REST API and DataCite's, where their batch lookups are asked.
@@ -41,6 +42,21 @@ DEFAULT_METADATA_HOSTS: Final[tuple[str, ...]] = (
     "data.crosscite.org",
     "data.medra.org",
 )
+
+
+def since_text(value: str | date | datetime) -> str:
+    """A harvest's start as the agencies' filters take it: ``YYYY-MM-DD`` (UTC); raises
+    ``ValueError`` for anything else."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc).date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    text = str(value).strip()
+    try:
+        return date.fromisoformat(text[:10]).isoformat()
+    except ValueError:
+        raise ValueError(f"updates since {value!r}: not a date (YYYY-MM-DD)") from None
 
 
 def origin_of(url: str) -> str | None:
@@ -112,6 +128,11 @@ class MetadataConfig(ResolverConfig):
     snapshot: tuple[str, ...] = ()
     #: Processes reading the data files at once (0: one per core).
     snapshot_workers: int = 0
+    #: Harvest the agencies' update streams first (:mod:`airflow_doi.metadata.updates`): every
+    #: record changed since this date (``YYYY-MM-DD``), or ``"auto"``: since the last harvest
+    #: the cache (or the operator's table) recorded, else since the data files' date. None:
+    #: no harvest.
+    updates_since: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -128,6 +149,8 @@ class MetadataConfig(ResolverConfig):
         if self.source == "snapshot" and not self.snapshot:
             raise ValueError("source 'snapshot' answers from the data files alone: name at "
                              "least one (snapshot)")
+        if self.updates_since is not None and self.updates_since != "auto":
+            object.__setattr__(self, "updates_since", since_text(self.updates_since))
         workers = self.snapshot_workers
         if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 0:
             raise ValueError(f"snapshot_workers must be an integer of at least 0 (0: one per "

@@ -25,6 +25,7 @@ from airflow_doi.metadata.csl import CslError, read_document
 
 __all__ = [
     "CROSSREF_TYPES",
+    "UPDATES_PAGE",
     "csl_of_item",
     "csl_type_of",
     "item_doi",
@@ -32,7 +33,12 @@ __all__ = [
     "list_url",
     "listable",
     "read_items",
+    "read_updates",
+    "updates_url",
 ]
+
+#: Records a page of the update stream asks for (Crossref's most with a cursor).
+UPDATES_PAGE: Final = 1000
 
 #: Crossref's own type names -> CSL 1.0.2 types (what its content negotiation sends for them).
 CROSSREF_TYPES: Final[dict[str, str]] = {
@@ -125,6 +131,33 @@ def read_items(body: bytes) -> list[Any]:
     if document.get("status") not in (None, "ok") or not isinstance(items, list):
         raise CslError("the Crossref list answer has no list of items")
     return items
+
+
+def updates_url(base: str, since: str, cursor: str | None, rows: int = UPDATES_PAGE,
+                contact: str | None = None) -> str:
+    """A page of the records updated since ``since`` (``YYYY-MM-DD``): ``/works?filter=
+    from-update-date:...`` with deep paging (``cursor=*`` first, then each page's
+    ``next-cursor``, percent-encoded: a cursor holds ``+``, ``/`` and ``=``)."""
+    url = (f"{base.rstrip('/')}/works?filter=from-update-date:{quote(since, safe='-')}"
+           f"&rows={rows}&cursor={quote(cursor or '*', safe='*')}")
+    if contact:
+        url += f"&mailto={quote(contact, safe='@.')}"
+    return url
+
+
+def read_updates(body: bytes) -> tuple[list[Any], str | None, int | None]:
+    """``(records, next cursor, total)`` of a page of the update stream (the stream has ended
+    when a page holds no record), or :class:`CslError`."""
+    document = read_document(body)
+    message = document.get("message")
+    items = message.get("items") if isinstance(message, Mapping) else None
+    if document.get("status") not in (None, "ok") or not isinstance(items, list):
+        raise CslError("the Crossref page has no list of items")
+    assert isinstance(message, Mapping)
+    cursor = message.get("next-cursor")
+    total = message.get("total-results")
+    return (items, cursor if isinstance(cursor, str) and cursor else None,
+            total if isinstance(total, int) and not isinstance(total, bool) else None)
 
 
 def csl_of_item(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,18 +18,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from airflow_doi.metadata.csl import CslError, read_document
 
 __all__ = [
     "RESOURCE_TYPES",
+    "UPDATES_PAGE",
     "csl_of_record",
     "list_batches",
     "list_url",
     "read_records",
+    "read_updates",
     "record_doi",
+    "updates_url",
 ]
+
+#: Records a page of the update stream asks for (DataCite's most).
+UPDATES_PAGE: Final = 1000
 
 #: DataCite's resourceTypeGeneral -> a CSL type, where a record has no ``types.citeproc``.
 RESOURCE_TYPES: Final[dict[str, str]] = {
@@ -83,6 +89,38 @@ def read_records(body: bytes) -> list[Any]:
     if not isinstance(data, list):
         raise CslError("the DataCite answer has no list of records (data)")
     return data
+
+
+def updates_url(base: str, since: str, cursor: str | None, rows: int = UPDATES_PAGE,
+                contact: str | None = None) -> str:
+    """A page of the records updated since ``since`` (``YYYY-MM-DD``): ``/dois?query=
+    updated:[since TO *]`` with cursor paging (``page[cursor]=1`` first, then the cursor of the
+    page's ``links.next``)."""
+    query = f"updated:[{since} TO *]"
+    url = (f"{base.rstrip('/')}/dois?query={quote(query, safe='')}&page%5Bsize%5D={rows}"
+           f"&page%5Bcursor%5D={quote(cursor or '1', safe='')}&affiliation=false")
+    if contact:
+        url += f"&mailto={quote(contact, safe='@.')}"
+    return url
+
+
+def read_updates(body: bytes) -> tuple[list[Any], str | None, int | None]:
+    """``(records, next cursor, total)`` of a page of the update stream: the cursor is read
+    out of ``links.next`` (never followed as a URL: the next page is asked of the configured
+    host), None on the last page; or :class:`CslError`."""
+    document = read_document(body)
+    data = document.get("data")
+    if not isinstance(data, list):
+        raise CslError("the DataCite page has no list of records (data)")
+    links = document.get("links")
+    following = links.get("next") if isinstance(links, Mapping) else None
+    cursor = None
+    if isinstance(following, str):
+        values = parse_qs(urlsplit(following).query).get("page[cursor]")
+        cursor = values[0] if values and values[0] else None
+    meta = document.get("meta")
+    total = meta.get("total") if isinstance(meta, Mapping) else None
+    return data, cursor, total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
 def record_doi(record: object) -> str | None:

@@ -126,7 +126,12 @@ class MetadataStats(ResolverStats):
     #: The data files' scan (:class:`~airflow_doi.metadata.snapshot.scan.ScanStats`), when
     #: the run read any; and the keys it left to the APIs.
     snapshot: Any = None
+    snapshot_keys: int = 0
     left_to_apis: int = 0
+    #: The update streams' harvest (:class:`~airflow_doi.metadata.updates.StreamState` by
+    #: source), and why it stopped before its end (None: it did not).
+    updates: dict[str, Any] = field(default_factory=dict)
+    updates_error: str | None = None
 
     def summary(self) -> str:
         """The resolver's summary line, and what each source answered and cost."""

@@ -64,17 +64,28 @@ class BatchSource:
     read: Callable[[bytes], list[Any]]
     doi_of: Callable[[object], str | None]
     csl_of: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: Its update stream: a page's URL (``base, since, cursor, rows, contact``) and its
+    #: ``(records, next cursor, total)``.
+    updates_url: Callable[..., str]
+    read_updates: Callable[[bytes], tuple[list[Any], str | None, int | None]]
     #: Whether a DOI can be put in one of its requests.
     accepts: Callable[[str], bool] = lambda doi: True
+
+    @property
+    def updates_name(self) -> str:
+        """The ``metadata_source`` of a record its update stream sent."""
+        return f"{self.name}_updates"
 
 
 BATCH_SOURCES: Final[tuple[BatchSource, ...]] = (
     BatchSource("crossref", "Crossref", "crossref_url", "application/json",
                 crossref.list_batches, crossref.list_url, crossref.read_items,
-                crossref.item_doi, crossref.csl_of_item, crossref.listable),
+                crossref.item_doi, crossref.csl_of_item, crossref.updates_url,
+                crossref.read_updates, crossref.listable),
     BatchSource("datacite", "DataCite", "datacite_url", "application/vnd.api+json",
                 datacite.list_batches, datacite.list_url, datacite.read_records,
-                datacite.record_doi, datacite.csl_of_record),
+                datacite.record_doi, datacite.csl_of_record, datacite.updates_url,
+                datacite.read_updates),
 )
 _BY_AGENCY: Final[dict[str, BatchSource]] = {s.agency.lower(): s for s in BATCH_SOURCES}
 

@@ -379,7 +379,8 @@ def crossref_item_for(work: Work) -> dict[str, Any]:
     doi_url = f"{DEFAULT_PROXY_URL}/{work.doi}"
     created = work.issued[0] if work.issued else 2000
     item: dict[str, Any] = {
-        "indexed": {"date-parts": [[2025, 1, 2]], "timestamp": 1_735_800_000_000},
+        "indexed": {"date-parts": [[2025, 1, 2]], "date-time": "2025-01-02T06:40:00Z",
+                    "timestamp": 1_735_800_000_000},
         "reference-count": 3, "publisher": work.publisher, "content-domain":
         {"domain": [], "crossmark-restriction": False}, "short-container-title": [],
         "DOI": work.doi.lower(), "type": _CROSSREF_TYPE_NAMES.get(work.csl_type, "other"),
@@ -470,6 +471,8 @@ def datacite_record_for(work: Work) -> dict[str, Any]:
         "descriptions": [{"description": f"Observations behind {work.title.lower()}.",
                           "descriptionType": "Abstract"}],
         "url": f"https://repository.example/{work.doi}", "state": "findable",
+        "created": "2024-03-04T10:00:00.000Z", "registered": "2024-03-04T10:00:01.000Z",
+        "updated": "2025-01-02T06:40:00.000Z",
     }
     if work.authors is None:  # no creator list at all
         del attributes["creators"]

@@ -156,6 +156,11 @@ class KeyedBatch:
         result of its rows when there is none (not found, no alias, the proxy failing)."""
         return {}
 
+    async def prepare(self, todo: dict[str, str]) -> None:
+        """Work on every valid key of the call (key -> DOI) before the cache is read (the
+        metadata fetcher's update streams, which may renew cached rows)."""
+        return None
+
     def cached_result(self, key: str, answer: Any) -> Any:
         raise NotImplementedError
 
@@ -467,6 +472,7 @@ async def answer_rows(
                 todo[key] = doi
         stats.rows, stats.keys = len(rows), len(todo)
         batch.all_keys = list(todo)
+        await batch.prepare(todo)
         known: dict[str, Any] = {}
         if store is not None:
             for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():

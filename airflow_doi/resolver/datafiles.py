@@ -32,6 +32,7 @@ from airflow_doi.resolver.agencies import Work, crossref_item_for, datacite_reco
 __all__ = [
     "CROSSREF_PER_FILE",
     "DATACITE_PER_PART",
+    "DATA_FILES",
     "add_member",
     "crossref_tar",
     "datacite_tar",
@@ -39,6 +40,8 @@ __all__ = [
     "write_data_files",
 ]
 
+#: The files :func:`write_data_files` writes.
+DATA_FILES: Final[tuple[str, ...]] = ("crossref.tar", "crossref.jsonl.gz", "datacite.tar")
 #: Records per gzipped JSON file of Crossref's tar (its files hold about 3,000) and per
 #: DataCite part (its parts hold up to 10,000).
 CROSSREF_PER_FILE: Final = 3000

@@ -45,7 +45,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, unquote_plus, unquote_to_bytes
@@ -268,8 +269,13 @@ class ProxySimulator:
         agency_rate_limit: float | None = None,
         agency_base_port: int = 0,
         list_rate_limit: float | None = None,
+        cursor_ttl: float = 300.0,
     ) -> None:
         self.records = _load(records)
+        #: Seconds a Crossref deep-paging cursor lives unused (Crossref's: about five minutes);
+        #: an expired or unknown one is answered 404.
+        self.cursor_ttl = cursor_ttl
+        self._cursors: dict[str, tuple[str, int, float]] = {}
         #: List queries each agency's batch API answers in any second before 429 (a limit
         #: of its own), announced on Crossref's answers as its ``x-rate-limit-limit`` /
         #: ``x-rate-limit-interval``.
@@ -351,6 +357,11 @@ class ProxySimulator:
             self.list_times: dict[str, list[float]] = {}
             self._list_answered: dict[str, list[float]] = {}
             self._list_records = 0
+            #: The update streams: pages asked per agency, records they sent, 404s for
+            #: expired cursors.
+            self.stream_pages: Counter[str] = Counter()
+            self.stream_records: Counter[str] = Counter()
+            self.expired_cursors = 0
 
     def stats(self, *, times: bool = False) -> dict[str, Any]:
         with self._lock:
@@ -370,6 +381,9 @@ class ProxySimulator:
                 "list_dois": dict(self.list_dois),
                 "list_throttled": self.list_throttled,
                 "list_over_announced": self.list_over_announced,
+                "stream_pages": dict(self.stream_pages),
+                "stream_records": dict(self.stream_records),
+                "expired_cursors": self.expired_cursors,
                 "elsewhere_requests": self.elsewhere_requests,
             }
             if times:
@@ -421,6 +435,34 @@ class ProxySimulator:
         short = short_doi_of(doi)
         self._shorts[ascii_upper(short)] = (short, doi)
         return short
+
+    def revise(self, doi: str, when: datetime | str, **changes: Any) -> None:
+        """Change a registered work at ``when`` (its record's ``updated``): every path serves
+        the new version from now on, and the agencies' update streams list it from that
+        time. ``changes`` are :class:`~airflow_doi.resolver.agencies.Work` fields (``title``,
+        ``updated_by``...)."""
+        found = self._record(doi)
+        if found is None:
+            raise KeyError(f"{doi} is not registered here")
+        stored, record = found
+        work = replace(work_from_record(stored, record), **changes)
+        revised = {**record, "work": work,
+                   "updated": when if isinstance(when, str) else _iso(when)}
+        with self._lock:
+            self.records[ascii_upper(stored)] = (stored, revised)
+
+    def updated_since(self, agency: str, since: str) -> list[tuple[str, Any]]:
+        """``(updated, work)`` of the agency's registered works changed on or after the day
+        ``since``, in the stream's order (time, then key)."""
+        found = []
+        for stored, record in list(self.records.values()):
+            when = record.get("updated")
+            if not isinstance(when, str) or when[:10] < since[:10]:
+                continue
+            work = work_from_record(stored, record)
+            if work.agency == agency and work.fault is None:
+                found.append((when, ascii_upper(stored), work))
+        return [(when, work) for when, _, work in sorted(found, key=lambda f: f[:2])]
 
     def start(self) -> ProxySimulator:
         ready = threading.Event()
@@ -760,8 +802,10 @@ class ProxySimulator:
     async def _agency_list(self, agency: str, request: web.BaseRequest,
                            raw_query: str) -> web.StreamResponse:
         """A batch API: Crossref's ``/works?filter=doi:...`` or DataCite's
-        ``/dois?query=doi:(...)``, with the faults of :class:`Faults`."""
-        dois = _listed_dois(agency, raw_query)
+        ``/dois?query=doi:(...)``, with the faults of :class:`Faults`; or a page of its update
+        stream (:meth:`_stream_page`)."""
+        since = _stream_since(agency, raw_query)
+        dois = _listed_dois(agency, raw_query) if since is None else []
         now = time.monotonic()
         headers = self._announced() if agency == "crossref" else {}
         with self._lock:
@@ -785,6 +829,8 @@ class ProxySimulator:
                                 headers={**headers, **_retry_after(wait)})
         if self.latency:
             await asyncio.sleep(self.latency)
+        if since is not None:
+            return self._stream_page(agency, request, raw_query, since, headers)
         faults = self.faults
         records: list[Any] = []
         for doi in dict.fromkeys(dois):
@@ -821,6 +867,66 @@ class ProxySimulator:
         if faults.list_truncated_every and number % faults.list_truncated_every == 0:
             body = body[: len(body) // 2]
         return web.Response(status=200, body=body,
+                            headers={**headers, "Content-Type": media})
+
+    def _stream_page(self, agency: str, request: web.BaseRequest, raw_query: str, since: str,
+                     headers: Mapping[str, str]) -> web.Response:
+        """One page of an agency's update stream: Crossref's deep paging (``rows`` at most
+        1,000; ``cursor=*`` then each ``next-cursor``, which lives ``cursor_ttl`` seconds
+        unused, 404 after) or DataCite's cursor paging (``page[size]`` at most 1,000;
+        ``page[cursor]=1`` then the cursor in ``links.next``)."""
+        params = dict(parse_qsl(raw_query, keep_blank_values=True))
+        size_name = "rows" if agency == "crossref" else "page[size]"
+        cursor_name = "cursor" if agency == "crossref" else "page[cursor]"
+        size_text = params.get(size_name, "20")
+        if not size_text.isdigit() or not 0 < int(size_text) <= 1000:
+            return _json(400, {"status": "failed", "message-type": "validation-failure",
+                               "message": [{"type": "integer-not-valid", "value": size_text,
+                                            "message": f"{size_name} must be 1 to 1000"}]},
+                         headers)
+        size, cursor, now = int(size_text), params.get(cursor_name), time.monotonic()
+        start = {"crossref": "*", "datacite": "1"}[agency]
+        if cursor is None or cursor == start:
+            offset = 0
+        else:
+            with self._lock:
+                held = self._cursors.get(f"{agency}:{cursor}")
+                expired = held is None or held[0] != since or (
+                    agency == "crossref" and now - held[2] > self.cursor_ttl)
+                if expired:
+                    self.expired_cursors += 1
+            if expired or held is None:
+                return _json(404, {"status": "error", "message-type": "exception",
+                                   "message": "Resource not found."}, headers)
+            offset = held[1]
+        changed = self.updated_since(agency, since)
+        page = changed[offset:offset + size]
+        token = base64.b64encode(hashlib.sha256(
+            f"{agency}{since}{offset + size}{now}".encode()).digest()[:24]).decode()
+        with self._lock:
+            self._cursors[f"{agency}:{token}"] = (since, offset + size, now)
+            self.stream_pages[agency] += 1
+            self.stream_records[agency] += len(page)
+        if agency == "crossref":
+            items = [_dated(crossref_item_for(work), when) for when, work in page]
+            document: dict[str, Any] = {
+                "status": "ok", "message-type": "work-list", "message-version": "1.0.0",
+                "message": {"facets": {}, "total-results": len(changed), "items": items,
+                            "items-per-page": size, "next-cursor": token,
+                            "query": {"start-index": 0, "search-terms": None}}}
+            media = "application/json"
+        else:
+            data = [datacite_record_for(work) for _, work in page]
+            for record, (when, _) in zip(data, page, strict=True):
+                record["attributes"]["updated"] = when
+            links: dict[str, str] = {"self": str(request.url)}
+            if offset + size < len(changed):
+                links["next"] = (f"{self.agency_url(agency)}/dois?query="
+                                 f"{quote(params.get('query', ''), safe='')}&page%5Bsize%5D="
+                                 f"{size}&page%5Bcursor%5D={quote(token, safe='')}")
+            document = {"data": data, "meta": {"total": len(changed)}, "links": links}
+            media = "application/vnd.api+json"
+        return web.Response(status=200, body=json.dumps(document).encode("utf-8"),
                             headers={**headers, "Content-Type": media})
 
     async def _elsewhere(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -880,6 +986,36 @@ def _listed_dois(agency: str, raw_query: str) -> list[str]:
         return [unquote_plus(part[4:]) for part in raw.split(",") if part.startswith("doi:")]
     query = next((v for k, v in params if k == "query"), "")
     return [re.sub(r"\\(.)", r"\1", term) for term in _QUOTED.findall(query)]
+
+
+_UPDATED = re.compile(r"updated:\[(\d{4}-\d{2}-\d{2})[^ ]*\s+TO\s+\*\]")
+
+
+def _stream_since(agency: str, raw_query: str) -> str | None:
+    """The day an update stream request starts from (Crossref's ``from-update-date`` filter,
+    DataCite's ``updated:[D TO *]`` query), or None for any other request."""
+    params = parse_qsl(raw_query, keep_blank_values=True)
+    if agency == "crossref":
+        raw = next((v for k, v in params if k == "filter"), "")
+        for part in raw.split(","):
+            if part.startswith("from-update-date:"):
+                return part.partition(":")[2][:10]
+        return None
+    query = next((v for k, v in params if k == "query"), "")
+    found = _UPDATED.search(query)
+    return found.group(1) if found else None
+
+
+def _dated(item: dict[str, Any], when: str) -> dict[str, Any]:
+    """A Crossref record as the stream sends it: indexed and deposited when it changed."""
+    stamp = {"date-parts": [[int(when[:4]), int(when[5:7]), int(when[8:10])]],
+             "date-time": when}
+    return {**item, "indexed": stamp, "deposited": stamp}
+
+
+def _iso(when: datetime) -> str:
+    moment = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _raw_params(raw_query: str) -> list[tuple[str, str]]:

@@ -38,7 +38,7 @@ from airflow_doi.metadata.csl import CslError, read_document
 from airflow_doi.metadata.datacite import csl_of_record
 from airflow_doi.metadata.result import MetadataResult, record_result
 from airflow_doi.metadata.snapshot.files import Limits, MemberProblem
-from airflow_doi.syntax import InvalidDoiError, ascii_upper, comparison_key
+from airflow_doi.syntax import InvalidDoiError, comparison_key
 
 __all__ = [
     "AGENCY_NAMES",
@@ -124,13 +124,14 @@ _FIRST = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*([\[{])(\s*)(?:"((?:[^"\\]|\\.){0,4
 
 
 def key_of(doi: str) -> str | None:
-    """The comparison key of a record's own DOI (a bare DOI almost always: upper-casing ASCII
-    a-z; any other form through :func:`~airflow_doi.syntax.comparison_key`), or None."""
-    text = doi.strip()
-    if text.startswith("10."):
-        return text.upper() if text.isascii() else ascii_upper(text)
+    """The comparison key of a record's own DOI, or None when it is none. A registry writes
+    its DOIs bare and in printable ASCII almost always: for those the key is the text
+    upper-cased (``str.upper`` changes ASCII a-z only in ASCII text), at a fraction of
+    :func:`~airflow_doi.syntax.comparison_key`'s cost; any other text takes that."""
+    if doi.startswith("10.") and doi.isascii() and doi.isprintable() and doi.strip() == doi:
+        return doi.upper()
     try:
-        return comparison_key(text)
+        return comparison_key(doi)
     except (InvalidDoiError, TypeError):
         return None
 
@@ -177,7 +178,8 @@ class MemberScan:
 
     identity: str
     name: str
-    #: ``json_lines``, ``document`` or ``other`` (not records: a CSV list, text).
+    #: ``json_lines``, ``document``, ``doi_list`` (DataCite's CSV list of a month's DOIs) or
+    #: ``other`` (not records: text, a table).
     form: str = "json_lines"
     records: int = 0
     bytes_in: int = 0
@@ -188,6 +190,8 @@ class MemberScan:
     #: Records (or the member) skipped, by reason; the member's own problem in words.
     problems: Counter[str] = field(default_factory=Counter)
     detail: str | None = None
+    #: When the newest of its records last changed (ISO text): how recent the files are.
+    newest: str | None = None
 
 
 class RecordReader:
@@ -212,9 +216,11 @@ class RecordReader:
                 self._lines(first, counted, result)
             elif form == "document":
                 self._document(first, counted, result)
+            elif form == "doi_list":  # DataCite's monthly lists: expected, quietly passed over
+                result.problems["doi_list"] += 1
             else:
                 result.problems["not_records"] += 1
-                result.detail = ("not JSON records (a CSV list, text...): skipped" if first
+                result.detail = ("not JSON records (text, a table...): skipped" if first
                                  else "empty once decompressed")
         except MemberProblem as problem:
             result.problems[problem.reason] += 1
@@ -232,6 +238,8 @@ class RecordReader:
                 result.problems[_bad(raw)] += 1
                 return
         doi, agency, stamp = own_doi(head)
+        if stamp is not None and (result.newest is None or stamp > result.newest):
+            result.newest = stamp
         key = key_of(doi) if doi is not None else None
         if key is None:
             result.problems["no_doi"] += 1
@@ -389,6 +397,9 @@ def _sniff(chunks: Iterator[bytes], limits: Limits) -> tuple[str, bytes]:
             break
     found = _FIRST.match(head)
     if not found:
+        header = head.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf").strip().lower()
+        if header.split(b",")[0] == b"doi":  # DataCite's YYYY-MM.csv.gz: DOIs, no records
+            return "doi_list", head
         return "other", head
     bracket, space, first_key = found.groups()
     if bracket == b"[" or (first_key is not None and first_key in _ENVELOPE):
@@ -423,10 +434,14 @@ def _bad(raw: bytes | msgspec.Raw) -> str:
             return "too_deep"
         if "UTF-8" in error.reason:
             return "not_utf8"
+        if "is a JSON" in error.reason:  # a list, a number: JSON, but no record
+            return "not_a_record"
         return "bad_json"
     return "not_a_record"
 
 
+#: Members passed over that are meant to be there (no damage): DataCite's monthly lists.
+EXPECTED: Final = frozenset({"doi_list"})
 #: The reasons a record or a member can be skipped for, and what each means (the summary).
 REASONS: Final[dict[str, str]] = {
     "bad_json": "not complete JSON: a corrupt or cut line",
@@ -435,9 +450,10 @@ REASONS: Final[dict[str, str]] = {
     "no_doi": "a record without a DOI",
     "not_a_record": "JSON that is not a record: a number, a list...",
     "unreadable_record": "a record of a shape no reader foresaw",
-    "record_too_large": "a record (or a line) over max_record_bytes",
+    "record_too_large": "a record or a line over max_record_bytes",
     "document_too_large": "a JSON document over max_document_bytes",
-    "not_records": "a member of another kind: a CSV list, text",
+    "not_records": "a member of another kind: text, a table...",
+    "doi_list": "a list of DOIs without records: DataCite's monthly CSV files",
     "truncated_gzip": "gzip data that ends early: a file cut short",
     "damaged_gzip": "damaged gzip data",
     "inflation_limit": "a gzip bomb, inflating over max_ratio times",

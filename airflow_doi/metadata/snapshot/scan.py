@@ -98,6 +98,8 @@ class ScanStats:
     stopped: list[tuple[str, str]] = field(default_factory=list)
     #: Entries of the paths that are not members: ``(name, reason, what it is)``.
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    #: When the newest record read last changed (ISO text), None when none says.
+    newest: str | None = None
 
     def add(self, member: MemberScan) -> None:
         self.members += 1
@@ -111,6 +113,8 @@ class ScanStats:
             places = self.where.setdefault(reason, [])
             if len(places) < 3:
                 places.append(member.name)
+        if member.newest is not None and (self.newest is None or member.newest > self.newest):
+            self.newest = member.newest
         if member.detail is not None and len(self.stopped) < 20:
             self.stopped.append((member.name, member.detail))
 

@@ -58,11 +58,11 @@ _FLOATS = ("rate", "timeout", "backoff_base", "backoff_max", "retry_after_max",
            "agency_rate", "metadata_ttl", "list_rate")
 _INTS = ("concurrency", "burst", "max_attempts", "breaker_threshold", "pending_per_slot",
          "agency_burst", "max_redirects", "max_csl_bytes", "list_concurrency", "list_size",
-         "max_url_length")
+         "max_url_length", "snapshot_workers")
 _STRINGS = ("contact", "redis_url", "redis_namespace", "request_count_key", "source",
             "crossref_url", "datacite_url")
 #: Extras holding a list: a JSON list, or text with commas.
-_LISTS = ("metadata_hosts", "types", "indexes")
+_LISTS = ("metadata_hosts", "types", "indexes", "snapshot")
 
 
 def base_url_from_parts(

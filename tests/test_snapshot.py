@@ -1,0 +1,375 @@
+"""The agencies' data files as a source (#39): recognised by content, read in place, the same
+columns as the APIs give, and nothing a file holds can stop a run, fill memory or write
+outside the output."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import zlib
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_doi.metadata import MetadataStats, fetch
+from airflow_doi.metadata.csl import FIELDS
+from airflow_doi.metadata.snapshot import Limits, index_snapshots
+from airflow_doi.metadata.snapshot.records import RecordReader, RowSettings
+from airflow_doi.metadata.snapshot.scan import read_member
+from airflow_doi.metadata.snapshot.source import answer_from_snapshots
+from airflow_doi.resolver.agencies import (
+    SHOWCASE_WORKS,
+    crossref_item_for,
+    datacite_record_for,
+    work_for,
+)
+from airflow_doi.resolver.datafiles import add_member, crossref_tar, datacite_tar, jsonl_gz
+from airflow_doi.resolver.simulator import ProxySimulator
+from tests.conftest import ROOT
+
+CLI = [sys.executable, "-m", "airflow_doi"]
+NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
+SETTINGS = RowSettings(NOW, NOW + timedelta(days=30))
+CROSSREF_WORKS = [w for w in SHOWCASE_WORKS if w.agency == "crossref"] + [
+    w for w in (work_for(f"10.5555/many.{i}") for i in range(40)) if w.agency == "crossref"][:8]
+DATACITE_WORKS = [w for w in SHOWCASE_WORKS if w.agency == "datacite"]
+#: The columns a key gets whichever way its record came: typed fields, the record, the agency.
+SAME = (*FIELDS, "doi", "key", "metadata_status", "csl_json", "agency")
+
+
+def _line(record: Any) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _scan(paths: list[Path], wanted: set[str] | None = None, **limits: Any) -> Any:
+    """Every member's scan, by name, and the found rows by key."""
+    index = index_snapshots(paths)
+    reader = RecordReader(wanted, Limits(**limits), SETTINGS)
+    scans = {m.name: read_member(reader, m) for m in index.members}
+    rows = {r.key: r for s in scans.values() for r in s.found}
+    return index, scans, rows
+
+
+# -- the same columns from every source ---------------------------------------------------------
+def _by_key(results: list[Any]) -> dict[str, dict[str, Any]]:
+    return {r.key: {name: getattr(r, name) for name in SAME} for r in results}
+
+
+def test_a_crossref_work_gets_the_same_columns_from_the_list_query_the_tar_and_json_lines(
+        tmp_path: Path) -> None:
+    dois = [w.doi for w in CROSSREF_WORKS]
+    with ProxySimulator(auto_records=True) as sim:
+        stats = MetadataStats()
+        listed = fetch(dois, base_url=sim.url, metadata_hosts=sim.metadata_hosts,
+                       crossref_url=sim.crossref_url, datacite_url=sim.datacite_url,
+                       rate=1000, agency_rate=1000, list_rate=1000, stats=stats)
+    assert {r.metadata_source for r in listed} == {"crossref"}, stats.summary()
+    items = [crossref_item_for(w) for w in CROSSREF_WORKS]
+    tar = crossref_tar(tmp_path / "crossref.tar", items, per_file=2)
+    lines = jsonl_gz(tmp_path / "crossref.jsonl.gz", items)
+    from_tar = fetch(dois, snapshot=[tar], source="snapshot")
+    from_lines = fetch(dois, snapshot=[lines], source="snapshot")
+    assert {r.metadata_source for r in from_tar + from_lines} == {"crossref_snapshot"}
+    assert _by_key(from_tar) == _by_key(listed) == _by_key(from_lines)
+    retracted = next(r for r in from_tar if r.key == "10.5555/SHOWCASE.RETRACTED")
+    assert retracted.updated_by == "retraction:10.5555/showcase.notice"
+    with tarfile.open(tar) as opened:  # the files' date: the newest member's
+        newest = max(member.mtime for member in opened.getmembers())
+    assert retracted.fetched_at == datetime.fromtimestamp(newest, timezone.utc)
+
+
+@pytest.mark.parametrize("shape", ["json_api", "attributes"])
+def test_a_datacite_work_gets_the_same_columns_from_the_batch_api_and_the_data_file(
+        tmp_path: Path, shape: str) -> None:
+    dois = [w.doi for w in DATACITE_WORKS]
+    with ProxySimulator(auto_records=True) as sim:
+        listed = fetch(dois, base_url=sim.url, metadata_hosts=sim.metadata_hosts,
+                       crossref_url=sim.crossref_url, datacite_url=sim.datacite_url,
+                       rate=1000, agency_rate=1000, list_rate=1000)
+    assert {r.metadata_source for r in listed} == {"datacite"}
+    tar = datacite_tar(tmp_path / "datacite.tar",
+                       [("2025-03", datacite_record_for(w)) for w in DATACITE_WORKS],
+                       attributes_only=shape == "attributes")
+    from_file = fetch(dois, snapshot=[tar], source="snapshot")
+    assert {r.metadata_source for r in from_file} == {"datacite_snapshot"}
+    assert _by_key(from_file) == _by_key(listed)
+
+
+# -- recognised by content ------------------------------------------------------------------------
+def test_every_form_is_recognised_by_its_content_not_its_name(tmp_path: Path) -> None:
+    items = [crossref_item_for(w) for w in CROSSREF_WORKS]
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(gzip.compress(b'{"items":[' + b",".join(map(_line, items[:2]))
+                                                 + b"]}"))  # an items file named .txt
+    (folder / "page.json").write_text(json.dumps(  # an API page saved, pretty-printed
+        {"status": "ok", "message-type": "work-list", "message": {"items": items[2:3]}},
+        indent=2))
+    (folder / "array.dat").write_bytes(json.dumps(items[3:4]).encode())  # a JSON array
+    (folder / "one.json").write_text(json.dumps(items[4], indent=1))  # one record, pretty
+    (folder / "lines.jsonl").write_bytes(b"\n".join(map(_line, items[5:6])) + b"\r\n")
+    # Two gzip members one after the other (pigz, bgzip): both read.
+    (folder / "two.gz").write_bytes(gzip.compress(_line(items[6]) + b"\n")
+                                    + gzip.compress(_line(items[7]) + b"\n"))
+    (folder / "README").write_text("Crossref public data file, 2025\n")
+    (folder / "sums.md5").write_text("d41d8cd98f00b204e9800998ecf8427e  0.json.gz\n")
+    os.symlink(folder / "a.txt", folder / "link.gz")
+    # A gzipped tar (read in one pass) of DataCite attributes-only lines.
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w") as tar:
+        add_member(tar, "dois/updated_2025-02/part_0000.jsonl.gz", gzip.compress(
+            _line(datacite_record_for(DATACITE_WORKS[0])["attributes"]) + b"\n"))
+    (folder / "datacite.tgz").write_bytes(gzip.compress(inner.getvalue()))
+    index = index_snapshots([folder])
+    assert {s.name: s.reason for s in index.skipped} == {
+        "README": "not_a_data_file", "sums.md5": "not_a_data_file", "link.gz": "not_a_file"}
+    assert [s.name for s in index.streams] == ["datacite.tgz"]
+    keys = {w.doi.upper() for w in (*SHOWCASE_WORKS, *CROSSREF_WORKS)}
+    answers = answer_from_snapshots([folder], {k: k for k in keys}, settings=SETTINGS,
+                                    workers=1, index=index)
+    assert set(answers.results) == {w.doi.upper() for w in CROSSREF_WORKS[:8]} | {
+        DATACITE_WORKS[0].doi.upper()}
+    assert answers.stats.problems == {}, answers.stats.problems
+    assert answers.stats.by_form == {"document": 4, "json_lines": 3}
+
+
+def test_a_path_that_is_no_data_file_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "catalogue.csv").write_text("doi\n10.5555/showcase.article\n")
+    (tmp_path / "empty").mkdir()
+    for path, said in ((tmp_path / "catalogue.csv", "not a data file"),
+                       (tmp_path / "empty", "the folder holds no data file"),
+                       (tmp_path / "missing.tar", "no such file or folder")):
+        done = subprocess.run([*CLI, "enrich", str(tmp_path / "catalogue.csv"), "-o",
+                               str(tmp_path / "out.csv"), "--snapshot", str(path),
+                               "--source", "snapshot"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert said in done.stderr and "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert not (tmp_path / "out.csv").exists()
+
+
+# -- bad files: counted, the rest used ------------------------------------------------------------
+def test_damage_is_counted_by_reason_and_the_rest_of_the_file_is_used(tmp_path: Path) -> None:
+    items = [crossref_item_for(w) for w in CROSSREF_WORKS]
+    good = [_line(item) for item in items]
+    body = b"\n".join([good[0], b'{"DOI": "10.5555/cut', good[1], b'{"title": "no DOI"}',
+                       b'["a", "list"]', b'{"DOI": 12}', b"\xff\xfe not json", good[2],
+                       b'{"DOI": "10.5555/deep", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+                       good[3]]) + b"\n"
+    cut = gzip.compress(b"\n".join(good[4:7]) + b"\n" + good[7])
+    cut = cut[: len(cut) - 40]  # a member cut short: the lines before the cut are used
+    with tarfile.open(tmp_path / "crossref.tar", "w") as tar:
+        add_member(tar, "0.json.gz", gzip.compress(body))
+        add_member(tar, "1.json.gz", cut)
+        add_member(tar, "2.csv.gz", gzip.compress(b"doi,state\n10.5555/x,findable\n"))
+        add_member(tar, "3.bin", b"\x00\x01\x02binary")
+        add_member(tar, "4.json.gz", gzip.compress(b'{"items": [' + good[8] + b", 7]}"))
+    with open(tmp_path / "crossref.tar", "ab") as handle:  # a damaged header after the tar
+        handle.write(b"garbage that is no tar header" * 40)
+    index, scans, rows = _scan([tmp_path / "crossref.tar"])
+    assert scans["0.json.gz"].problems == {"bad_json": 1, "no_doi": 2, "not_a_record": 1,
+                                           "not_utf8": 1, "too_deep": 1}
+    assert scans["1.json.gz"].problems == {"truncated_gzip": 1}
+    assert scans["2.csv.gz"].problems == {"doi_list": 1}
+    assert scans["3.bin"].problems == {"not_records": 1}
+    assert scans["4.json.gz"].problems == {"not_a_record": 1}
+    assert [s.reason for s in index.skipped] == ["damaged_tar"]
+    found = {w.doi.upper() for w in CROSSREF_WORKS[:9]} - {CROSSREF_WORKS[7].doi.upper()}
+    assert set(rows) == found
+
+
+def test_a_tar_cut_short_reads_what_it_holds(tmp_path: Path) -> None:
+    items = [crossref_item_for(w) for w in CROSSREF_WORKS]
+    path = crossref_tar(tmp_path / "crossref.tar", items, per_file=3)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    index, scans, rows = _scan([path])
+    assert "truncated_tar" in {s.reason for s in index.skipped} or any(
+        "truncated_gzip" in s.problems for s in scans.values())
+    assert rows and set(rows) < {w.doi.upper() for w in CROSSREF_WORKS}
+
+
+# -- hostile files: bounded memory and time, nothing written outside ------------------------------
+def _peak_mib(command: list[str], **kwargs: Any) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``command``; its peak RSS (MiB), measured by a wrapper that is its only child."""
+    wrapper = ("import resource, subprocess, sys, json; done = subprocess.run(sys.argv[1:], "
+               "capture_output=True, text=True); print(json.dumps([done.returncode, "
+               "done.stdout, done.stderr, resource.getrusage(resource.RUSAGE_CHILDREN)"
+               ".ru_maxrss]))")
+    done = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True,
+                          text=True, **kwargs)
+    code, out, err, peak = json.loads(done.stdout)
+    return subprocess.CompletedProcess(command, code, out, err), peak / 1024
+
+
+def _bomb_member(size: int) -> bytes:
+    """A JSON line that goes on for ``size`` bytes of spaces, as one gzip member (about a
+    thousandth of that)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * (1 << 20)
+    parts = [compressor.compress(b'{"DOI": "10.5555/bomb", "x": ')]
+    parts += [compressor.compress(block) for _ in range(size >> 20)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def _long_line(size: int) -> bytes:
+    """A JSON line of ``size`` bytes with no newline, gzipped (about 60 times smaller)."""
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+    parts = [compressor.compress(b'{"DOI": "10.5555/long", "title": "')]
+    for number in range(size >> 20):
+        block = os.urandom(8192).hex().encode()  # 16 KiB, repeated within the window
+        parts.append(compressor.compress((block * 64)[: 1 << 20]))
+        del number
+    return b"".join([*parts, compressor.flush()])
+
+
+def test_hostile_files_cost_bounded_memory_and_time_and_write_nothing_outside(
+        tmp_path: Path) -> None:
+    good = [_line(crossref_item_for(w)) for w in CROSSREF_WORKS]
+    bomb = _bomb_member(1 << 30) * 10  # 10 GiB of zeros in about 10 MiB
+    nested = io.BytesIO()
+    with tarfile.open(fileobj=nested, mode="w") as inner:
+        add_member(inner, "bomb.json.gz", bomb)
+    tar_path = tmp_path / "hostile.tar"
+    with tarfile.open(tar_path, "w", format=tarfile.GNU_FORMAT) as tar:
+        add_member(tar, "../escaped.json.gz", gzip.compress(good[0] + b"\n"))
+        add_member(tar, "/etc/airflow-doi-test.json.gz", gzip.compress(good[1] + b"\n"))
+        cut = gzip.compress(good[2] + b"\n" + good[6])
+        add_member(tar, "name\x1b[31mred\x07.json.gz", cut[:-30])  # reported: cut short
+        add_member(tar, "long-line.jsonl.gz", _long_line(1 << 30))
+        add_member(tar, "bomb.jsonl.gz", bomb)
+        big = b'{"DOI": "10.5555/big", "title": "' + b"x" * (50 << 20) + b'"}'
+        add_member(tar, "big-record.jsonl.gz", gzip.compress(
+            good[3] + b"\n" + big + b"\n" + good[4] + b"\n", 1))
+        add_member(tar, "deep.jsonl.gz", gzip.compress(
+            b'{"DOI": "10.5555/deep", "a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"
+            + good[5] + b"\n"))
+    # A few KB of gzipped tar that inflates (through the bomb inside) to many GB.
+    (tmp_path / "bomb.tar.gz").write_bytes(gzip.compress(nested.getvalue(), 9))
+    assert (tmp_path / "bomb.tar.gz").stat().st_size < 100_000
+    dois = [w.doi for w in CROSSREF_WORKS[:6]] + ["10.5555/long", "10.5555/big",
+                                                  "10.5555/deep"]
+    source = tmp_path / "in.csv"
+    source.write_text("doi\n" + "\n".join(dois) + "\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    before = set(os.listdir(tmp_path))
+    done, peak = _peak_mib(
+        [*CLI, "enrich", str(source), "-o", str(work / "out.csv"), "--snapshot", str(tar_path),
+         "--snapshot", str(tmp_path / "bomb.tar.gz"), "--source", "snapshot", "--workers", "1"],
+        cwd=work, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert peak < 300, f"peak RSS {peak:.0f} MiB"
+    assert set(os.listdir(tmp_path)) == before and os.listdir(work) == ["out.csv"]
+    assert not Path("/etc/airflow-doi-test.json.gz").exists()
+    assert not (tmp_path.parent / "escaped.json.gz").exists()
+    rows = {r["doi"]: r for r in _rows(work / "out.csv")}
+    assert all(rows[d]["metadata_status"] == "ok" for d in dois[:6])
+    assert {rows[d]["metadata_status"] for d in dois[6:]} == {"not_in_snapshot"}
+    said = done.stderr
+    # The bombs' endless lines are too long long before they stop for their inflation.
+    for reason in ("x record_too_large", "2 x inflation_limit", "1 x too_deep",
+                   "1 x truncated_gzip"):
+        assert reason in said, said
+    assert "\x1b" not in said and "\x07" not in said and "name\\x1b[31mred\\x07" in said
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    from tests.conftest import read_output_csv
+
+    return read_output_csv(path)
+
+
+# -- parallel, and resumed ------------------------------------------------------------------------
+def test_two_workers_find_what_one_finds(tmp_path: Path) -> None:
+    works = [work_for(f"10.5555/par.{i}") for i in range(3000)]
+    items = [crossref_item_for(w) for w in works if w.agency == "crossref"]
+    crossref_tar(tmp_path / "c.tar", items, per_file=200)
+    wanted = {w.doi.upper(): w.doi for w in works[::2]}
+    one = answer_from_snapshots([tmp_path], wanted, settings=SETTINGS, workers=1)
+    two = answer_from_snapshots([tmp_path], wanted, settings=SETTINGS, workers=2)
+    assert one.stats.workers == 1 and two.stats.workers == 2
+    assert {k: r.as_row() for k, r in one.results.items()} == {
+        k: r.as_row() for k, r in two.results.items()}
+    assert len(one.results) == sum(1 for w in works[::2] if w.agency == "crossref")
+
+
+def test_the_newest_record_of_a_key_wins_across_files(tmp_path: Path) -> None:
+    work = CROSSREF_WORKS[0]
+    old = {**crossref_item_for(work), "indexed": {"date-time": "2024-01-01T00:00:00Z"}}
+    new = {**crossref_item_for(replace(work, title="Revised title")),
+           "indexed": {"date-time": "2025-06-01T00:00:00Z"}}
+    jsonl_gz(tmp_path / "a-new.jsonl.gz", [new])
+    jsonl_gz(tmp_path / "b-old.jsonl.gz", [old])
+    answers = answer_from_snapshots([tmp_path], {work.doi.upper(): work.doi},
+                                    settings=SETTINGS, workers=1)
+    assert answers.results[work.doi.upper()].title == "Revised title"
+
+
+KILLED = """
+import sys, time
+from airflow_doi.metadata import fetch
+from airflow_doi.metadata.cache import MetadataCache
+store = MetadataCache.store_member
+def slow(self, *args):
+    store(self, *args)
+    done = self._conn.execute("select count(*) from snapshot_members").fetchone()[0]
+    if done >= int(sys.argv[3]):
+        time.sleep(60)  # killed here
+MetadataCache.store_member = slow
+fetch(open(sys.argv[1]).read().split(), snapshot=[sys.argv[2]], source="snapshot",
+      cache=sys.argv[4], snapshot_workers=1)
+"""
+
+
+def test_a_killed_scan_resumes_at_the_members_it_had_not_finished(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    works = [work_for(f"10.5555/kill.{i}") for i in range(1500)]
+    items = [crossref_item_for(w) for w in works if w.agency == "crossref"]
+    crossref_tar(tmp_path / "c.tar", items, per_file=100)
+    (tmp_path / "keys.txt").write_text("\n".join(w.doi for w in works))
+    cache = tmp_path / "cache.sqlite"
+    child = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path / "keys.txt"),
+                              str(tmp_path / "c.tar"), "3", str(cache)])
+    deadline = time.monotonic() + 120
+    stored: list[tuple[str, int]] = []
+    while time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.2)
+        if cache.exists():
+            with sqlite3.connect(cache) as connection:
+                try:
+                    done = connection.execute("select count(*) from snapshot_members").fetchone()
+                except sqlite3.OperationalError:
+                    continue
+                if done[0] >= 3:
+                    stored = connection.execute("select key, rowid from metadata").fetchall()
+                    break
+    child.kill()
+    child.wait()
+    assert len(stored) > 100
+    stats = MetadataStats()
+    results = fetch([w.doi for w in works], snapshot=[tmp_path / "c.tar"], source="snapshot",
+                    cache=cache, stats=stats)
+    assert stats.snapshot.resumed == 3 and stats.snapshot.members == len(items) // 100 + (
+        len(items) % 100 > 0) - 3
+    assert {r.metadata_status for r in results} <= {"ok", "not_in_snapshot"}
+    assert sum(r.metadata_status == "ok" for r in results) == len(items)
+    with sqlite3.connect(cache) as connection:
+        after = dict(connection.execute("select key, rowid from metadata").fetchall())
+    assert all(after[key] == rowid for key, rowid in stored)  # never written again
+
+
+def test_the_readme_snapshot_section_runs_as_written(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    assert "## A whole catalogue from the public data files" in text
