@@ -758,6 +758,11 @@ def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
         assert shown in resolution, shown
     metadata = out[out.index("doi_metadata (registry metadata"):out.index("open the file")]
     assert f"ok={len(SAMPLE_KEYS) - 2}" in metadata  # one not_found, one agency without CSL
+    # Crossref's sample DOIs came from the data file the demo wrote, the others from the APIs.
+    assert "enrich reads " in out and "snapshot/crossref.tar first" in out
+    by_source = out[out.index("doi_metadata by source"):].splitlines()[0]
+    assert "crossref_snapshot=" in by_source and "crossref=" not in by_source, by_source
+    assert "datacite=" in by_source or "negotiation=" in by_source, by_source
     assert "retraction:10.1000/xyz.notice" in metadata
     for kind in ("article-journal", "dataset", "chapter"):
         assert kind in metadata, kind

@@ -366,6 +366,18 @@ def test_resolve_extra_resolves(venvs: dict[str, Path], workdir: Path, simulator
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_resolve_extra_reads_the_data_files_as_the_readme_says(
+        venvs: dict[str, Path], tmp_path: Path, terminal: bool) -> None:
+    """A new user's --snapshot run, from the README, with only the [resolve] extra of a wheel
+    built from the clone: on a terminal (its progress bar) and through a pipe."""
+    from tests.test_readme_blocks import run_snapshot_block
+
+    os.symlink(ROOT / "examples", tmp_path / "examples")
+    run_snapshot_block(tmp_path, lambda line: _run(venvs["resolve"], line, tmp_path,
+                                                   terminal=terminal))
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
 def test_report_extra_writes_the_page(venvs: dict[str, Path], workdir: Path,
                                       terminal: bool) -> None:
     result = _run(venvs["report"], "airflow-doi report catalogue.csv --column doi_raw "

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -83,7 +84,7 @@ def test_every_python_block_is_covered() -> None:
     bash = [head for head, _ in blocks("bash")]
     assert bash[1:] == ["Install", "Install", "pandas", "Command line",
                         "Files as people export them", "Quality report", ENRICHMENT,
-                        "Airflow provider", "On Celery"]
+                        SNAPSHOTS, "Airflow provider", "On Celery"]
     # Install: tests/test_extras.py; Quality report: tests/test_report.py; On Celery:
     # test_celery_block_names_real_settings (the deployment itself: tests/test_airflow_celery.py).
 
@@ -160,6 +161,36 @@ def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 ENRICHMENT = "Enrichment: registry metadata from the agencies"
+SNAPSHOTS = "A whole catalogue from the public data files"
+
+
+def run_snapshot_block(cwd: Path, run: Any) -> None:
+    """The block's two lines, as written, in ``cwd`` (which sees the clone's examples/), each
+    by ``run(line)``; what they promise is asserted."""
+    lines = commands(block_under("bash", SNAPSHOTS))
+    assert [shlex.split(line)[:2] for line in lines] == [["airflow-doi", "simulator"],
+                                                         ["airflow-doi", "enrich"]]
+    made = run(lines[0])
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert sorted(p.name for p in (cwd / "snapshot").iterdir()) == [
+        "crossref.jsonl.gz", "crossref.tar", "datacite.tar"]
+    enriched = run(lines[1])
+    said = enriched.stdout + enriched.stderr
+    assert enriched.returncode == 0 and "Traceback" not in said, said
+    assert "data files: 4 members read" in said and "10 keys found; 4 keys not in them" in said
+    rows = read_output_csv(cwd / "enriched.csv")
+    sources = {row["metadata_source"] for row in rows if row["metadata_status"] == "ok"}
+    assert sources == {"crossref_snapshot", "datacite_snapshot"}, sources
+    assert {row["metadata_status"] for row in rows} == {"ok", "not_in_snapshot", "invalid"}
+
+
+def test_snapshot_block(tmp_path: Path) -> None:
+    """From the clone, offline: the sample registry's data files, then enrich from them."""
+    os.symlink(ROOT / "examples", tmp_path / "examples")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run_snapshot_block(tmp_path, lambda line: subprocess.run(
+        line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        check=False))
 
 
 def test_enrichment_python_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,6 @@ from airflow_doi.resolver.agencies import (
 )
 from airflow_doi.resolver.datafiles import add_member, crossref_tar, datacite_tar, jsonl_gz
 from airflow_doi.resolver.simulator import ProxySimulator
-from tests.conftest import ROOT
 
 CLI = [sys.executable, "-m", "airflow_doi"]
 NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
@@ -368,8 +367,3 @@ def test_a_killed_scan_resumes_at_the_members_it_had_not_finished(tmp_path: Path
     with sqlite3.connect(cache) as connection:
         after = dict(connection.execute("select key, rowid from metadata").fetchall())
     assert all(after[key] == rowid for key, rowid in stored)  # never written again
-
-
-def test_the_readme_snapshot_section_runs_as_written(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text()
-    assert "## A whole catalogue from the public data files" in text

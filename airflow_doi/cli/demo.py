@@ -69,8 +69,8 @@ REGISTRY = Path("examples/data/simulated_registry.txt")
 #: file holding anything else is not the demo's to replace.
 DEMO_TABLES = frozenset({
     "catalogue", "catalogue_doi_keys", "doi_resolution", "doi_resolution_claims", "doi_metadata",
-    "doi_metadata_claims", "reading_list", "stg_catalogue", "stg_reading_list",
-    "reading_list_holdings", "reading_list_metadata",
+    "doi_metadata_claims", "doi_metadata_sources", "reading_list", "stg_catalogue",
+    "stg_reading_list", "reading_list_holdings", "reading_list_metadata",
 })
 
 
@@ -206,6 +206,11 @@ def airflow_pipeline(context: DemoContext) -> None:
                   "proxy)")
         report = (context.out / "report.html").resolve()
         conf = {**DAG_CONF, "report_path": str(report)}
+        if simulator is not None:
+            conf["snapshot"] = str(sample_data_file(context.out / "snapshot", simulator))
+            print(f"airflow: enrich reads {conf['snapshot']} first, Crossref's data file of "
+                  "the sample registry (as the agencies publish theirs); the other DOIs go to "
+                  "the APIs")
         _airflow(["dags", "test", DAG_ID, "--conf", json.dumps(conf)], env, log)
         if simulator is not None:
             print(requests_line(simulator.stats()))
@@ -214,6 +219,18 @@ def airflow_pipeline(context: DemoContext) -> None:
         raise RuntimeError(f"the DAG's quality_report task wrote no {report}")
     print(f"airflow: the quality report of the catalogue: {report}")
     print(f"  open it in a browser: {report.as_uri()}")
+
+
+def sample_data_file(folder: Path, simulator: Any) -> Path:
+    """Crossref's public data file of the simulated registry's Crossref works, in ``folder``
+    (the demo's own: its file of an earlier run is replaced)."""
+    from airflow_doi.resolver.agencies import crossref_item_for, work_from_record
+    from airflow_doi.resolver.datafiles import crossref_tar
+
+    folder.mkdir(parents=True, exist_ok=True)
+    works = [work_from_record(doi, record) for doi, record in simulator.records.values()]
+    items = [crossref_item_for(w) for w in works if w.agency == "crossref" and w.fault is None]
+    return crossref_tar(folder / "crossref.tar", items).resolve()
 
 
 def requests_line(stats: dict[str, Any]) -> str:
@@ -329,6 +346,9 @@ def show_results(database: Path) -> None:
         enriched = conn.execute(
             "SELECT metadata_status, COUNT(*) FROM doi_metadata GROUP BY 1 ORDER BY 1"
         ).fetchall()
+        sources = conn.execute(
+            "SELECT metadata_source, COUNT(*) FROM doi_metadata WHERE metadata_source IS NOT "
+            "NULL GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()
         metadata = _query(conn, _METADATA_ROWS)
     print(f"airflow: {DAG_ID} succeeded; enriched tables in {database}:")
     for name, rows in tables:
@@ -339,8 +359,9 @@ def show_results(database: Path) -> None:
     print(catalogue)
     print("airflow: a few rows of doi_resolution:")
     print(resolution)
-    print("airflow: doi_metadata (registry metadata through content negotiation): "
-          + ", ".join(f"{s}={n:,}" for s, n in enriched))
+    print("airflow: doi_metadata (registry metadata from the data file, the batch APIs and "
+          "content negotiation): " + ", ".join(f"{s}={n:,}" for s, n in enriched))
+    print("airflow: doi_metadata by source: " + ", ".join(f"{s}={n:,}" for s, n in sources))
     print("airflow: a few enriched keys (one per type, then retracted or corrected works):")
     print(metadata)
     command, first_query = open_command(database)

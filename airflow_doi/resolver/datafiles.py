@@ -122,15 +122,20 @@ def write_data_files(folder: str | os.PathLike[str], works: Iterable[Work], *,
                      month: str = "2025-01", mtime: float | None = None) -> dict[str, Path]:
     """The agencies' data files of ``works`` in ``folder``: ``crossref.tar`` (Crossref's
     works), ``crossref.jsonl.gz`` (the same, as JSON lines) and ``datacite.tar`` (DataCite's
-    works, updated in ``month``). Works of other agencies are in neither, as in the field."""
+    works, updated in ``month``), dated ``mtime`` (files and members; default now). Works of
+    other agencies are in neither, as in the field."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     works = list(works)
     crossref = [crossref_item_for(w) for w in works if w.agency == "crossref" and not w.fault]
     datacite = [(month, datacite_record_for(w)) for w in works
                 if w.agency == "datacite" and not w.fault]
-    return {
+    written = {
         "crossref": crossref_tar(target / "crossref.tar", crossref, mtime=mtime),
         "crossref_jsonl": jsonl_gz(target / "crossref.jsonl.gz", crossref),
         "datacite": datacite_tar(target / "datacite.tar", datacite, mtime=mtime),
     }
+    if mtime is not None:  # the files dated as their members are: the release's date
+        for path in written.values():
+            os.utime(path, (mtime, mtime))
+    return written

@@ -901,8 +901,10 @@ class ProxySimulator:
             offset = held[1]
         changed = self.updated_since(agency, since)
         page = changed[offset:offset + size]
-        token = base64.b64encode(hashlib.sha256(
-            f"{agency}{since}{offset + size}{now}".encode()).digest()[:24]).decode()
+        # Opaque, and holding "+", "/" and "=" as Crossref's do: a client must percent-encode
+        # it (a bare "+" reads as a space, and the cursor is then unknown: 404).
+        token = "Ao+/" + base64.b64encode(hashlib.sha256(
+            f"{agency}{since}{offset + size}{now}".encode()).digest()[:22]).decode()
         with self._lock:
             self._cursors[f"{agency}:{token}"] = (since, offset + size, now)
             self.stream_pages[agency] += 1

@@ -28,6 +28,12 @@ Params (all optional):
   the database; empty, they work in the worker. Other engines run in the database anyway,
   installing nothing;
 * ``resolve_batch_size``: keys per request batch and per commit (resolve and enrich);
+* ``snapshot`` (default empty): the agencies' public data files (a file or a folder: Crossref's
+  tar or JSON-lines files, DataCite's tar) that ``enrich`` reads first, asking the APIs only
+  for the keys they lack; every worker must see them at that path. The demo passes a Crossref
+  data file of the sample registry;
+* ``updates`` (default false): ``enrich`` then harvests the agencies' update streams, since the
+  last harvest into ``doi_metadata`` (else the files' newest record);
 * ``report_path``: where ``quality_report`` writes the HTML quality report of the DOI column,
   and ``doi_resolution`` (default: ``$AIRFLOW_HOME/doi_reports/<table>.html``); the task logs
   the path. It reads the table and writes only that file (the ``[report]`` extra; without it
@@ -289,6 +295,8 @@ def quality_report() -> str:
         "run_dbt": Param(False, type="boolean"),
         "functions_schema": Param("", type="string", pattern=rf"^({IDENTIFIER})?$"),
         "resolve_batch_size": Param(500, type="integer", minimum=1),
+        "snapshot": Param("", type="string"),
+        "updates": Param(False, type="boolean"),
         "report_path": Param("", type="string"),
     },
     doc_md=__doc__,
@@ -311,7 +319,8 @@ def doi_enrich_catalogue() -> None:
     )
     enrich = DoiEnrichOperator(
         task_id="enrich", conn_id=CONN, table=TABLE,
-        batch_size="{{ params.resolve_batch_size }}", outlets=[CATALOGUE_TABLES],
+        batch_size="{{ params.resolve_batch_size }}", snapshot="{{ params.snapshot }}",
+        updates="{{ params.updates }}", outlets=[CATALOGUE_TABLES],
     )
     load >> normalize >> validate >> resolve >> enrich >> dbt_build() >> quality_report()
 

@@ -65,11 +65,14 @@ def answer_from_snapshots(
     workers: int | None = None, limits: Limits | None = None,
     store: MemberStore | None = None, scan_id: str = "",
     progress: Callable[[Any], None] | None = None, index: SnapshotIndex | None = None,
+    keep: bool = True,
 ) -> SnapshotAnswers:
     """The rows of the keys of ``todo`` (key -> the DOI as asked, which each row carries)
-    that the data files at ``paths`` hold."""
+    that the data files at ``paths`` hold; with ``keep=False`` they go to ``store`` only (the
+    answer holds none of them: memory is then a few dozen bytes a key found, whatever the
+    files' size)."""
     index = index if index is not None else index_snapshots(paths)
-    best: dict[str, tuple[str | None, MetadataResult]] = {}
+    best: dict[str, tuple[str | None, MetadataResult | None]] = {}
     finished: Collection[str] = store.finished_members(scan_id) if store is not None else ()
 
     def on_member(member: MemberScan) -> None:
@@ -80,11 +83,13 @@ def answer_from_snapshots(
             if held is not None and not _newer(stamp, held[0]):
                 continue
             result = replace(result, doi=todo.get(key) or result.doi)
-            best[key] = (stamp, result)
+            best[key] = (stamp, result if keep else None)
             kept.append(result)
         if store is not None:
             store.store_member(scan_id, member, kept)
 
     stats = scan(index, set(todo), settings=settings, on_member=on_member, workers=workers,
                  limits=limits, finished=finished, progress=progress)
-    return SnapshotAnswers({key: result for key, (_, result) in best.items()}, stats, index)
+    stats.found = len(best)  # distinct keys (a key in several files counts once)
+    return SnapshotAnswers({key: result for key, (_, result) in best.items()
+                            if result is not None}, stats, index)

@@ -243,10 +243,10 @@ def fill_from_snapshots(
         meter = _Meter(log)
         answers = answer_from_snapshots(
             config.snapshot, due, settings=settings, workers=config.snapshot_workers or None,
-            store=target, scan_id=scan_id, progress=meter, index=index)
+            store=target, scan_id=scan_id, progress=meter, index=index, keep=False)
         target.flush()
     stats = answers.stats
-    summary.found_keys = len(answers.results)
+    summary.found_keys = stats.found
     summary.left_to_apis = len(due) - summary.found_keys
     summary.members, summary.members_resumed = stats.members, stats.resumed
     summary.records = stats.records
