@@ -229,8 +229,11 @@ def interrupted(args: argparse.Namespace) -> str:
     text = f"interrupted (Ctrl-C): {shown} (a file appears only once complete)"
     cache = getattr(args, "cache", None)
     if cache is not None:
-        text += (f"; the cache {cache} keeps every answer already in, so running the same "
-                 "command again asks only for the rest")
+        read = (", every data file member and update page already read" if
+                getattr(args, "snapshot", None) or getattr(args, "updates", None)
+                or getattr(args, "updates_since", None) else "")
+        text += (f"; the cache {cache} keeps every answer already in{read}, so running the "
+                 "same command again asks only for the rest")
     return text
 
 

@@ -236,11 +236,15 @@ class _Fetch(KeyedBatch):
         their rows kept in the cache member by member, so that the same call killed and run
         again reads only the members it had not finished."""
         from airflow_doi.metadata.snapshot import index_snapshots
+        from airflow_doi.metadata.snapshot.files import SnapshotError
         from airflow_doi.metadata.snapshot.records import RowSettings
         from airflow_doi.metadata.snapshot.source import answer_from_snapshots
 
         config = self.config
         index = index_snapshots(config.snapshot)
+        if not len(index):
+            reasons = "; ".join(f"{s.shown}: {s.detail}" for s in index.skipped[:3]) or "empty"
+            raise SnapshotError(f"{', '.join(config.snapshot)}: no data file in it ({reasons})")
         now = datetime.now(timezone.utc)
         settings = RowSettings(index.date or now, expires_after(now, config.metadata_ttl),
                                config.max_csl_bytes)

@@ -13,6 +13,8 @@ become due afterwards go to the APIs, by the operator's next step).
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_doi.db.statements import (
     StatementDialect,
+    bulk_upsert,
     quote_identifier,
     require_columns,
-    upsert_rows,
 )
 from airflow_doi.provider.hooks.due_keys import DueKeys, Store, answer_row
 from airflow_doi.provider.hooks.enrichment import METADATA_SHAPE
@@ -93,7 +95,9 @@ class SnapshotSummary:
 class _TableStore:
     """The :class:`~airflow_doi.metadata.snapshot.source.MemberStore` of a metadata table:
     finished members' rows and the members themselves, flushed together every few thousand
-    rows or seconds (a kill re-reads only the members not flushed)."""
+    rows or seconds (a kill re-reads only the members not flushed). A thread of its own, on a
+    connection of its own, writes each flush while the scan goes on: the workers never wait
+    for the database (two batches at most wait for it)."""
 
     rows_per_flush = 5000
     seconds_per_flush = 10.0
@@ -110,6 +114,9 @@ class _TableStore:
         self.members: list[tuple[Any, ...]] = []
         self.flushed = time.monotonic()
         self.stored = 0
+        self._batches: queue.Queue[tuple[list[Any], list[Any]] | None] = queue.Queue(2)
+        self._writer: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     def finished_members(self, scan: str) -> set[str]:
         found: set[str] = set()
@@ -140,24 +147,59 @@ class _TableStore:
             self.flush()
 
     def flush(self) -> None:
-        """The rows and the members held, in one transaction."""
+        """Hand the rows and the members held to the writer (one transaction); raises what
+        the writer met with an earlier batch."""
+        if self._failure is not None:
+            raise self._failure
         if not self.members and not self.rows:
             return
-        rows = list(self.rows.values())
-        members = list(self.members)
-        dialect = self.dialect
-
-        def write(cursor: Any) -> None:
-            upsert_rows(cursor, dialect, self.metadata_table, METADATA_SHAPE.columns, rows,
-                        key="doi_key", types=METADATA_SHAPE.types(dialect))
-            upsert_rows(cursor, dialect, self.sources_table, SOURCES_SHAPE.columns, members,
-                        key="id", types=SOURCES_SHAPE.types(dialect))
-
-        self.store.transaction(write)
-        self.stored += len(rows)
+        batch = (list(self.rows.values()), list(self.members))
         self.rows.clear()
         self.members.clear()
         self.flushed = time.monotonic()
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_all, name="doi-snapshot-writer",
+                                            daemon=True)
+            self._writer.start()
+        self._batches.put(batch)
+
+    def close(self, *, flush: bool = True) -> None:
+        """Wait until every batch handed over is written (with ``flush``, what is held too);
+        raise what the writer met."""
+        try:
+            if flush:
+                self.flush()
+        finally:
+            if self._writer is not None:
+                self._batches.put(None)
+                self._writer.join()
+                self._writer = None
+        if self._failure is not None:
+            raise self._failure
+
+    def _write_all(self) -> None:
+        dialect = self.dialect
+        with Store(self.store.db_hook, dialect) as store:
+            while True:
+                batch = self._batches.get()
+                if batch is None:
+                    return
+                if self._failure is not None:
+                    continue  # drained, not written: the task fails with the first error
+                rows, members = batch
+
+                def write(cursor: Any, rows: list[Any] = rows,
+                          members: list[Any] = members) -> None:
+                    bulk_upsert(cursor, dialect, self.metadata_table, METADATA_SHAPE.columns,
+                                rows, key="doi_key", types=METADATA_SHAPE.types(dialect))
+                    bulk_upsert(cursor, dialect, self.sources_table, SOURCES_SHAPE.columns,
+                                members, key="id", types=SOURCES_SHAPE.types(dialect))
+
+                try:
+                    store.transaction(write)
+                    self.stored += len(rows)
+                except BaseException as error:
+                    self._failure = error
 
 
 def _due_keys(store: Store, due: DueKeys, doi_column: str) -> dict[str, str]:
@@ -241,10 +283,15 @@ def fill_from_snapshots(
         settings = RowSettings(index.date or now, expires_after(now, config.metadata_ttl),
                                config.max_csl_bytes)
         meter = _Meter(log)
-        answers = answer_from_snapshots(
-            config.snapshot, due, settings=settings, workers=config.snapshot_workers or None,
-            store=target, scan_id=scan_id, progress=meter, index=index, keep=False)
-        target.flush()
+        try:
+            answers = answer_from_snapshots(
+                config.snapshot, due, settings=settings,
+                workers=config.snapshot_workers or None, store=target, scan_id=scan_id,
+                progress=meter, index=index, keep=False)
+        except BaseException:
+            target.close(flush=False)  # what was handed over is written; the rest read again
+            raise
+        target.close()
     stats = answers.stats
     summary.found_keys = stats.found
     summary.left_to_apis = len(due) - summary.found_keys

@@ -16,7 +16,7 @@ import json
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.db.statements import quote_identifier, require_columns, upsert_rows
+from airflow_doi.db.statements import bulk_upsert, quote_identifier, require_columns
 from airflow_doi.provider.hooks.due_keys import Store, answer_row
 from airflow_doi.provider.hooks.enrichment import METADATA_SHAPE
 from airflow_doi.provider.hooks.snapshots import SOURCES_SHAPE, sources_table_of
@@ -142,9 +142,9 @@ def refresh_from_streams(
                        for r in rows]
 
             def write(cursor: Any) -> None:
-                upsert_rows(cursor, dialect, metadata_table, METADATA_SHAPE.columns, written,
+                bulk_upsert(cursor, dialect, metadata_table, METADATA_SHAPE.columns, written,
                             key="doi_key", types=METADATA_SHAPE.types(dialect))
-                upsert_rows(cursor, dialect, sources_table, SOURCES_SHAPE.columns,
+                bulk_upsert(cursor, dialect, sources_table, SOURCES_SHAPE.columns,
                             [_state_row(state, dialect)], key="id",
                             types=SOURCES_SHAPE.types(dialect))
 
