@@ -9,6 +9,7 @@ through ``AIRFLOW_CONN_*`` environment variables in JSON form.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -744,6 +745,17 @@ def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
     result = _demo(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
+    # Its first step normalized the messy sample, row for row, as the standard reads it.
+    from tests.test_cli_normalize import expected, read_csv
+
+    normalized = read_csv(tmp_path / "messy_dois.normalized.csv")
+    with (ROOT / "examples/data/messy_dois.csv").open(newline="", encoding="utf-8") as handle:
+        sample = list(csv.DictReader(handle))
+    assert len(normalized) == len(sample) >= 200
+    assert all(r["doi_reason"] or r["doi_valid"] == "true" for r in normalized)
+    assert [r["doi_key"] for r in normalized] == [expected(r["doi_raw"])["doi_key"]
+                                                   for r in sample]
+    assert "messy_dois.normalized.csv" in out and "valid" in out
     database = tmp_path / "catalogue.duckdb"
     assert f"enriched tables in {database}" in out
     assert "reading_list_holdings (9 rows)" in out

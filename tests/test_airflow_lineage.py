@@ -95,6 +95,14 @@ def test_enrich_reads_the_catalogue_and_writes_doi_metadata(database: Database) 
     assert [f.field for f in fields["doi"].inputFields] == ["doi"]
     assert '"columnLineage"' in Serde.to_json(target)
     assert "metadata_table" in DoiEnrichOperator.template_fields
+    # With the agencies' data files, they are inputs too, as OpenLineage names files.
+    enrich.snapshot = ["/data/crossref.tar", "/data/datacite"]
+    lineage = enrich.get_openlineage_facets_on_complete(None)
+    import socket
+
+    assert [(d.namespace, d.name) for d in lineage.inputs[1:]] == [
+        (f"file://{socket.gethostname()}", "/data/crossref.tar"),
+        (f"file://{socket.gethostname()}", "/data/datacite")]
 
 
 def test_table_assets_take_the_first_party_uri(database: Database) -> None:

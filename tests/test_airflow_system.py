@@ -163,9 +163,33 @@ def _proxy(deployment: Deployment, sim: ProxySimulator, **extra: Any) -> None:
     names doi.org's and the agencies' hosts (none of which this machine can reach)."""
     deployment.set_connection("doi_proxy_default", {
         "conn_type": "doi_proxy", "host": sim.url,
+        # The enrich step at a test's pace too: the agencies' defaults (2 single requests and
+        # 1 list query a second) made it the longest part of every run here.
         "extra": {"rate": 200, "concurrency": 4, "crossref_url": sim.crossref_url,
-                  "datacite_url": sim.datacite_url,
+                  "datacite_url": sim.datacite_url, "agency_rate": 500, "list_rate": 50,
                   "metadata_hosts": ",".join(sim.metadata_hosts), **extra}})
+
+
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports on the loopback."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randint(20000, 60000)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                held = socket.socket()
+                sockets.append(held)
+                held.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for held in sockets:
+                held.close()
+    raise RuntimeError("no free ports")
 
 
 def _seconds(ti: TaskInstance) -> tuple[float, float]:
@@ -352,7 +376,9 @@ def test_proxy_down_fails_the_try_fast_and_the_next_asks_only_what_is_due(
     deployment.set_connection(catalogue.conn_id, catalogue.connection)
     conf = {"catalogue_conn_id": catalogue.conn_id, "catalogue_table": catalogue.table,
             "load_sample": False, "run_dbt": False, "resolve_batch_size": batch}
-    sim = ProxySimulator(auto_records=True, latency=0.01).start()
+    # The agencies on fixed ports: the proxy that comes back serves them where they were.
+    base = _free_ports(5)
+    sim = ProxySimulator(auto_records=True, latency=0.01, agency_base_port=base).start()
     revived: ProxySimulator | None = None
     try:
         _proxy(deployment, sim, rate=rate, breaker_give_up=give_up)
@@ -380,7 +406,8 @@ def test_proxy_down_fails_the_try_fast_and_the_next_asks_only_what_is_due(
                  "error_rows": len(errors)})
 
         # The proxy comes back on the same address; the retry asks only for what is due.
-        revived = ProxySimulator(auto_records=True, latency=0.002, port=sim.port).start()
+        revived = ProxySimulator(auto_records=True, latency=0.002, port=sim.port,
+                                 agency_base_port=base).start()
         state = deployment.wait(ENRICH, run_id, timeout=120)
         resolve = deployment.task_instance(ENRICH, run_id, "resolve")
         asked_again = Counter(revived.requests_by_key)

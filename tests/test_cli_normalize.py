@@ -215,18 +215,6 @@ def test_decode_option_is_passed_through(tmp_path: Path) -> None:
     assert read_csv(target)[0]["doi"] == "10.1000/456#789"
 
 
-def test_demo_normalizes_the_sample(tmp_path: Path) -> None:
-    run = cli("demo", "--out", tmp_path)
-    assert run.returncode == 0, run.stderr
-    out = read_csv(tmp_path / "messy_dois.normalized.csv")
-    with (ROOT / "examples/data/messy_dois.csv").open(newline="", encoding="utf-8") as handle:
-        sample = list(csv.DictReader(handle))
-    assert len(out) == len(sample) >= 200
-    assert all(r["doi_reason"] or r["doi_valid"] == "true" for r in out)
-    assert [r["doi_key"] for r in out] == [expected(r["doi_raw"])["doi_key"] for r in sample]
-    assert "messy_dois.normalized.csv" in run.stdout and "valid" in run.stdout
-
-
 def test_valid_but_likely_damaged_cells_are_noted_with_examples(tmp_path: Path) -> None:
     """Issue 34: cells valid per the standard but with text glued on are counted apart, with
     the repair a rule offers, and the note points at ``airflow-doi repair``."""

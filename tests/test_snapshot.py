@@ -367,3 +367,51 @@ def test_a_killed_scan_resumes_at_the_members_it_had_not_finished(tmp_path: Path
     with sqlite3.connect(cache) as connection:
         after = dict(connection.execute("select key, rowid from metadata").fetchall())
     assert all(after[key] == rowid for key, rowid in stored)  # never written again
+
+
+def test_a_worker_killed_costs_its_member_which_the_next_run_reads(tmp_path: Path) -> None:
+    import signal
+
+    from airflow_doi.metadata.cache import MetadataCache
+
+    works = [work_for(f"10.5555/wk.{i}") for i in range(40000)]
+    items = [crossref_item_for(w) for w in works if w.agency == "crossref"]
+    crossref_tar(tmp_path / "c.tar", items, per_file=len(items) // 6 + 1)
+    wanted = {w.doi.upper(): w.doi for w in works if w.agency == "crossref"}
+    killed: list[int] = []
+
+    def kill_one(event: Any) -> None:
+        if event.members_done >= 1 and not killed:  # one member in: kill a worker mid-member
+            me = os.getpid()
+            with open(f"/proc/{me}/task/{me}/children") as children:
+                workers = [int(p) for p in children.read().split()
+                           if "snapshot.worker" in Path(f"/proc/{p}/cmdline").read_text()]
+            os.kill(workers[0], signal.SIGKILL)
+            killed.append(workers[0])
+
+    with MetadataCache(tmp_path / "cache.sqlite") as cache:
+        first = answer_from_snapshots([tmp_path / "c.tar"], wanted, settings=SETTINGS,
+                                      workers=2, store=_CacheStore(cache), scan_id="s",
+                                      progress=kill_one)
+        assert killed and first.stats.problems == {"worker_died": 1}
+        assert len(cache.finished_members("s")) == first.stats.members - 1
+        again = answer_from_snapshots([tmp_path / "c.tar"], wanted, settings=SETTINGS,
+                                      workers=2, store=_CacheStore(cache), scan_id="s")
+    assert again.stats.resumed == first.stats.members - 1 and again.stats.members == 1
+    assert len(first.results) + len(again.results) == len(wanted)
+
+
+class _CacheStore:
+    """A metadata cache as the scan's member store (what ``fetch`` does)."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+    def finished_members(self, scan: str) -> set[str]:
+        return set(self.cache.finished_members(scan))
+
+    def store_member(self, scan: str, member: Any, results: list[Any]) -> None:
+        from airflow_doi.metadata.batch import _cached
+
+        self.cache.store_member(scan, member.identity, member.records,
+                                [_cached(r) for r in results], member.newest)

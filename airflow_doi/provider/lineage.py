@@ -119,6 +119,17 @@ def dataset(hook: Any, connection: Any, table: str,
     return Dataset(namespace=namespace, name=name, facets=facets)
 
 
+def file_dataset(path: str) -> Any:
+    """An OpenLineage dataset of a file or a folder read (the agencies' data files):
+    namespace ``file://{host}``, name the absolute path, as OpenLineage names local files."""
+    import socket
+
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+
+    return Dataset(namespace=f"file://{socket.gethostname()}",
+                   name=str(Path(path).expanduser().absolute()))
+
+
 def operator_lineage(inputs: list[Any], outputs: list[Any]) -> Any:
     from airflow.providers.openlineage.extractors import OperatorLineage
 

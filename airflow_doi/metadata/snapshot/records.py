@@ -192,6 +192,9 @@ class MemberScan:
     detail: str | None = None
     #: When the newest of its records last changed (ISO text): how recent the files are.
     newest: str | None = None
+    #: The member could not be read for a reason of the moment (its worker died, the file went
+    #: away): it is not recorded as finished, so the next run reads it again.
+    retry: bool = False
 
 
 class RecordReader:
@@ -458,4 +461,9 @@ REASONS: Final[dict[str, str]] = {
     "damaged_gzip": "damaged gzip data",
     "inflation_limit": "a gzip bomb, inflating over max_ratio times",
     "member_too_large": "a member over max_member_bytes",
+    "worker_died": "the worker reading it died (killed, out of memory): read again next run",
+    "unreadable": "the file could not be read: read again next run",
+    "reader_failed": "the reader failed: read again next run",
+    "damaged_tar": "a damaged tar: the members before the damage are read",
+    "truncated_tar": "a tar cut short: the members before the cut are read",
 }

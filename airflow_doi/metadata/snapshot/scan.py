@@ -121,8 +121,10 @@ class ScanStats:
 
 # -- what a worker runs -----------------------------------------------------------------------
 def task_failed(member: Member, detail: str, reason: str = "reader_failed") -> MemberScan:
-    """The result of a member that could not be read at all."""
-    scanned = MemberScan(member.identity, member.shown, form="other", bytes_in=member.size)
+    """The result of a member that could not be read at all, this time (read again by the
+    next run)."""
+    scanned = MemberScan(member.identity, member.shown, form="other", bytes_in=member.size,
+                         retry=True)
     scanned.problems[reason] += 1
     scanned.detail = detail
     return scanned
@@ -134,10 +136,8 @@ def read_member(reader: RecordReader, member: Member) -> MemberScan:
         return reader.scan(member.identity, member.shown, member_chunks(member, reader.limits),
                            member.size)
     except OSError as error:  # the file went away or became unreadable mid-scan
-        scanned = MemberScan(member.identity, member.shown, form="other", bytes_in=member.size)
-        scanned.problems["unreadable"] += 1
-        scanned.detail = f"cannot be read ({error.strerror or error})"
-        return scanned
+        return task_failed(member, f"cannot be read ({error.strerror or error}); read again "
+                           "on the next run", "unreadable")
 
 
 def read_stream(reader: RecordReader, stream: Member,

@@ -85,7 +85,7 @@ def answer_from_snapshots(
             result = replace(result, doi=todo.get(key) or result.doi)
             best[key] = (stamp, result if keep else None)
             kept.append(result)
-        if store is not None:
+        if store is not None and not member.retry:
             store.store_member(scan_id, member, kept)
 
     stats = scan(index, set(todo), settings=settings, on_member=on_member, workers=workers,

@@ -31,6 +31,7 @@ from airflow_doi.provider.hooks.due_keys import ProxyUnavailableError
 from airflow_doi.provider.hooks.enrichment import METADATA_TABLE, enrich_due_keys
 from airflow_doi.provider.hooks.snapshots import fill_from_snapshots
 from airflow_doi.provider.hooks.updates import refresh_from_streams
+from airflow_doi.provider.lineage import file_dataset
 from airflow_doi.provider.operators.base import DoiDueKeysOperator
 
 __all__ = ["DoiEnrichOperator", "ProxyUnavailableError"]
@@ -108,10 +109,13 @@ class DoiEnrichOperator(DoiDueKeysOperator):
         return result
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Reads ``table`` (key, DOI, valid flag), writes ``doi_metadata`` keyed by the key
-        column."""
-        return self.due_keys_lineage(
+        """Reads ``table`` (key, DOI, valid flag) and the data files, writes ``doi_metadata``
+        keyed by the key column."""
+        lineage = self.due_keys_lineage(
             self.metadata_table or sibling_table(self.table, METADATA_TABLE))
+        paths = [self.snapshot] if isinstance(self.snapshot, str) else list(self.snapshot or ())
+        lineage.inputs.extend(file_dataset(str(p)) for p in paths if str(p).strip())
+        return lineage
 
 
 def _since(updates: bool | str) -> str | None:
