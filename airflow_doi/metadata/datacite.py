@@ -57,8 +57,13 @@ def _quoted(doi: str) -> str:
 
 
 def list_url(base: str, dois: Sequence[str], contact: str | None = None) -> str:
-    """The batch lookup of ``dois``, one page holding them all."""
-    query = "doi:(" + " OR ".join(_quoted(doi) for doi in dois) + ")"
+    """The batch lookup of ``dois``, one page holding them all.
+
+    DataCite's index is case-sensitive (datacite/datacite#2115): its ``doi`` field holds each
+    DOI upper-cased and matches only that form, its ``id`` field the lower-cased one. DOIs are
+    written every way (lower case, as DataCite's own landing pages show them, above all), so
+    each goes in the form the ``doi`` field holds."""
+    query = "doi:(" + " OR ".join(_quoted(doi.upper()) for doi in dois) + ")"
     url = (f"{base.rstrip('/')}/dois?query={quote(query, safe='')}"
            f"&page%5Bsize%5D={len(dois)}&affiliation=false")
     if contact:

@@ -833,9 +833,16 @@ class ProxySimulator:
             return self._stream_page(agency, request, raw_query, since, headers)
         faults = self.faults
         records: list[Any] = []
+        field = _datacite_field(raw_query) if agency == "datacite" else None
         for doi in dict.fromkeys(dois):
             found = self._record(doi)
             if found is None:
+                continue
+            # DataCite's index is case-sensitive (datacite#2115): "doi" holds the DOI upper-
+            # cased and "id" lower-cased; a term in another case matches nothing.
+            if field == "doi" and doi != found[0].upper():
+                continue
+            if field == "id" and doi != found[0].lower():
                 continue
             work = work_from_record(*found)
             if work.agency != agency or work.fault is not None:
@@ -1018,6 +1025,14 @@ def _dated(item: dict[str, Any], when: str) -> dict[str, Any]:
 def _iso(when: datetime) -> str:
     moment = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _datacite_field(raw_query: str) -> str | None:
+    """The field a DataCite batch lookup names (``doi`` or ``id``: ``doi:("A" OR "B")``)."""
+    query = next((v for k, v in parse_qsl(raw_query, keep_blank_values=True) if k == "query"),
+                 "")
+    found = re.match(r"\s*(\w+)\s*:", query)
+    return found.group(1) if found else None
 
 
 def _raw_params(raw_query: str) -> list[tuple[str, str]]:

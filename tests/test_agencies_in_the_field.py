@@ -1,0 +1,33 @@
+"""The batch path as the agencies really behave (#40): DataCite's case-sensitive index,
+CSL's types whichever source answered, Crossref's pools, existence a batch at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_doi.metadata import MetadataStats, fetch
+from airflow_doi.resolver.agencies import work_for
+from airflow_doi.resolver.simulator import ProxySimulator
+
+
+def _options(sim: ProxySimulator, **more: Any) -> dict[str, Any]:
+    return {"base_url": sim.url, "metadata_hosts": sim.metadata_hosts,
+            "crossref_url": sim.crossref_url, "datacite_url": sim.datacite_url,
+            "rate": 1000, "agency_rate": 1000, "list_rate": 1000, **more}
+
+
+def test_datacite_keys_written_in_any_case_are_found_by_the_batch_lookup() -> None:
+    """DataCite's `doi:` field matches only the upper-cased DOI (datacite#2115): the DOIs
+    people write (lower case, as DataCite's pages show them) must still be found there, not
+    fall to content negotiation at two requests a key."""
+    works = [w for w in (work_for(f"10.5555/dc.{i}") for i in range(200))
+             if w.agency == "datacite"][:20]
+    spelled = [w.doi.lower() for w in works[:10]] + [w.doi.upper() for w in works[10:15]] + [
+        w.doi[:12] + w.doi[12:].upper() for w in works[15:]]
+    with ProxySimulator(auto_records=True) as sim:
+        stats = MetadataStats()
+        results = fetch(spelled, stats=stats, **_options(sim))
+        negotiated = set(sim.cn_by_key)
+    assert {r.metadata_source for r in results} == {"datacite"}, stats.summary()
+    assert not negotiated & {w.doi.upper() for w in works}
+    assert stats.sources.counts["datacite"].requests == 1
