@@ -31,3 +31,24 @@ def test_datacite_keys_written_in_any_case_are_found_by_the_batch_lookup() -> No
     assert {r.metadata_source for r in results} == {"datacite"}, stats.summary()
     assert not negotiated & {w.doi.upper() for w in works}
     assert stats.sources.counts["datacite"].requests == 1
+
+
+def test_csl_type_is_a_csl_type_from_every_source_and_registry_type_the_registrys_word() -> None:
+    """Crossref's content negotiation names most types its own way (journal-article): the
+    negotiated key's csl_type is CSL's, as its list query's is, and registry_type keeps
+    Crossref's word (DataCite's resourceTypeGeneral) whichever path a key took."""
+    from airflow_doi.metadata.csl import CSL_TYPES
+    from airflow_doi.resolver.agencies import registry_type_of_work
+
+    works = [work_for(f"10.5555/ty.{i}") for i in range(120)]
+    works = [w for w in works if w.agency in ("crossref", "datacite", "medra")][:60]
+    with ProxySimulator(auto_records=True) as sim:
+        negotiated = fetch([w.doi for w in works], source="negotiation", **_options(sim))
+        batched = fetch([w.doi for w in works], **_options(sim))
+    assert {r.metadata_source for r in negotiated} == {"negotiation"}
+    assert {r.metadata_source for r in batched} >= {"crossref", "datacite"}
+    for work, slow, fast in zip(works, negotiated, batched, strict=True):
+        assert slow.csl_type == fast.csl_type == work.csl_type, work.doi
+        assert slow.csl_type in CSL_TYPES
+        assert slow.registry_type == fast.registry_type == registry_type_of_work(work), work.doi
+    assert {r.registry_type for r in negotiated if r.agency is None} >= {"journal-article"}

@@ -28,6 +28,7 @@ import duckdb
 import pytest
 
 from airflow_doi import comparison_key, normalize, validate
+from airflow_doi.metadata.csl import FIELDS
 from airflow_doi.resolver.agencies import work_for
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import MARIADB_DSN, record_figure
@@ -98,9 +99,7 @@ def _dag_env(home: Path, catalogue: dict[str, object], proxy_url: str,
 
 
 #: The typed columns of doi_metadata, as read back for the comparison.
-METADATA_FIELDS = ("title", "csl_type", "issued", "year", "container_title", "publisher",
-                   "issn", "isbn", "volume", "issue", "page", "author_count", "first_author",
-                   "language", "license_url", "updated_by", "update_to")
+METADATA_FIELDS = FIELDS
 
 
 def _assert_sources(simulator: ProxySimulator) -> None:

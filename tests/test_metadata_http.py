@@ -32,7 +32,11 @@ def sim() -> ProxySimulator:
 
 
 def _fetch(sim: ProxySimulator, values: list[object], **options: object) -> list:
-    settings = {**FAST, "base_url": sim.url, "metadata_hosts": sim.metadata_hosts, **options}
+    # Content negotiation for every key, the agencies' REST APIs named as a deployment names
+    # them (so that an answer's host says whose it is).
+    settings = {**FAST, "base_url": sim.url, "metadata_hosts": sim.metadata_hosts,
+                "source": "negotiation", "crossref_url": sim.crossref_url,
+                "datacite_url": sim.datacite_url, **options}
     return fetch(values, **settings)  # type: ignore[arg-type]
 
 

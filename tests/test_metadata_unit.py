@@ -41,8 +41,9 @@ def test_a_crossref_article_becomes_typed_columns() -> None:
     assert ignored == []
     assert set(fields) == set(FIELDS)
     assert fields == {
-        "title": "A study of things", "csl_type": "article-journal", "issued": "2019-05",
-        "year": 2019, "container_title": "Journal of Examples", "publisher": "Example Press",
+        "title": "A study of things", "csl_type": "article-journal",
+        "registry_type": "article-journal", "issued": "2019-05", "year": 2019,
+        "container_title": "Journal of Examples", "publisher": "Example Press",
         "issn": "1234-5678, 8765-4321", "isbn": None, "volume": "12", "issue": "3",
         "page": "101-119", "author_count": 2, "first_author": "Okafor, Ada", "language": "en",
         "license_url": "https://creativecommons.org/licenses/by/4.0/",

@@ -43,19 +43,22 @@ names the day. A harvest interrupted and started again with --cache goes on from
 
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, metadata_status,
-title, csl_type, issued (as given: 2019, 2019-05 or 2019-05-03), year, container_title (the
-journal or book), publisher, issn, isbn, volume, issue, page, author_count, first_author,
-language, license_url, updated_by and update_to (retractions and corrections, as type:DOI
-items), source_host, agency (who registered the DOI), metadata_source (crossref, datacite,
-negotiation), error, attempts, http_status, fetched_at, expires_at and csl_json (the record
-as CSL-JSON, without its reference list). metadata_status is ok, not_found (no such DOI),
-no_metadata (the agency offers no CSL-JSON for it), invalid (never sent; the reason is in
-error) or error (gave up, or refused: the reason is in error). If a kept column already has
-one of these names (in any case, as a column doi or title), ours are named metadata_input,
-metadata_doi, metadata_key, metadata_status, metadata_title, ... instead and stderr says so;
---prefix chooses. A CSV output keeps the input's separator
-and line endings, in UTF-8 with a BOM when the input was an Excel-style export
-(--output-encoding chooses).
+title, csl_type (a CSL type, whichever source answered), registry_type (the registry's own
+word: Crossref's type, DataCite's resourceTypeGeneral), issued (as given: 2019, 2019-05 or
+2019-05-03), year, container_title (the journal or book), publisher, issn, isbn, volume,
+issue, page, author_count, first_author, language, license_url, updated_by and update_to
+(retractions and corrections, as type:DOI items), source_host, agency (who registered the
+DOI), metadata_source (crossref, datacite, negotiation, crossref_snapshot,
+datacite_snapshot, crossref_updates, datacite_updates), error, attempts, http_status,
+fetched_at, expires_at and csl_json (the record as CSL-JSON, without its reference list).
+metadata_status is ok, not_found (no such DOI), no_metadata (the agency offers no CSL-JSON
+for it), not_in_snapshot (--source snapshot: not in the files, no API asked), invalid (never
+sent; the reason is in error) or error (gave up, or refused: the reason is in error). If a
+kept column already has one of these names (in any case, as a column doi or title), ours are
+named metadata_input, metadata_doi, metadata_key, metadata_status, metadata_title, ...
+instead and stderr says so; --prefix chooses. A CSV output keeps the input's separator and
+line endings, in UTF-8 with a BOM when the input was an Excel-style export (--output-
+encoding chooses).
 
 Redirects are followed only to the hosts of --metadata-host (https only) and at most twice.
 Rows sharing a comparison key cost one request to the proxy and one to the agency. With
@@ -69,9 +72,9 @@ option, a missing extra); 3 the share of sent rows that ended in status error is
 INTEGERS = ("year", "author_count", "attempts", "http_status")
 #: Columns that carry raw input or server-supplied text (--escape-formulas guards them).
 GUARDED = (
-    "input", "title", "csl_type", "issued", "container_title", "publisher", "issn", "isbn",
-    "volume", "issue", "page", "first_author", "language", "license_url", "updated_by",
-    "update_to", "source_host", "agency", "error",
+    "input", "title", "csl_type", "registry_type", "issued", "container_title", "publisher",
+    "issn", "isbn", "volume", "issue", "page", "first_author", "language", "license_url",
+    "updated_by", "update_to", "source_host", "agency", "error",
 )
 
 

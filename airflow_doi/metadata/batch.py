@@ -40,7 +40,9 @@ from airflow_doi.metadata.sources import (
     BatchSource,
     SourceCounts,
     SourceHealth,
+    agency_of_host,
     group_by_source,
+    registry_type_for,
 )
 from airflow_doi.resolver.batch import KeyedBatch, Progress, answer_rows, blocking_twin
 from airflow_doi.resolver.client import ProxyError, expires_after, which_ra_batches
@@ -62,15 +64,18 @@ def _config(config: MetadataConfig | None, overrides: dict[str, Any]) -> Metadat
 
 def result_of(outcome: Any, doi: str, key: str, config: MetadataConfig,
               now: datetime, agency: str | None = None,
-              source: str = NEGOTIATION) -> MetadataResult:
+              source: str = NEGOTIATION, registry_type: str | None = None) -> MetadataResult:
     """The :class:`MetadataResult` of a finished :class:`~airflow_doi.metadata.client.Outcome`
-    (its record CSL-JSON, from content negotiation or made of a batch API's record)."""
+    (its record CSL-JSON, from content negotiation or made of a batch API's record; without a
+    ``registry_type``, the registry's word is read from the answer's type and the agency)."""
     if outcome.status == "ok":
+        if registry_type is None and isinstance(outcome.document, Mapping):
+            registry_type = registry_type_for(outcome.document.get("type"), agency)
         return record_result(
             outcome.document, doi, key, max_csl_bytes=config.max_csl_bytes, fetched_at=now,
             expires_at=expires_after(now, config.metadata_ttl), source_host=outcome.source,
             attempts=outcome.attempts, http_status=outcome.http_status, agency=agency,
-            metadata_source=source)
+            metadata_source=source, registry_type=registry_type)
     if outcome.status in ("not_found", "no_metadata"):
         return MetadataResult(
             None, doi, key, outcome.status, None, outcome.source, outcome.reason,
@@ -265,8 +270,14 @@ class _Fetch(KeyedBatch):
         """One key by content negotiation."""
         outcome = await client.fetch(doi)
         self.counts.add(NEGOTIATION, keys=1, requests=outcome.attempts)
+        agency = self.agencies.get(key)
+        kind = None
+        if outcome.status == "ok" and isinstance(outcome.document, Mapping):
+            # Whose the answer is where Which RA? was not asked: the host that sent it.
+            kind = registry_type_for(outcome.document.get("type"),
+                                     agency or agency_of_host(outcome.source, self.config))
         return self.keep(result_of(outcome, doi, key, self.config, datetime.now(timezone.utc),
-                                   self.agencies.get(key)))
+                                   agency, registry_type=kind))
 
     async def run(self, todo: dict[str, str]) -> dict[str, Any]:
         # The bulk sources' rows (prepare) first: the APIs are asked only for the others.
@@ -428,16 +439,18 @@ class _Fetch(KeyedBatch):
         now = datetime.now(timezone.utc)
         for key, doi in pairs:
             record = answer.records.get(key)
-            csl = None
+            csl = kind = None
             if isinstance(record, Mapping):
                 with suppress(Exception):  # a record of a shape no rule foresaw
                     csl = source.csl_of(record)
+                    kind = source.registry_type_of(record)
             if csl is None:
                 self._let_go([(key, doi)], left_out)
                 continue
             outcome = Outcome("ok", answer.http_status, answer.attempts, answer.host, csl)
             result = self.keep(result_of(outcome, doi, key, self.config, now,
-                                         self.agencies.get(key) or source.agency, source.name))
+                                         self.agencies.get(key) or source.agency, source.name,
+                                         kind))
             if self.cache is not None:
                 self.cache.release(key)
             if result.metadata_status != "ok":  # its record could not be read after all

@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
-from airflow_doi.metadata.csl import CslError, read_document
+from airflow_doi.metadata.csl import CROSSREF_TYPES, CslError, read_document
 
 __all__ = [
     "CROSSREF_TYPES",
+    "CSL_TO_CROSSREF",
     "UPDATES_PAGE",
     "csl_of_item",
     "csl_type_of",
@@ -34,44 +35,21 @@ __all__ = [
     "listable",
     "read_items",
     "read_updates",
+    "registry_type_of",
     "updates_url",
 ]
 
 #: Records a page of the update stream asks for (Crossref's most with a cursor).
 UPDATES_PAGE: Final = 1000
 
-#: Crossref's own type names -> CSL 1.0.2 types (what its content negotiation sends for them).
-CROSSREF_TYPES: Final[dict[str, str]] = {
-    "journal-article": "article-journal",
-    "book-chapter": "chapter",
-    "book-part": "chapter",
-    "book-section": "chapter",
-    "proceedings-article": "paper-conference",
-    "posted-content": "article",
-    "book": "book",
-    "monograph": "book",
-    "edited-book": "book",
-    "reference-book": "book",
-    "book-set": "book",
-    "book-series": "book",
-    "book-track": "book",
-    "dataset": "dataset",
-    "database": "dataset",
-    "report": "report",
-    "report-series": "report",
-    "report-component": "report",
-    "dissertation": "thesis",
-    "reference-entry": "entry",
-    "peer-review": "review",
-    "standard": "standard",
-    "journal": "periodical",
-    "journal-issue": "periodical",
-    "journal-volume": "periodical",
-    "proceedings": "book",
-    "proceedings-series": "book",
-    "component": "document",
-    "grant": "document",
-    "other": "document",
+#: CSL types -> Crossref's own names (the commonest where several map to one), for a
+#: ``registry_type`` from an answer that names only the CSL type.
+CSL_TO_CROSSREF: Final[dict[str, str]] = {
+    "article-journal": "journal-article", "chapter": "book-chapter",
+    "paper-conference": "proceedings-article", "article": "posted-content", "book": "book",
+    "dataset": "dataset", "report": "report", "thesis": "dissertation",
+    "entry": "reference-entry", "review": "peer-review", "standard": "standard",
+    "periodical": "journal", "document": "other",
 }
 #: Fields copied as they are: Crossref's ``/works`` record and CSL-JSON name them alike.
 _SAME: Final[tuple[str, ...]] = (
@@ -89,6 +67,12 @@ def csl_type_of(crossref_type: object) -> object:
     if isinstance(crossref_type, str):
         return CROSSREF_TYPES.get(crossref_type, crossref_type)
     return crossref_type
+
+
+def registry_type_of(item: Mapping[str, Any]) -> str | None:
+    """Crossref's own name of a record's type (``journal-article``)."""
+    kind = item.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def listable(doi: str) -> bool:

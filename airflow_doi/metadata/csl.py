@@ -25,10 +25,13 @@ from airflow_doi.resolver.urls import is_safe_url
 from airflow_doi.syntax import ascii_upper
 
 __all__ = [
+    "CROSSREF_TYPES",
     "CSL_MEDIA_TYPE",
+    "CSL_TYPES",
     "FIELDS",
     "CslError",
     "clean_text",
+    "csl_type",
     "describe_ignored",
     "kept_json",
     "plain_text",
@@ -40,10 +43,68 @@ __all__ = [
 CSL_MEDIA_TYPE: Final = "application/vnd.citationstyles.csl+json"
 #: The typed columns, in table order.
 FIELDS: Final[tuple[str, ...]] = (
-    "title", "csl_type", "issued", "year", "container_title", "publisher", "issn", "isbn",
-    "volume", "issue", "page", "author_count", "first_author", "language", "license_url",
-    "updated_by", "update_to",
+    "title", "csl_type", "registry_type", "issued", "year", "container_title", "publisher",
+    "issn", "isbn", "volume", "issue", "page", "author_count", "first_author", "language",
+    "license_url", "updated_by", "update_to",
 )
+#: Crossref's own type names -> CSL 1.0.2 types (what its content negotiation sends for them).
+CROSSREF_TYPES: Final[dict[str, str]] = {
+    "journal-article": "article-journal",
+    "book-chapter": "chapter",
+    "book-part": "chapter",
+    "book-section": "chapter",
+    "proceedings-article": "paper-conference",
+    "posted-content": "article",
+    "book": "book",
+    "monograph": "book",
+    "edited-book": "book",
+    "reference-book": "book",
+    "book-set": "book",
+    "book-series": "book",
+    "book-track": "book",
+    "dataset": "dataset",
+    "database": "dataset",
+    "report": "report",
+    "report-series": "report",
+    "report-component": "report",
+    "dissertation": "thesis",
+    "reference-entry": "entry",
+    "peer-review": "review",
+    "standard": "standard",
+    "journal": "periodical",
+    "journal-issue": "periodical",
+    "journal-volume": "periodical",
+    "proceedings": "book",
+    "proceedings-series": "book",
+    "component": "document",
+    "grant": "document",
+    "other": "document",
+}
+#: The types of CSL 1.0.2 (``csl_type`` holds one of these, whichever source answered).
+CSL_TYPES: Final = frozenset({
+    "article", "article-journal", "article-magazine", "article-newspaper", "bill", "book",
+    "broadcast", "chapter", "classic", "collection", "dataset", "document", "entry",
+    "entry-dictionary", "entry-encyclopedia", "event", "figure", "graphic", "hearing",
+    "interview", "legal_case", "legislation", "manuscript", "map", "motion_picture",
+    "musical_score", "pamphlet", "paper-conference", "patent", "performance", "periodical",
+    "personal_communication", "post", "post-weblog", "regulation", "report", "review",
+    "review-book", "software", "song", "speech", "standard", "thesis", "treaty", "webpage",
+})
+
+
+def csl_type(word: object) -> str | None:
+    """The CSL type of a record's type word: a CSL type as it is, Crossref's own name mapped
+    (most content negotiation answers from Crossref carry those: ``journal-article`` is
+    ``article-journal``), any other word ``document`` (the word itself is kept as
+    ``registry_type``)."""
+    text = clean_text(word) if isinstance(word, str) else None
+    if text is None:
+        return None
+    if text in CSL_TYPES:
+        return text
+    return CROSSREF_TYPES.get(text, "document")
+
+
 #: Longest kept text per field (characters); anything longer is cut there.
 _LIMITS: Final[dict[str, int]] = {
     "title": 1000, "container_title": 1000, "publisher": 300, "first_author": 300,
@@ -237,9 +298,12 @@ _EXPECTED: Final[dict[str, tuple[type, ...]]] = {
 }
 
 
-def typed_fields(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def typed_fields(document: Mapping[str, Any], registry_type: str | None = None
+                 ) -> tuple[dict[str, Any], list[str]]:
     """``(columns, ignored)``: the typed columns of :data:`FIELDS` and the CSL fields that
-    were present with a type no column can take (left empty)."""
+    were present with a type no column can take (left empty). ``registry_type`` is the
+    registry's own word for the type where the source says it (Crossref's type, DataCite's
+    ``resourceTypeGeneral``), else the record's type word as sent."""
     ignored = sorted(
         name for name, types in _EXPECTED.items()
         if name in document and document[name] is not None
@@ -250,7 +314,9 @@ def typed_fields(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
     authors = get["author"]
     fields: dict[str, Any] = {
         "title": _first_text(get["title"], _LIMITS["title"]),
-        "csl_type": clean_text(get["type"]) if isinstance(get["type"], str) else None,
+        "csl_type": csl_type(get["type"]),
+        "registry_type": clean_text(registry_type) if registry_type else (
+            clean_text(get["type"]) if isinstance(get["type"], str) else None),
         "issued": issued,
         "year": year,
         "container_title": _first_text(get["container-title"], _LIMITS["container_title"]),

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from airflow_doi.metadata.csl import CslError, read_document
 
 __all__ = [
+    "CSL_TO_RESOURCE_TYPE",
     "RESOURCE_TYPES",
     "UPDATES_PAGE",
     "csl_of_record",
@@ -31,6 +32,7 @@ __all__ = [
     "read_records",
     "read_updates",
     "record_doi",
+    "registry_type_of",
     "updates_url",
 ]
 
@@ -46,6 +48,16 @@ RESOURCE_TYPES: Final[dict[str, str]] = {
     "Journal": "periodical", "JournalArticle": "article-journal", "Model": "dataset",
     "Preprint": "article", "Report": "report", "Software": "software", "Sound": "song",
     "Standard": "standard", "Text": "article", "Workflow": "software",
+}
+#: CSL types -> DataCite's resourceTypeGeneral (the commonest where several map to one), for a
+#: ``registry_type`` from an answer that names only the CSL type.
+CSL_TO_RESOURCE_TYPE: Final[dict[str, str]] = {
+    "dataset": "Dataset", "article-journal": "JournalArticle", "chapter": "BookChapter",
+    "book": "Book", "paper-conference": "ConferencePaper", "thesis": "Dissertation",
+    "report": "Report", "software": "Software", "article": "Preprint",
+    "collection": "Collection", "event": "Event", "graphic": "Image",
+    "motion_picture": "Audiovisual", "song": "Sound", "standard": "Standard",
+    "periodical": "Journal",
 }
 _DATE: Final = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
 _IDENTIFIER_KINDS: Final = ("ISSN", "ISBN")
@@ -126,6 +138,14 @@ def read_updates(body: bytes) -> tuple[list[Any], str | None, int | None]:
     meta = document.get("meta")
     total = meta.get("total") if isinstance(meta, Mapping) else None
     return data, cursor, total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
+def registry_type_of(record: Mapping[str, Any]) -> str | None:
+    """DataCite's own word for a record's type: its ``types.resourceTypeGeneral``."""
+    attributes = record.get("attributes")
+    types = attributes.get("types") if isinstance(attributes, Mapping) else None
+    kind = types.get("resourceTypeGeneral") if isinstance(types, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def record_doi(record: object) -> str | None:

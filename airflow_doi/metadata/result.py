@@ -91,14 +91,15 @@ class MetadataResult:
 def record_result(document: Mapping[str, Any], doi: str, key: str, *, max_csl_bytes: int,
                   fetched_at: datetime, expires_at: datetime, source_host: str | None = None,
                   attempts: int = 0, http_status: int | None = None,
-                  agency: str | None = None, metadata_source: str | None = None
-                  ) -> MetadataResult:
+                  agency: str | None = None, metadata_source: str | None = None,
+                  registry_type: str | None = None) -> MetadataResult:
     """The ``ok`` result of a CSL-JSON record, whichever source sent it (content negotiation,
     a batch API's record, a data file's record): its typed columns, the record as kept in
     ``csl_json``, a note for fields of an unexpected type or a record too large to keep; an
-    ``error`` when the record cannot be read at all (its key, never the batch)."""
+    ``error`` when the record cannot be read at all (its key, never the batch).
+    ``registry_type``: the registry's own word for the type, where the source says it."""
     try:
-        fields, ignored = typed_fields(document)
+        fields, ignored = typed_fields(document, registry_type)
         kept = kept_json(document, max_csl_bytes)
     except Exception as error:  # a record no rule foresaw
         return MetadataResult(

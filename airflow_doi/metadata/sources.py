@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from airflow_doi.metadata import crossref, datacite
 from airflow_doi.resolver.limits import PaceState
@@ -34,8 +35,10 @@ __all__ = [
     "SourceCount",
     "SourceCounts",
     "SourceHealth",
+    "agency_of_host",
     "batch_source_for",
     "group_by_source",
+    "registry_type_for",
 ]
 
 #: The name of content negotiation in counts and in the ``metadata_source`` column.
@@ -68,6 +71,9 @@ class BatchSource:
     #: ``(records, next cursor, total)``.
     updates_url: Callable[..., str]
     read_updates: Callable[[bytes], tuple[list[Any], str | None, int | None]]
+    #: The registry's own word for a record's type (Crossref's type, DataCite's
+    #: resourceTypeGeneral): the ``registry_type`` column.
+    registry_type_of: Callable[[Mapping[str, Any]], str | None]
     #: Whether a DOI can be put in one of its requests.
     accepts: Callable[[str], bool] = lambda doi: True
 
@@ -81,13 +87,50 @@ BATCH_SOURCES: Final[tuple[BatchSource, ...]] = (
     BatchSource("crossref", "Crossref", "crossref_url", "application/json",
                 crossref.list_batches, crossref.list_url, crossref.read_items,
                 crossref.item_doi, crossref.csl_of_item, crossref.updates_url,
-                crossref.read_updates, crossref.listable),
+                crossref.read_updates, crossref.registry_type_of, crossref.listable),
     BatchSource("datacite", "DataCite", "datacite_url", "application/vnd.api+json",
                 datacite.list_batches, datacite.list_url, datacite.read_records,
                 datacite.record_doi, datacite.csl_of_record, datacite.updates_url,
-                datacite.read_updates),
+                datacite.read_updates, datacite.registry_type_of),
 )
 _BY_AGENCY: Final[dict[str, BatchSource]] = {s.agency.lower(): s for s in BATCH_SOURCES}
+
+
+def registry_type_for(word: object, agency: str | None) -> str | None:
+    """The registry's own word for a type, from the type word of a content negotiation answer
+    and the agency that registered the DOI: Crossref's name (most of its answers carry it; a
+    CSL type is named back), DataCite's resourceTypeGeneral, any other agency's word as
+    sent."""
+    if not isinstance(word, str) or not word.strip():
+        return None
+    kind = word.strip()
+    source = batch_source_for(agency)
+    if source is not None and source.name == "crossref" and kind not in crossref.CROSSREF_TYPES:
+        return crossref.CSL_TO_CROSSREF.get(kind, kind)
+    if source is not None and source.name == "datacite":
+        return datacite.CSL_TO_RESOURCE_TYPE.get(kind, kind)
+    return kind
+
+
+#: The agencies' own metadata hosts, by the agency Which RA? names.
+_HOSTS: Final[dict[str, str]] = {
+    "api.crossref.org": "Crossref", "data.crossref.org": "Crossref",
+    "api.datacite.org": "DataCite", "data.datacite.org": "DataCite",
+    "data.crosscite.org": "DataCite", "data.medra.org": "mEDRA",
+}
+
+
+def agency_of_host(host: str | None, config: Any) -> str | None:
+    """The agency whose metadata host ``host`` (``host[:port]``) is: its own hosts, or the
+    configuration's ``crossref_url`` / ``datacite_url`` (a mirror, a simulator); None for any
+    other."""
+    if not host:
+        return None
+    for source in BATCH_SOURCES:
+        url = getattr(config, source.url_field, None)
+        if isinstance(url, str) and urlsplit(url).netloc.rpartition("@")[2] == host:
+            return source.agency
+    return _HOSTS.get(host.lower())
 
 
 def batch_source_for(agency: str | None) -> BatchSource | None:

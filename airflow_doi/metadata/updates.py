@@ -124,14 +124,14 @@ async def _stream(client: MetadataClient, source: BatchSource, state: StreamStat
             if key is None or key not in keys or key in done:
                 continue
             try:
-                csl = source.csl_of(record)
+                csl, kind = source.csl_of(record), source.registry_type_of(record)
             except Exception:  # a record of a shape no rule foresaw: its key, not the page
                 continue
             row = record_result(
                 csl, keys[key], key, max_csl_bytes=config.max_csl_bytes, fetched_at=now,
                 expires_at=expires, source_host=page.host, attempts=page.attempts,
                 http_status=page.http_status, agency=source.agency,
-                metadata_source=source.updates_name)
+                metadata_source=source.updates_name, registry_type=kind)
             if row.metadata_status == "ok":
                 rows.append(row)
                 done.add(key)

@@ -307,7 +307,11 @@ def _update_links(work: Work) -> list[dict[str, Any]]:
 def csl_for(work: Work) -> dict[str, Any]:
     """The CSL-JSON object the work's agency sends."""
     title = _marked_up(work.title) if work.agency == "crossref" else work.title
-    csl: dict[str, Any] = {"type": work.csl_type, "title": title, "DOI": work.doi,
+    # Crossref's content negotiation names most types its own way (journal-article), as its
+    # REST API does; the other agencies send CSL's.
+    kind = (_CROSSREF_TYPE_NAMES.get(work.csl_type, work.csl_type) if work.agency == "crossref"
+            else work.csl_type)
+    csl: dict[str, Any] = {"type": kind, "title": title, "DOI": work.doi,
                            "issued": _date(work.issued)}
     doi_url = f"{DEFAULT_PROXY_URL}/{work.doi}"
     if work.agency == "crossref":
@@ -372,6 +376,23 @@ _CROSSREF_TYPE_NAMES: Final[dict[str, str]] = {
     "paper-conference": "proceedings-article", "dataset": "dataset", "book": "book",
     "report": "report",
 }
+
+
+#: CSL types -> DataCite's resourceTypeGeneral, as its records write them.
+_RESOURCE_TYPE_NAMES: Final[dict[str, str]] = {
+    "dataset": "Dataset", "article-journal": "JournalArticle", "chapter": "BookChapter",
+    "book": "Book", "software": "Software", "report": "Report", "article": "Preprint",
+}
+
+
+def registry_type_of_work(work: Work) -> str:
+    """The registry's own word for a work's type (Crossref's, DataCite's
+    resourceTypeGeneral, any other agency's CSL type)."""
+    if work.agency == "crossref":
+        return _CROSSREF_TYPE_NAMES.get(work.csl_type, "other")
+    if work.agency == "datacite":
+        return _RESOURCE_TYPE_NAMES.get(work.csl_type, "Text")
+    return work.csl_type
 
 
 def crossref_item_for(work: Work) -> dict[str, Any]:
@@ -465,7 +486,8 @@ def datacite_record_for(work: Work) -> dict[str, Any]:
                   {"date": "2024-03-04", "dateType": "Available"}] if work.issued else [],
         "language": work.language,
         "types": {"ris": "DATA", "bibtex": "misc", "citeproc": work.csl_type,
-                  "schemaOrg": "Dataset", "resourceTypeGeneral": "Dataset"},
+                  "schemaOrg": "Dataset",
+                  "resourceTypeGeneral": _RESOURCE_TYPE_NAMES.get(work.csl_type, "Text")},
         "relatedIdentifiers": related, "sizes": [], "formats": [], "version": "1.0",
         "rightsList": [{"rights": "Creative Commons Attribution 4.0 International"}],
         "descriptions": [{"description": f"Observations behind {work.title.lower()}.",
@@ -501,7 +523,8 @@ def expected_metadata(work: Work) -> dict[str, Any] | None:
         return "; ".join(f"{kind}:{doi}" for kind, doi in items) or None
 
     return {
-        "title": work.title, "csl_type": work.csl_type, "issued": issued,
+        "title": work.title, "csl_type": work.csl_type,
+        "registry_type": registry_type_of_work(work), "issued": issued,
         "year": work.issued[0] if work.issued else None,
         "container_title": work.container_title, "publisher": work.publisher,
         "issn": ", ".join(dict.fromkeys(_issn_form(i) for i in work.issn)) or None,

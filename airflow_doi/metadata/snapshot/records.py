@@ -34,8 +34,10 @@ from typing import Any, Final
 import msgspec
 
 from airflow_doi.metadata.crossref import csl_of_item
+from airflow_doi.metadata.crossref import registry_type_of as crossref_registry_type
 from airflow_doi.metadata.csl import CslError, read_document
 from airflow_doi.metadata.datacite import csl_of_record
+from airflow_doi.metadata.datacite import registry_type_of as datacite_registry_type
 from airflow_doi.metadata.result import MetadataResult, record_result
 from airflow_doi.metadata.snapshot.files import Limits, MemberProblem
 from airflow_doi.syntax import InvalidDoiError, comparison_key
@@ -270,14 +272,18 @@ class RecordReader:
         if agency == DATACITE and not isinstance(record.get("attributes"), dict):
             record = {"id": doi, "type": "dois", "attributes": record}  # attributes alone
         try:
-            csl = csl_of_item(record) if agency == CROSSREF else csl_of_record(record)
+            if agency == CROSSREF:
+                csl, kind = csl_of_item(record), crossref_registry_type(record)
+            else:
+                csl, kind = csl_of_record(record), datacite_registry_type(record)
         except Exception:  # a record of a shape no rule foresaw: its key, not the member
             return "unreadable_record"
         settings = self.settings
         return record_result(
             csl, doi.strip(), key, max_csl_bytes=settings.max_csl_bytes,
             fetched_at=settings.fetched_at, expires_at=settings.expires_at,
-            agency=AGENCY_NAMES[agency], metadata_source=SNAPSHOT_SOURCES[agency])
+            agency=AGENCY_NAMES[agency], metadata_source=SNAPSHOT_SOURCES[agency],
+            registry_type=kind)
 
     # -- the two forms ------------------------------------------------------------------------
     def _lines(self, first: bytes, chunks: Iterator[bytes], result: MemberScan) -> None:

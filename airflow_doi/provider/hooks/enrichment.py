@@ -79,7 +79,8 @@ def metadata_types(dialect: StatementDialect) -> tuple[str, ...]:
 METADATA_SHAPE = TableShape(
     METADATA_TABLE_COLUMNS, metadata_types, not_null=("doi", "metadata_status"),
     kind="metadata table", writer="one DoiEnrichOperator wrote", parameter="metadata_table",
-    purpose="write the metadata elsewhere", added=("agency", "metadata_source"),
+    purpose="write the metadata elsewhere",
+    added=("agency", "metadata_source", "registry_type"),
 )
 
 
