@@ -172,7 +172,7 @@ def test_damage_is_counted_by_reason_and_the_rest_of_the_file_is_used(tmp_path: 
         add_member(tar, "2.csv.gz", gzip.compress(b"doi,state\n10.5555/x,findable\n"))
         add_member(tar, "3.bin", b"\x00\x01\x02binary")
         add_member(tar, "4.json.gz", gzip.compress(b'{"items": [' + good[8] + b", 7]}"))
-    with open(tmp_path / "crossref.tar", "ab") as handle:  # a damaged header after the tar
+    with open(tmp_path / "crossref.tar", "ab") as handle:  # bytes after the tar's end
         handle.write(b"garbage that is no tar header" * 40)
     index, scans, rows = _scan([tmp_path / "crossref.tar"])
     assert scans["0.json.gz"].problems == {"bad_json": 1, "no_doi": 2, "not_a_record": 1,
@@ -181,9 +181,24 @@ def test_damage_is_counted_by_reason_and_the_rest_of_the_file_is_used(tmp_path: 
     assert scans["2.csv.gz"].problems == {"doi_list": 1}
     assert scans["3.bin"].problems == {"not_records": 1}
     assert scans["4.json.gz"].problems == {"not_a_record": 1}
-    assert [s.reason for s in index.skipped] == ["damaged_tar"]
+    assert [s.reason for s in index.skipped] == ["trailing_data"]
     found = {w.doi.upper() for w in CROSSREF_WORKS[:9]} - {CROSSREF_WORKS[7].doi.upper()}
     assert set(rows) == found
+
+
+def test_a_damaged_tar_header_ends_the_listing_and_says_so(tmp_path: Path) -> None:
+    items = [crossref_item_for(w) for w in CROSSREF_WORKS]
+    path = crossref_tar(tmp_path / "crossref.tar", items, per_file=2)
+    with tarfile.open(path) as opened:
+        third = opened.getmembers()[2].offset
+    data = bytearray(path.read_bytes())
+    data[third + 148:third + 156] = b"99999999"  # its checksum no longer matches
+    path.write_bytes(bytes(data))
+    index, scans, rows = _scan([path])
+    assert list(scans) == ["0.json.gz", "1.json.gz"]
+    assert [(s.reason, "after 2 entries" in s.detail) for s in index.skipped] == [
+        ("damaged_tar", True)]
+    assert len(rows) == 4
 
 
 def test_a_tar_cut_short_reads_what_it_holds(tmp_path: Path) -> None:
@@ -415,3 +430,14 @@ class _CacheStore:
 
         self.cache.store_member(scan, member.identity, member.records,
                                 [_cached(r) for r in results], member.newest)
+
+
+def test_a_gzip_member_may_begin_in_the_last_byte_of_a_read() -> None:
+    """Concatenated gzip (pigz, bgzip): the next member's first byte may be all a read ends
+    with; it is judged once its header is there (it was called damaged, its records lost)."""
+    from airflow_doi.metadata.snapshot.files import inflate
+
+    first, second = gzip.compress(b'{"DOI": "10.1/a"}\n'), gzip.compress(b'{"DOI": "10.1/b"}\n')
+    reads = [first + second[:1], second[1:]]
+    out = b"".join(inflate(lambda n: reads.pop(0) if reads else b"", Limits()))
+    assert out == b'{"DOI": "10.1/a"}\n{"DOI": "10.1/b"}\n'

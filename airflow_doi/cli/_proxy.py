@@ -208,7 +208,7 @@ def progress_bar(terminal: bool) -> Iterator[Callable[[Any], None] | None]:
                 bars[phase] = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
                                    desc="data files", file=sys.stderr, **sizing)
             else:
-                bars[phase] = tqdm(total=0, unit="doi", file=sys.stderr, **sizing)
+                bars[phase] = tqdm(total=0, unit="doi", desc="keys", file=sys.stderr, **sizing)
         return bars[phase]
 
     def update(event: Any) -> None:

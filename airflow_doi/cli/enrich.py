@@ -65,8 +65,9 @@ Rows sharing a comparison key cost one request to the proxy and one to the agenc
 --cache, a run started again asks only for keys it has not finished (or that expired).
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, bad
-option, a missing extra); 3 the share of sent rows that ended in status error is above
---max-error-share (the output is still written)."""
+option, a missing extra, no data file); 3 the share of sent rows that ended in status error
+is above --max-error-share, or an update stream stopped before its end (the output is still
+written)."""
 
 #: Columns written as whole numbers; every other column is text.
 INTEGERS = ("year", "author_count", "attempts", "http_status")
@@ -191,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         "--metadata-host and the servers", stem="metadata")
     def notes(written: list[dict[str, object]]) -> None:
         _landing_only(written)
-        for line in update_lines(stats.updates, stats.updates_error):
+        for line in update_lines(stats.updates if config.updates_since else None,
+                                 stats.updates_error):
             say("enrich", line)
         if stats.snapshot is not None:
             for line in snapshot_lines(stats.snapshot, stats.snapshot_keys, stats.left_to_apis,
@@ -203,8 +205,14 @@ def run(args: argparse.Namespace) -> int:
     return status or (_proxy.EXIT_ERRORS if stats.updates_error else 0)
 
 
-def update_lines(streams: dict[str, Any], error: str | None) -> list[str]:
-    """What the update streams' harvest read and found, and why it stopped early."""
+def update_lines(streams: dict[str, Any] | None, error: str | None) -> list[str]:
+    """What the update streams' harvest read and found, and why it stopped early (None: no
+    harvest was asked for)."""
+    if streams is None:
+        return []
+    if not streams:
+        return ["update streams: none read: neither Crossref's nor DataCite's API is on the "
+                "--metadata-host allowlist (--crossref-url, --datacite-url name them)"]
     lines = []
     for name, state in streams.items():
         pages = f"{state.pages:,} page" + ("" if state.pages == 1 else "s")
@@ -212,11 +220,12 @@ def update_lines(streams: dict[str, Any], error: str | None) -> list[str]:
                      f"{state.records:,} changed records read, {state.found:,} of them yours, "
                      f"{state.requests:,} requests"
                      + (f" ({state.restarts} restarts: its cursor expired)" if state.restarts
-                        else "") + ("" if state.finished else "; not finished"))
+                        else "") + ("" if state.finished else "; stopped before its end"))
     if error:
         lines.append(f"error: an update stream stopped before its end ({error}); the rows of "
-                     "the pages read are in the output: run again (with --cache it goes on "
-                     "from its last page)")
+                     "the pages read are in the output, the other keys keep the files' or "
+                     "the APIs' rows: run again once the API answers (with --cache it goes on "
+                     "from its last page); exit status 3")
     return lines
 
 
@@ -235,7 +244,7 @@ def snapshot_lines(scanned: Any, found: int, left: int, source: str) -> list[str
             f"{many(scanned.records, 'record')} ({scanned.records / seconds:,.0f}/s, "
             f"{scanned.bytes_in / seconds / 1e6:,.1f} MB/s as stored), "
             f"{many(found, 'key')} found; {many(left, 'key')} "
-            + ("not in them (no API asked: --source snapshot)" if source == "snapshot"
+            + ("not in them (no key asked of an API: --source snapshot)" if source == "snapshot"
                else "left to the APIs"))
     lines = [read]
     for reason, count in scanned.problems.most_common():

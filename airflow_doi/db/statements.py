@@ -610,8 +610,10 @@ def bulk_upsert(
     listed = ", ".join(quoted)
     quoted_key = quote_identifier(key)
     stage = quote_identifier("doi_stage_" + uuid.uuid5(uuid.NAMESPACE_URL, table).hex[:12])
-    native.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE "
-                   f"{quote_identifier(table)} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+    # The columns written, their types, nothing else (not the table's other NOT NULL or
+    # identity columns: the insert leaves those to their defaults, as upsert_rows does).
+    native.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+                   f"SELECT {listed} FROM {quote_identifier(table)} WITH NO DATA")
     native.execute(f"TRUNCATE {stage}")  # rows of an attempt rolled back never linger
     with native.copy(f"COPY {stage} ({listed}) FROM STDIN") as copy:
         for row in unique:

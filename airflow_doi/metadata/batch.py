@@ -113,8 +113,6 @@ class _Fetch(KeyedBatch):
         kept = getattr(stats, "source_health", None)
         self.health: SourceHealth = kept if kept is not None else SourceHealth()
         self._client: Any = None
-        #: Rows the data files and the update streams gave, by key (:meth:`prepare`).
-        self.bulk: dict[str, MetadataResult] = {}
         #: When the newest record the data files held last changed (ISO text).
         self.newest_record: str | None = None
 
@@ -162,7 +160,7 @@ class _Fetch(KeyedBatch):
             if missing:
                 # Blocking, in the loop's thread (the cache's connection lives here): nothing
                 # else runs before the data files have answered.
-                self.bulk.update(self._from_snapshots(missing))
+                self.early.update(self._from_snapshots(missing))
         if self.config.updates_since is not None:
             await self._from_updates(todo)
 
@@ -171,50 +169,47 @@ class _Fetch(KeyedBatch):
         in the cache page by page (a harvest started again goes on from its page)."""
         from airflow_doi.metadata.updates import StreamState, aharvest
 
-        since = self._since()
+        held = self.cache.update_states() if self.cache is not None else []
+        since = self._since(held)
         cache = self.cache
         states: dict[str, StreamState] = {}
         stored: set[str] = set()
-        if cache is not None:
-            for held in cache.update_states():
-                if held["since"] == since and held["source"] not in states:
-                    state = StreamState(held["source"], since,
-                                        datetime.fromisoformat(held["started_at"]),
-                                        held["cursor"], held["pages"], held["records"],
-                                        held["found"], held["restarts"],
-                                        finished=held["finished_at"] is not None)
-                    states[state.source] = state
-                    if not state.finished:  # resumed: what it stored is not written again
-                        stored |= cache.keys_stored_since(
-                            [f"{state.source}_updates"], state.started_at)
+        for row in held:  # newest first: each source's unfinished harvest of its day
+            source = row["source"]
+            if (source in states or row["finished_at"] is not None
+                    or row["since"] != since.get(source)):
+                continue
+            state = StreamState(source, row["since"], datetime.fromisoformat(row["started_at"]),
+                                row["cursor"], row["pages"], row["records"], row["found"])
+            states[source] = state
+            if cache is not None:  # resumed: what it stored is not written again
+                stored |= cache.keys_stored_since([f"{source}_updates"], state.started_at)
 
         def on_page(state: Any, rows: list[MetadataResult]) -> None:
             for row in rows:
-                self.bulk[row.key or ""] = row
+                self.early[row.key or ""] = row
             if cache is not None:
                 cache.store_page(state, [_cached(row) for row in rows])
 
         stats = self.stats if isinstance(self.stats, MetadataStats) else MetadataStats()
-        try:
-            stats.updates = await aharvest(todo, since, config=self.config, on_page=on_page,
-                                           states=states, stored=stored, stats=stats)
-        except (GaveUpError, ProxyError) as error:
-            stats.updates_error = error.reason
+        stats.updates = await aharvest(todo, since, config=self.config, on_page=on_page,
+                                       states=states, stored=stored, stats=stats)
+        stopped = [f"{name}'s: {state.error}" for name, state in stats.updates.items()
+                   if state.error]
+        stats.updates_error = "; ".join(stopped) or None
 
-    def _since(self) -> str:
-        """The day the update streams are read from: ``updates_since``, or for ``"auto"`` the
-        day the cache's last finished harvest started, else when the data files' newest
-        record changed (else their newest file's date)."""
+    def _since(self, held: list[dict[str, Any]]) -> dict[str, str]:
+        """The day each source's update stream is read from (:func:`~airflow_doi.metadata.
+        updates.harvest_days`)."""
+        from airflow_doi.metadata.updates import harvest_days
+
+        assert self.config.updates_since is not None
+        return harvest_days(held, self.config.updates_since, self._files_day)
+
+    def _files_day(self) -> str:
+        """When the data files' newest record changed (else their newest file's date)."""
         from airflow_doi.metadata.config import since_text
 
-        wanted = self.config.updates_since
-        if wanted != "auto":
-            assert wanted is not None
-            return wanted
-        if self.cache is not None:
-            finished = [held for held in self.cache.update_states() if held["finished_at"]]
-            if finished:
-                return since_text(datetime.fromisoformat(finished[0]["started_at"]))
         if self.config.snapshot:
             newest = self.newest_record or (self.cache.newest_record(self.scan_id)
                                             if self.cache is not None else None)
@@ -281,7 +276,7 @@ class _Fetch(KeyedBatch):
 
     async def run(self, todo: dict[str, str]) -> dict[str, Any]:
         # The bulk sources' rows (prepare) first: the APIs are asked only for the others.
-        found: dict[str, Any] = {key: self.bulk[key] for key in todo if key in self.bulk}
+        found: dict[str, Any] = {key: self.early[key] for key in todo if key in self.early}
         todo = {key: doi for key, doi in todo.items() if key not in found}
         self.done += len(found)
         self.report()
@@ -290,6 +285,8 @@ class _Fetch(KeyedBatch):
                 found[key] = MetadataResult(
                     None, doi, key, "not_in_snapshot", error="the data files hold no record "
                     "of this DOI; no API was asked (source snapshot)")
+            self.done += len(todo)
+            self.report()
             return found
         if not todo:
             return found

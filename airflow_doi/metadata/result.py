@@ -131,7 +131,7 @@ class MetadataStats(ResolverStats):
     left_to_apis: int = 0
     #: The update streams' harvest (:class:`~airflow_doi.metadata.updates.StreamState` by
     #: source), and why it stopped before its end (None: it did not).
-    updates: dict[str, Any] = field(default_factory=dict)
+    updates: dict[str, Any] = field(default_factory=dict)  # by source name
     updates_error: str | None = None
 
     def summary(self) -> str:

@@ -20,7 +20,7 @@ passed over, never written again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -33,8 +33,9 @@ from airflow_doi.metadata.sources import BATCH_SOURCES, BatchSource
 from airflow_doi.resolver.batch import run_sync
 from airflow_doi.resolver.client import ProxyError
 from airflow_doi.resolver.result import expires_after
+from airflow_doi.resolver.retry import GaveUpError
 
-__all__ = ["StreamState", "aharvest", "harvest", "since_text"]
+__all__ = ["StreamState", "aharvest", "harvest", "harvest_days", "since_text"]
 
 #: Times a stream is read again from its start after its cursor expired, at most.
 MAX_RESTARTS: Final = 3
@@ -55,6 +56,8 @@ class StreamState:
     restarts: int = 0
     requests: int = 0
     finished: bool = False
+    #: Why the stream stopped before its end (the pages before it were kept), or None.
+    error: str | None = None
 
     @property
     def id(self) -> str:
@@ -63,28 +66,33 @@ class StreamState:
 
 
 async def aharvest(
-    keys: Mapping[str, str], since: str, *, config: MetadataConfig,
+    keys: Mapping[str, str], since: str | Mapping[str, str], *, config: MetadataConfig,
     on_page: Callable[[StreamState, list[MetadataResult]], None],
     states: Mapping[str, StreamState] | None = None, stored: Collection[str] = (),
     stats: MetadataStats | None = None,
 ) -> dict[str, StreamState]:
-    """Harvest the update streams of the batch sources the configuration may ask (their
-    hosts on the allowlist) since ``since``, for ``keys`` (key -> the DOI as asked, which each
-    row carries); ``states`` (by source name) resumes an unfinished harvest, ``stored`` are
-    keys it already stored (passed over when a stream starts again). Raises
-    :class:`~airflow_doi.resolver.retry.GaveUpError` or
-    :class:`~airflow_doi.resolver.client.ProxyError` when a stream cannot be read on; the
-    pages before it were handed to ``on_page``."""
-    since = since_text(since)
+    """Harvest the update streams of the batch sources the configuration may ask (their hosts
+    on the allowlist) since ``since`` (a date, or one by source name), for ``keys`` (key
+    -> the DOI as asked, which each row carries); ``states`` (by source name) resumes an
+    unfinished harvest of the same day (a finished one is never read again: a new
+    harvest starts), ``stored`` are keys it already stored (passed over when a stream
+    starts again). A stream that cannot be read on (its host gave up, or refused) ends
+    with its ``error`` set, the pages before it handed to ``on_page``; the other stream
+    goes on. No stream when neither API is on the allowlist: an empty answer."""
     stats = stats if stats is not None else MetadataStats()
     usable = [s for s in BATCH_SOURCES if config.batch_origin(getattr(config, s.url_field))]
     done = set(stored)
     now = datetime.now(timezone.utc)
     result: dict[str, StreamState] = {}
     for source in usable:
+        day = since_text(since if isinstance(since, str) else since[source.name])
         held = (states or {}).get(source.name)
-        result[source.name] = (held if held is not None and held.since == since
-                               else StreamState(source.name, since, now))
+        if held is not None and held.since == day and not held.finished:
+            held.restarts = 0  # a limit per run: an expired cursor on resuming costs one
+            held.error = None
+            result[source.name] = held
+        else:
+            result[source.name] = StreamState(source.name, day, now)
     async with MetadataClient.open_session(config) as session:
         client = MetadataClient(config, session, stats, health=stats.source_health)
         try:
@@ -106,15 +114,19 @@ async def _stream(client: MetadataClient, source: BatchSource, state: StreamStat
         url = source.updates_url(base, state.since, state.cursor, contact=config.contact)
         try:
             page = await client.ask_page(source, base, url)
-        except ProxyError as error:
+        except (ProxyError, GaveUpError) as error:
             state.requests += error.attempts
             stats.sources.add(source.updates_name, requests=error.attempts)
-            if (error.http_status in (400, 404, 410) and state.cursor is not None
-                    and state.restarts < MAX_RESTARTS):
+            if (isinstance(error, ProxyError) and error.http_status in (400, 404, 410)
+                    and state.cursor is not None and state.restarts < MAX_RESTARTS):
                 state.cursor = None  # the cursor expired: the stream again, from its start
                 state.restarts += 1
                 continue
-            raise
+            expired = isinstance(error, ProxyError) and error.http_status in (400, 404, 410)
+            state.error = (f"its cursor expired {MAX_RESTARTS} times in this run: "
+                           f"{error.reason}" if expired and state.cursor is not None
+                           else error.reason)
+            return
         now = datetime.now(timezone.utc)
         expires = expires_after(now, config.metadata_ttl)
         rows: list[MetadataResult] = []
@@ -147,7 +159,35 @@ async def _stream(client: MetadataClient, source: BatchSource, state: StreamStat
             return
 
 
-def harvest(keys: Mapping[str, str], since: str, **options: Any) -> dict[str, StreamState]:
+def harvest_days(held: Sequence[Mapping[str, Any]], wanted: str,
+                 files_day: Callable[[], str]) -> dict[str, str]:
+    """The day each source's update stream is read from, given the harvests a store
+    recorded (``source``, ``since``, ``started_at``, ``finished_at``: None while unfinished),
+    newest first: a harvest of it that did not finish goes on (from its day); else
+    ``wanted`` (a date), or for ``"auto"`` the day that source's last finished harvest
+    started, else ``files_day()`` (when the data files' newest record changed). Each source
+    on its own: one whose API failed keeps its day while the other moves on."""
+    days: dict[str, str] = {}
+    fallback: str | None = None
+    for source in BATCH_SOURCES:
+        rows = [row for row in held if row["source"] == source.name]
+        unfinished = [row for row in rows if row["finished_at"] is None]
+        finished = [row for row in rows if row["finished_at"] is not None]
+        if unfinished and (wanted == "auto" or unfinished[0]["since"] == wanted):
+            days[source.name] = str(unfinished[0]["since"])
+        elif wanted != "auto":
+            days[source.name] = since_text(wanted)
+        elif finished:
+            started = max(str(row["started_at"]) for row in finished)
+            days[source.name] = since_text(datetime.fromisoformat(started))
+        else:
+            fallback = fallback or files_day()
+            days[source.name] = fallback
+    return days
+
+
+def harvest(keys: Mapping[str, str], since: str | Mapping[str, str],
+            **options: Any) -> dict[str, StreamState]:
     """Blocking twin of :func:`aharvest` (same arguments, same results)."""
     return run_sync(lambda: aharvest(keys, since, **options))
 

@@ -136,6 +136,8 @@ class KeyedBatch:
         self.pending_limit = 32
         #: Every valid key of the call, cached or not (set by :func:`answer_rows`).
         self.all_keys: list[str] = []
+        #: Keys :meth:`prepare` answered (from bulk sources): not cache hits, asked no more.
+        self.early: dict[str, Any] = {}
 
     def report(self) -> None:
         if self.progress is None:
@@ -475,7 +477,8 @@ async def answer_rows(
         await batch.prepare(todo)
         known: dict[str, Any] = {}
         if store is not None:
-            for key, answer in store.fresh(todo, datetime.now(timezone.utc)).items():
+            rest = [key for key in todo if key not in batch.early]
+            for key, answer in store.fresh(rest, datetime.now(timezone.utc)).items():
                 known[key] = batch.cached_result(key, answer)
         stats.cache_hits = len(known)
         batch.total, batch.done = len(todo), len(known)

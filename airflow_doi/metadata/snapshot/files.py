@@ -80,10 +80,11 @@ class Limits:
     #: The largest JSON document (``{"items": [...]}``) read whole; a larger member is skipped.
     max_document_bytes: int = 512 << 20
     #: The most bytes one member may inflate to, and how many times its compressed size it may
-    #: grow once past ``ratio_floor`` bytes (a gzip bomb grows about 1,000 times).
+    #: grow once past ``ratio_floor`` bytes (a gzip bomb grows about 1,000 times; the
+    #: agencies' files, 5 to 30).
     max_member_bytes: int = 64 << 30
     max_ratio: float = 200.0
-    ratio_floor: int = 256 << 20
+    ratio_floor: int = 64 << 20
 
     def __post_init__(self) -> None:
         for name in ("max_record_bytes", "max_document_bytes", "max_member_bytes",
@@ -365,11 +366,18 @@ def _check_end(tar: tarfile.TarFile, source: str, path: str, listed: int,
     with open(path, "rb") as handle:
         handle.seek(end)
         rest = handle.read(1 << 16)
-    if rest.strip(b"\x00"):
+    if not rest.strip(b"\x00"):
+        return
+    if not rest[:1024].strip(b"\x00"):  # the tar's two end blocks, then something else
         index.skipped.append(Skipped(
-            source, os.path.basename(path), "damaged_tar",
-            f"a damaged header after {listed:,} entries: the last {size - end:,} bytes of "
-            "the tar are not read; the members before it are used"))
+            source, os.path.basename(path), "trailing_data",
+            f"{size - end - 1024:,} bytes follow the tar's end: not members, not read (every "
+            f"member, {listed:,} entries, was)"))
+        return
+    index.skipped.append(Skipped(
+        source, os.path.basename(path), "damaged_tar",
+        f"a damaged header after {listed:,} entries: the last {size - end:,} bytes of the tar "
+        "are not read; the members before it are used"))
 
 
 class FileRange:
@@ -479,7 +487,8 @@ def inflate(read: Callable[[int], bytes], limits: Limits, *,
             decompressor = zlib.decompressobj(31)
             started = False
             if rest.strip(b"\x00"):  # another gzip member follows (concatenated gzip)
-                if rest[:2] != GZIP_MAGIC:
+                # Its first byte alone may end this read: judged once its header is there.
+                if not GZIP_MAGIC.startswith(rest[:2]):
                     raise MemberProblem("damaged_gzip", "bytes that are not gzip follow the "
                                         "compressed data; they are skipped")
                 pending = rest

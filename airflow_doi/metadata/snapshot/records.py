@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 import msgspec
@@ -160,8 +160,33 @@ def own_doi(head: Any) -> tuple[str | None, str, str | None]:
     return (doi if isinstance(doi, str) else None), DATACITE, _text(stamp)
 
 
+#: Crossref's ``2025-01-02T06:40:00Z`` and DataCite's ``2024-03-04T12:00:00.000Z``.
+#: (Days past the 28th take the long way: they may not be in their month.)
+_PLAIN_STAMP: Final = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+    r"(?:\.\d{1,6})?Z")
+#: A day after this process began: a record's stamp later than that is no stamp.
+_HORIZON: Final = (datetime.now(timezone.utc) + timedelta(days=1)).strftime(
+    "%Y-%m-%dT%H:%M:%SZ")
+
+
 def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+    """A record's change time as UTC ISO text, or None: text that is no date (``zzzz``) or a
+    time more than a day ahead is no stamp (it would win every newest-record choice, and
+    start the update streams in the future)."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 40:
+        return None
+    if _PLAIN_STAMP.fullmatch(value):  # the agencies' own forms, at a fraction of the cost
+        text = value[:19] + "Z"
+        return text if text <= _HORIZON else None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    text = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text if text <= _HORIZON else None
 
 
 @dataclass(frozen=True)
@@ -336,25 +361,27 @@ class RecordReader:
                 break
         if pending and not skipping:
             line = b"".join(pending)
-            if line.strip():
+            if len(line) > limit:
+                result.records += 1
+                result.problems["record_too_large"] += 1
+            elif line.strip():
                 record(line, result)
 
     def _document(self, first: bytes, chunks: Iterator[bytes], result: MemberScan) -> None:
         """A whole JSON document, read at most ``max_document_bytes``: its records."""
         limit = self.limits.max_document_bytes
-        parts = [first]
-        held = len(first)
+        document = bytearray(first)  # grown in place: never a second copy of the whole
         for chunk in chunks:
-            held += len(chunk)
-            if held > limit:
+            if len(document) + len(chunk) > limit:
                 raise MemberProblem("document_too_large", f"a JSON document over {limit:,} "
                                     "bytes (max_document_bytes): skipped")
-            parts.append(chunk)
-        document = b"".join(parts)
-        del parts
-        stripped = document.lstrip(b"\xef\xbb\xbf \t\r\n")
+            document += chunk
+        start = 0
+        while start < len(document) and document[start] in b"\xef\xbb\xbf \t\r\n":
+            start += 1
+        stripped = memoryview(document)[start:]
         try:
-            if stripped[:1] == b"[":
+            if bytes(stripped[:1]) == b"[":
                 items: list[Any] | None = _ARRAY.decode(stripped)
             else:
                 parsed = _DOCUMENT.decode(stripped)
@@ -471,5 +498,6 @@ REASONS: Final[dict[str, str]] = {
     "unreadable": "the file could not be read: read again next run",
     "reader_failed": "the reader failed: read again next run",
     "damaged_tar": "a damaged tar: the members before the damage are read",
+    "trailing_data": "bytes after a tar's end: every member was read",
     "truncated_tar": "a tar cut short: the members before the cut are read",
 }

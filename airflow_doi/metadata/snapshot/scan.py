@@ -16,12 +16,15 @@ most twice as many members as workers are in flight.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import os
 import selectors
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Container, Iterator
@@ -41,8 +44,8 @@ from airflow_doi.metadata.snapshot.records import MemberScan, RecordReader, RowS
 from airflow_doi.metadata.snapshot.worker import read_frame, write_frame
 
 __all__ = [
-    "ScanProgress", "ScanStats", "default_workers", "keep_buffers", "read_member",
-    "read_stream", "scan", "task_failed",
+    "ScanProgress", "ScanStats", "default_workers", "interruptible", "keep_buffers",
+    "read_member", "read_stream", "scan", "task_failed",
 ]
 
 
@@ -199,16 +202,17 @@ def scan(index: SnapshotIndex, wanted: Container[str] | None, *, settings: RowSe
 
     if progress is not None:
         progress(ScanProgress(stats.resumed, len(index), 0, total_bytes, 0, 0, 0.0))
-    if stats.workers == 1:
-        keep_buffers()
-        reader = RecordReader(wanted, limits, settings)
-        for kind, member, size in tasks:
-            if kind == "stream":
-                handle(list(read_stream(reader, member, finished)), size)
-            else:
-                handle([read_member(reader, member)], size)
-    else:
-        _in_pool(tasks, finished, stats.workers, (wanted, limits, settings), handle)
+    with interruptible():
+        if stats.workers == 1:
+            keep_buffers()
+            reader = RecordReader(wanted, limits, settings)
+            for kind, member, size in tasks:
+                if kind == "stream":
+                    handle(list(read_stream(reader, member, finished)), size)
+                else:
+                    handle([read_member(reader, member)], size)
+        else:
+            _in_pool(tasks, finished, stats.workers, (wanted, limits, settings), handle)
     stats.elapsed = time.monotonic() - started
     return stats
 
@@ -224,6 +228,27 @@ def _extra(stats: ScanStats, index: SnapshotIndex) -> int:
 _MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C stops a scan at once: an event loop running the scan (``fetch`` is async) has
+    its own SIGINT handler, which only cancels its task, and the task gets control back only
+    when the scan ends, hours later on a registry's files. During the scan, in the main
+    thread, Ctrl-C raises ``KeyboardInterrupt`` where the scan is: its workers are stopped,
+    and the members it had finished stay finished."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:  # interrupts were switched off on purpose: leave them so
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def keep_buffers() -> None:
     """:data:`_MALLOC` for this process (glibc only; elsewhere nothing changes)."""
     try:
@@ -237,7 +262,9 @@ def keep_buffers() -> None:
 
 
 class _Worker:
-    """One worker process (:mod:`.worker`) and the tasks sent to it, oldest first."""
+    """One worker process (:mod:`.worker`) and the task it is reading (one at a time: it
+    reads a task whole before it starts, and the parent never writes while the worker may be
+    writing, so neither can wait on the other however large a frame is)."""
 
     def __init__(self, init: bytes) -> None:
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -247,14 +274,24 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment, bufsize=0)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
-        view = memoryview(init)
-        while view:
-            view = view[self.stdin.write(view) or 0:]
-        self.sent: list[tuple[str, Member, int]] = []
+        self.task: tuple[str, Member, int] | None = None
+        self.alive = True
+        try:
+            view = memoryview(init)
+            while view:
+                view = view[self.stdin.write(view) or 0:]
+        except OSError:  # died at once (out of memory, killed): found when its stdout ends
+            self.alive = False
 
-    def send(self, kind: str, member: Member, finished: Collection[str], size: int) -> None:
-        write_frame(self.stdin, (kind, member, finished))
-        self.sent.append((kind, member, size))
+    def send(self, task: tuple[str, Member, int]) -> bool:
+        """Give the worker its next member; False when it has died."""
+        self.task = task
+        kind, member, _ = task
+        try:
+            write_frame(self.stdin, (kind, member))
+        except OSError:  # BrokenPipeError: the worker is gone
+            self.alive = False
+        return self.alive
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -269,60 +306,62 @@ class _Worker:
 
 def _in_pool(tasks: list[tuple[str, Member, int]], finished: Collection[str], workers: int,
              initargs: tuple[Any, ...], handle: Callable[[list[MemberScan], int], None]) -> None:
-    """The tasks in ``workers`` processes, two queued on each; results handed to ``handle``
-    here as they finish. A worker that dies (killed, out of memory) costs the member it was
-    reading (reported) and is replaced; on any error of ours (Ctrl-C included) every worker
-    is stopped."""
+    """The tasks in ``workers`` processes, each given its next member as soon as it hands back
+    the last; results handed to ``handle`` here as they finish. A worker that dies (killed,
+    out of memory) costs the member it was reading (reported, read again next run) and is
+    replaced; on any error of ours (Ctrl-C included) every worker is stopped."""
     buffer = io.BytesIO()
-    write_frame(buffer, initargs)
+    write_frame(buffer, (*initargs, set(finished)))
     init = buffer.getvalue()
-    queue = iter(tasks)
+    queue = collections.deque(tasks)
     selector = selectors.DefaultSelector()
     pool: list[_Worker] = []
+    deaths = [0]  # workers in a row that died before handing back anything
 
-    def feed(worker: _Worker) -> None:
-        while len(worker.sent) < 2:
-            task = next(queue, None)
-            if task is None:
-                return
-            kind, member, size = task
-            worker.send(kind, member, finished if kind == "stream" else (), size)
-
-    def start() -> _Worker:
+    def start() -> None:
         worker = _Worker(init)
         pool.append(worker)
         selector.register(worker.stdout, selectors.EVENT_READ, worker)
-        feed(worker)
-        return worker
+        give(worker)
+
+    def give(worker: _Worker) -> None:
+        if queue and not worker.send(queue.popleft()):
+            died(worker)
+
+    def died(worker: _Worker) -> None:
+        """Report the member it held, and let a new worker take on the others."""
+        selector.unregister(worker.stdout)
+        pool.remove(worker)
+        worker.stop()
+        code = worker.process.returncode
+        deaths[0] += 1
+        if deaths[0] > 2 * workers + 2:
+            raise RuntimeError(f"the workers reading the data files keep dying (the last "
+                               f"with exit status {code}): see the messages above; try "
+                               "snapshot_workers=1 (--workers 1) to read in this process")
+        if worker.task is not None:
+            _, member, size = worker.task
+            handle([task_failed(member, f"the worker reading it died (exit status {code}); "
+                                "read again on the next run", "worker_died")], size)
+        if queue:
+            start()
 
     try:
-        for _ in range(workers):
+        for _ in range(min(workers, len(queue))):
             start()
-        while any(worker.sent for worker in pool):
+        while pool and any(worker.task is not None for worker in pool):
             for key, _ in selector.select():
                 worker = key.data
                 try:
                     results = read_frame(worker.stdout)
-                except EOFError:  # the worker died: its member is lost, the rest goes on
-                    code = worker.process.wait()
-                    kind, member, size = worker.sent.pop(0)
-                    handle([task_failed(member, f"the worker reading it died (exit status "
-                                                f"{code}); read again on the next run",
-                                        "worker_died")], size)
-                    unsent = worker.sent
-                    selector.unregister(worker.stdout)
-                    pool.remove(worker)
-                    worker.stop()
-                    replacement = _Worker(init)  # the members still queued on it first
-                    pool.append(replacement)
-                    selector.register(replacement.stdout, selectors.EVENT_READ, replacement)
-                    for kind, member, size in unsent:
-                        replacement.send(kind, member, finished if kind == "stream" else (), size)
-                    feed(replacement)
+                except EOFError:
+                    died(worker)
                     continue
-                _, _, size = worker.sent.pop(0)
-                handle(results, size)
-                feed(worker)
+                task, worker.task = worker.task, None
+                deaths[0] = 0
+                give(worker)  # its next member first: it reads while we store these
+                assert task is not None
+                handle(results, task[2])
     finally:
         selector.close()
         for worker in pool:

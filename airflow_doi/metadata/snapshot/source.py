@@ -88,8 +88,12 @@ def answer_from_snapshots(
         if store is not None and not member.retry:
             store.store_member(scan_id, member, kept)
 
+    def report(event: Any) -> None:  # keys found, each once (a key in several files too)
+        if progress is not None:
+            progress(replace(event, found=len(best)))
+
     stats = scan(index, set(todo), settings=settings, on_member=on_member, workers=workers,
-                 limits=limits, finished=finished, progress=progress)
+                 limits=limits, finished=finished, progress=report)
     stats.found = len(best)  # distinct keys (a key in several files counts once)
     return SnapshotAnswers({key: result for key, (_, result) in best.items()
                             if result is not None}, stats, index)

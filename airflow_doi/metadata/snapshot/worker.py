@@ -2,7 +2,8 @@
 
 The parent (:mod:`.scan`) starts each worker as a fresh interpreter (never a fork of a
 threaded process, never a re-import of the parent's ``__main__``), sends it the scan's
-settings once, then members one at a time; each answer is the member's
+settings (and the members an earlier run finished) once, then members one at a time; each
+answer is the member's
 :class:`~airflow_doi.metadata.snapshot.records.MemberScan` list. Frames are an 8-byte length
 and a pickle, on stdin and stdout (trusted: parent and worker are the same program). The
 worker ignores Ctrl-C (the parent handles it and stops its workers), and ends when its stdin
@@ -52,21 +53,33 @@ def read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(_exactly(stream, size))
 
 
+def _die_with_parent() -> None:
+    """On Linux, end with the parent (a parent killed by SIGTERM or SIGKILL leaves no worker
+    reading on for itself)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     from airflow_doi.metadata.snapshot.records import RecordReader
     from airflow_doi.metadata.snapshot.scan import read_member, read_stream, task_failed
 
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames on the pipe
     try:
-        wanted, limits, settings = read_frame(source)
+        wanted, limits, settings, finished = read_frame(source)
     except EOFError:
         return 0
     reader = RecordReader(wanted, limits, settings)
     while True:
         try:
-            kind, member, finished = read_frame(source)
+            kind, member = read_frame(source)
         except EOFError:
             return 0
         try:

@@ -12,6 +12,7 @@ become due afterwards go to the APIs, by the operator's next step).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import queue
 import threading
@@ -57,6 +58,13 @@ SOURCES_SHAPE = TableShape(
     kind="sources table", writer="one DoiEnrichOperator wrote", parameter="metadata_table",
     purpose="keep the metadata (and what filled it) elsewhere",
 )
+
+
+def _row_id(scan: str, identity: str) -> str:
+    """A sources row's key: a digest (a member's name may be thousands of characters, and
+    an index entry has a size limit)."""
+    return "files:" + hashlib.sha256(f"{scan}\0{identity}".encode("utf-8", "surrogatepass")
+                                     ).hexdigest()[:40]
 
 
 def sources_table_of(metadata_table: str) -> str:
@@ -139,7 +147,7 @@ class _TableStore:
         detail = json.dumps({"date": self.date.isoformat() if self.date else None,
                              "newest": member.newest, "problems": dict(member.problems)},
                             sort_keys=True)
-        self.members.append((f"{scan}:{member.identity}", scan, member.identity,
+        self.members.append((_row_id(scan, member.identity), scan, member.identity,
                              self.dialect.timestamp(datetime.now(timezone.utc)), member.records,
                              len(results), detail))
         if (len(self.rows) >= self.rows_per_flush
@@ -179,27 +187,33 @@ class _TableStore:
 
     def _write_all(self) -> None:
         dialect = self.dialect
-        with Store(self.store.db_hook, dialect) as store:
-            while True:
-                batch = self._batches.get()
-                if batch is None:
-                    return
-                if self._failure is not None:
-                    continue  # drained, not written: the task fails with the first error
-                rows, members = batch
+        try:
+            with Store(self.store.db_hook, dialect) as store:
+                while True:
+                    batch = self._batches.get()
+                    if batch is None:
+                        return
+                    if self._failure is not None:
+                        continue  # drained, not written: the task fails with the first error
+                    rows, members = batch
 
-                def write(cursor: Any, rows: list[Any] = rows,
-                          members: list[Any] = members) -> None:
-                    bulk_upsert(cursor, dialect, self.metadata_table, METADATA_SHAPE.columns,
-                                rows, key="doi_key", types=METADATA_SHAPE.types(dialect))
-                    bulk_upsert(cursor, dialect, self.sources_table, SOURCES_SHAPE.columns,
-                                members, key="id", types=SOURCES_SHAPE.types(dialect))
+                    def write(cursor: Any, rows: list[Any] = rows,
+                              members: list[Any] = members) -> None:
+                        bulk_upsert(cursor, dialect, self.metadata_table,
+                                    METADATA_SHAPE.columns, rows, key="doi_key",
+                                    types=METADATA_SHAPE.types(dialect))
+                        bulk_upsert(cursor, dialect, self.sources_table, SOURCES_SHAPE.columns,
+                                    members, key="id", types=SOURCES_SHAPE.types(dialect))
 
-                try:
-                    store.transaction(write)
-                    self.stored += len(rows)
-                except BaseException as error:
-                    self._failure = error
+                    try:
+                        store.transaction(write)
+                        self.stored += len(rows)
+                    except BaseException as error:
+                        self._failure = error
+        except BaseException as error:  # its own connection failed: the scan must not wait
+            self._failure = self._failure or error
+            while self._batches.get() is not None:  # drained until close() says done
+                pass
 
 
 def _due_keys(store: Store, due: DueKeys, doi_column: str) -> dict[str, str]:

@@ -63,33 +63,41 @@ def _read_sources(store: Store, sources_table: str) -> list[Source]:
     return rows
 
 
-def _since(wanted: str, sources: list[Source], files_date: datetime | None) -> str:
-    """The day to harvest from: ``wanted``, or for ``"auto"`` the day the last finished harvest
-    started, else when the newest record of the data files read into the table last changed
-    (else their date, or ``files_date``)."""
+def _harvests(sources: list[Source]) -> list[dict[str, Any]]:
+    """The harvests the sources table recorded, newest first, as
+    :func:`~airflow_doi.metadata.updates.harvest_days` reads them."""
+    held = []
+    for _, scan, member, detail, records, found in sources:
+        facts = _facts(detail) if scan == UPDATES_SCAN else {}
+        if facts.get("since") and facts.get("started_at"):
+            held.append({"source": member, "since": facts["since"],
+                         "started_at": facts["started_at"], "cursor": facts.get("cursor"),
+                         "pages": facts.get("pages", 0), "records": records, "found": found,
+                         "finished_at": facts["started_at"] if facts.get("finished") else None})
+    return sorted(held, key=lambda row: str(row["started_at"]), reverse=True)
+
+
+def _facts(detail: str | None) -> dict[str, Any]:
+    try:
+        facts = json.loads(detail) if detail else {}
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _files_day(sources: list[Source], files_date: datetime | None) -> str:
+    """When the newest record of the data files read into the table last changed (else
+    their date, or ``files_date``)."""
     from airflow_doi.metadata.config import since_text
 
-    if wanted != "auto":
-        return since_text(wanted)
-    started: list[str] = []
-    newest: list[str] = []
-    dated: list[str] = [files_date.isoformat()] if files_date is not None else []
-    for _, scan, _, detail, _, _ in sources:
-        try:
-            facts = json.loads(detail) if detail else {}
-        except ValueError:
-            continue
-        if scan == UPDATES_SCAN and facts.get("finished") and facts.get("started_at"):
-            started.append(str(facts["started_at"]))
-        elif scan != UPDATES_SCAN:
-            if facts.get("newest"):
-                newest.append(str(facts["newest"]))
-            if facts.get("date"):
-                dated.append(str(facts["date"]))
-    if started:
-        return since_text(datetime.fromisoformat(max(started)))
+    newest = [str(f["newest"]) for _, scan, _, detail, _, _ in sources
+              if scan != UPDATES_SCAN and (f := _facts(detail)).get("newest")]
     if newest:
         return since_text(max(newest))
+    dated = [str(f["date"]) for _, scan, _, detail, _, _ in sources
+             if scan != UPDATES_SCAN and (f := _facts(detail)).get("date")]
+    if files_date is not None:
+        dated.append(files_date.isoformat())
     if dated:
         return since_text(datetime.fromisoformat(max(dated)))
     raise ValueError("updates: no date to start from: no harvest has finished into this metadata "
@@ -105,7 +113,7 @@ def refresh_from_streams(
     """Harvest the update streams for every valid key of ``table`` into ``metadata_table``
     (see the module docstring); what each stream read, by source."""
     from airflow_doi.metadata.result import MetadataStats
-    from airflow_doi.metadata.updates import StreamState, harvest
+    from airflow_doi.metadata.updates import StreamState, harvest, harvest_days
 
     for name in (table, metadata_table, key_column, doi_column, valid_column):
         quote_identifier(name)
@@ -123,18 +131,20 @@ def refresh_from_streams(
 
         store.transaction(prepare)
         sources = _read_sources(store, sources_table)
-        day = _since(since, sources, files_date)
+        held = _harvests(sources)
+        days = harvest_days(held, since, lambda: _files_day(sources, files_date))
         states: dict[str, StreamState] = {}
-        for _, scan, member, detail, records, found in sources:
-            facts = json.loads(detail) if scan == UPDATES_SCAN and detail else None
-            if facts is not None and facts.get("since") == day:
-                states[member] = StreamState(
-                    member, day, datetime.fromisoformat(facts["started_at"]), facts["cursor"],
-                    facts["pages"], records, found, facts["restarts"],
-                    facts.get("requests", 0), facts["finished"])
+        for row in held:  # newest first: each source's unfinished harvest of its day
+            name = row["source"]
+            if name in states or row["finished_at"] is not None or row["since"] != days.get(name):
+                continue
+            states[name] = StreamState(name, row["since"],
+                                       datetime.fromisoformat(row["started_at"]),
+                                       row["cursor"], row["pages"], row["records"], row["found"])
         keys = _valid_keys(store, table, key_column, doi_column, valid_column)
         stored = _stored_since(store, metadata_table, states)
-        log.info("Update streams since %s for the %d valid keys of %s%s", day, len(keys),
+        log.info("Update streams since %s for the %d valid keys of %s%s",
+                 ", ".join(f"{name} {day}" for name, day in days.items()), len(keys),
                  table, f" (going on from {', '.join(states)})" if states else "")
 
         def on_page(state: StreamState, rows: list[MetadataResult]) -> None:
@@ -155,11 +165,16 @@ def refresh_from_streams(
                          " (finished)" if state.finished else "")
 
         stats = MetadataStats()
-        finished = harvest(keys, day, config=config, on_page=on_page, states=states,
+        finished = harvest(keys, days, config=config, on_page=on_page, states=states,
                            stored=stored, stats=stats)
     summary = {name: {"since": s.since, "pages": s.pages, "records": s.records,
                       "found": s.found, "requests": s.requests, "restarts": s.restarts,
-                      "finished": s.finished} for name, s in finished.items()}
+                      "finished": s.finished, "error": s.error}
+               for name, s in finished.items()}
+    for name, state in finished.items():
+        if state.error:
+            log.warning("Update stream %s stopped before its end (%s): the pages read are "
+                        "stored; the next run goes on from its last page", name, state.error)
     log.info("Update streams: %s", "; ".join(
         f"{name} {s['pages']} pages, {s['records']} records, {s['found']} keys stored"
         for name, s in summary.items()) or "no batch API on the allowlist")

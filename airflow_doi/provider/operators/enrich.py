@@ -98,6 +98,12 @@ class DoiEnrichOperator(DoiDueKeysOperator):
             result["updates"] = refresh_from_streams(
                 self.get_db_hook(), config, table=self.table, metadata_table=metadata_table,
                 since=since, files_date=files_date, log=self.log, **columns)
+            stopped = {name: s["error"] for name, s in result["updates"].items() if s["error"]}
+            if stopped:  # a retry goes on from the page each stream reached
+                raise ProxyUnavailableError(
+                    "update streams stopped before their end: " + "; ".join(
+                        f"{name}: {error}" for name, error in stopped.items())
+                    + "; the pages read are stored, and a retry goes on from there")
         if config.source != "snapshot":
             # The APIs' step never reads the files again (each of its batches would).
             summary = enrich_due_keys(
