@@ -134,7 +134,7 @@ def _metadata_columns() -> tuple[str, ...]:
 _INTEGER_COLUMNS = frozenset({"year", "author_count", "attempts", "http_status"})
 _TIME_COLUMNS = frozenset({"fetched_at", "expires_at"})
 #: The member rows the executors read (a byte range of a file each).
-_MEMBER_FIELDS = ("source", "path", "name", "offset", "size", "mtime")
+_MEMBER_FIELDS = ("source", "path", "name", "offset", "size", "mtime", "container")
 
 
 def snapshot_metadata(spark: SparkSession, paths: list[str] | str,
@@ -180,7 +180,8 @@ def snapshot_metadata(spark: SparkSession, paths: list[str] | str,
     schema = _metadata_schema(columns)
     members = spark.createDataFrame(
         [tuple(getattr(m, f) for f in _MEMBER_FIELDS) for m in index.members],
-        "source STRING, path STRING, name STRING, offset LONG, size LONG, mtime DOUBLE")
+        "source STRING, path STRING, name STRING, offset LONG, size LONG, mtime DOUBLE, "
+        "container STRING")
     count = partitions or max(1, spark.sparkContext.defaultParallelism * 4)
     members = members.repartition(min(count, len(index.members)))
 

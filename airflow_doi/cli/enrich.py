@@ -252,8 +252,18 @@ def snapshot_lines(scanned: Any, found: int, left: int, source: str) -> list[str
         verb = "passed over" if reason in EXPECTED else "skipped"
         lines.append(f"data files: {verb} {count:,} x {reason} ({REASONS.get(reason, reason)})"
                      + (f" in {where}" if where else ""))
+    by_reason: dict[str, list[tuple[str, str]]] = {}
     for name, reason, detail in scanned.skipped:
-        lines.append(f"data files: skipped {name}: {detail} ({reason})")
+        by_reason.setdefault(reason, []).append((name, detail))
+    for reason, entries in by_reason.items():
+        if len(entries) == 1:
+            name, detail = entries[0]
+            lines.append(f"data files: skipped {name}: {detail} ({reason})")
+        else:  # one line a reason: a wrong folder must not print a line a file
+            shown = ", ".join(name for name, _ in entries[:3])
+            lines.append(f"data files: skipped {len(entries):,} files ({reason}: "
+                         f"{REASONS.get(reason, entries[0][1])}), as {shown}"
+                         + (", ..." if len(entries) > 3 else ""))
     return lines
 
 

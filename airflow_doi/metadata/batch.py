@@ -252,7 +252,8 @@ class _Fetch(KeyedBatch):
             config.snapshot, todo, settings=settings, workers=config.snapshot_workers or None,
             store=self, scan_id=self.scan_id, progress=self.progress, index=index)
         self.newest_record = answers.stats.newest
-        for result in answers.results.values():
+        for result in sorted(answers.results.values(),  # one order whatever finished first
+                             key=lambda r: r.metadata_source or ""):
             self.counts.add(result.metadata_source or "snapshot", keys=1)
         stats = self.stats
         if isinstance(stats, MetadataStats):

@@ -150,7 +150,11 @@ class MetadataConfig(ResolverConfig):
             raise ValueError("source 'snapshot' answers from the data files alone: name at "
                              "least one (snapshot)")
         if self.updates_since is not None and self.updates_since != "auto":
-            object.__setattr__(self, "updates_since", since_text(self.updates_since))
+            day = since_text(self.updates_since)
+            if day > datetime.now(timezone.utc).date().isoformat():
+                raise ValueError(f"updates_since {day} is in the future: nothing has changed "
+                                 "since then yet; give a past day, or 'auto'")
+            object.__setattr__(self, "updates_since", day)
         workers = self.snapshot_workers
         if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 0:
             raise ValueError(f"snapshot_workers must be an integer of at least 0 (0: one per "

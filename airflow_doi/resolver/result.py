@@ -93,6 +93,11 @@ def expires_after(now: datetime, seconds: float) -> datetime:
         return datetime.max.replace(tzinfo=now.tzinfo)
 
 
+def _many(count: int, word: str, plural: str | None = None) -> str:
+    """``1 request``, ``2 requests`` (``plural`` where it is not the word and an s)."""
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
 def iso_text(when: datetime | None) -> str | None:
     """A row's time as ISO 8601 text (``None`` stays ``None``)."""
     return when.isoformat() if when else None
@@ -202,12 +207,12 @@ class ResolverStats:
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
         counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses)
-        rows = "1 row" if self.rows == 1 else f"{self.rows:,} rows"
-        shorts = (f"; {self.short_dois:,} shortDOIs looked up through the proxy "
+        shorts = (f"; {_many(self.short_dois, 'shortDOI')} looked up through the proxy "
                   f"({self.short_doi_requests:,} of the requests)" if self.short_dois else "")
         return (
-            f"{rows}, {self.keys:,} distinct keys: {counts}; "
-            f"{self.requests:,} requests in {self.elapsed:.1f}s ({self.request_rate:,.1f}/s), "
-            f"{self.retries:,} retries, {self.throttled:,} throttled, "
-            f"{self.cache_hits:,} cache hits, {self.breaker_opens:,} breaker opens{shorts}"
+            f"{_many(self.rows, 'row')}, {_many(self.keys, 'distinct key')}: {counts}; "
+            f"{_many(self.requests, 'request')} in {self.elapsed:.1f}s "
+            f"({self.request_rate:,.1f}/s), {_many(self.retries, 'retry', 'retries')}, "
+            f"{self.throttled:,} throttled, {_many(self.cache_hits, 'cache hit')}, "
+            f"{_many(self.breaker_opens, 'breaker open')}{shorts}"
         )

@@ -10,7 +10,8 @@ A snapshot path is recognised by its content, never by its name:
   (``.tar.gz``), whose members are then read in one pass, in order;
 * a **JSON** file (an uncompressed member);
 * a **folder**, walked in name order: each regular file in it is one of the above (symbolic
-  links are not followed; files of any other kind are listed as skipped, with the reason).
+  links are not followed, hidden files and folders passed over; files of any other kind are
+  listed as skipped, with the reason).
 
 :func:`inflate` reads a member's bytes as a stream of chunks, decompressing gzip (several
 gzip members one after the other too) under two bounds: the bytes it may produce in all, and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -111,11 +113,15 @@ class Member:
     offset: int
     size: int
     mtime: float = 0.0
+    #: The tar it is a member of, as messages name it ("" for a file of its own).
+    container: str = ""
 
     @property
     def shown(self) -> str:
-        """The name as messages show it: escaped, bounded (a name is the file's, not ours)."""
-        return server_text(self.name, 300)
+        """The name as messages show it (``crossref.tar:43.json.gz`` for a tar's member):
+        escaped, bounded (a name is the file's, not ours)."""
+        name = f"{self.container}:{self.name}" if self.container else self.name
+        return server_text(name, 300)
 
     @property
     def identity(self) -> str:
@@ -200,9 +206,13 @@ def _is_tar(head: bytes) -> bool:
     return head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar"
 
 
+#: How JSON records begin: an object's first key (or an empty one), an array of them.
+_JSON_START: Final = re.compile(rb'(?:\xef\xbb\xbf)?\s*(?:\{\s*["}]|\[\s*[{\]])')
+
+
 def _looks_like_json(head: bytes) -> bool:
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return text[:1] in (b"{", b"[")
+    """Whether a file begins as JSON records do (not a TOML ``[section]``, an INI file...)."""
+    return _JSON_START.match(head) is not None
 
 
 def index_snapshots(paths: Iterable[str | os.PathLike[str]]) -> SnapshotIndex:
@@ -215,8 +225,9 @@ def index_snapshots(paths: Iterable[str | os.PathLike[str]]) -> SnapshotIndex:
             raise SnapshotError(f"{source}: no such file or folder")
         if os.path.isdir(source):
             for folder, dirs, files in os.walk(source, onerror=_raise):
-                dirs.sort()
-                for name in sorted(files):
+                # Hidden folders and files (.git, .DS_Store) are no one's data files.
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(f for f in files if not f.startswith(".")):
                     full = os.path.join(folder, name)
                     shown = os.path.relpath(full, source)
                     if os.path.islink(full):
@@ -286,7 +297,7 @@ def check_paths(paths: Iterable[str | os.PathLike[str]]) -> None:
                 raise SnapshotError(f"{source}: no such file or folder")
             if os.path.isdir(source):
                 for folder, dirs, files in os.walk(source, onerror=_raise):
-                    dirs.sort()
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                     if any(os.path.isfile(os.path.join(folder, name))
                            and not os.path.islink(os.path.join(folder, name))
                            and _kind(os.path.join(folder, name)) not in _OTHER
@@ -307,6 +318,7 @@ def check_paths(paths: Iterable[str | os.PathLike[str]]) -> None:
 def _index_tar(index: SnapshotIndex, source: str, path: str, mtime: float) -> None:
     """The regular files of an uncompressed tar, as byte ranges of it."""
     size = _size_of(path)
+    shown = os.path.basename(path)
     with open(path, "rb") as handle:
         try:
             with tarfile.open(fileobj=handle, mode="r:") as tar:
@@ -314,15 +326,15 @@ def _index_tar(index: SnapshotIndex, source: str, path: str, mtime: float) -> No
                     end = entry.offset_data + entry.size
                     if end > size:
                         index.skipped.append(Skipped(
-                            source, entry.name, "truncated_tar",
+                            source, f"{shown}:{entry.name}", "truncated_tar",
                             f"the tar ends {end - size:,} bytes before this member does"))
                         if entry.offset_data < size:  # what is there is still read
                             index.members.append(Member(
                                 source, path, entry.name, entry.offset_data,
-                                size - entry.offset_data, entry.mtime))
+                                size - entry.offset_data, entry.mtime, shown))
                         break
                     index.members.append(Member(source, path, entry.name, entry.offset_data,
-                                                entry.size, float(entry.mtime)))
+                                                entry.size, float(entry.mtime), shown))
                     index.newest = max(index.newest, float(entry.mtime) or mtime)
         except tarfile.TarError as error:
             index.skipped.append(Skipped(source, os.path.basename(path), "damaged_tar",
@@ -351,7 +363,8 @@ def _tar_entries(tar: tarfile.TarFile, source: str, path: str,
         if entry.isdir():
             continue
         if not entry.isreg():
-            index.skipped.append(Skipped(source, entry.name, "not_a_file",
+            index.skipped.append(Skipped(source, f"{os.path.basename(path)}:{entry.name}",
+                                         "not_a_file",
                                          "a link or a special file, not a regular file"))
             continue
         yield entry
@@ -534,6 +547,6 @@ def gzipped_tar_members(stream: Member,
             extracted = tar.extractfile(entry)
             if extracted is None:
                 continue
-            member = Member(stream.source, stream.path, f"{stream.name}/{entry.name}",
-                            entry.offset_data, entry.size, float(entry.mtime))
+            member = Member(stream.source, stream.path, entry.name, entry.offset_data,
+                            entry.size, float(entry.mtime), stream.name)
             yield member, extracted.read

@@ -499,5 +499,8 @@ REASONS: Final[dict[str, str]] = {
     "reader_failed": "the reader failed: read again next run",
     "damaged_tar": "a damaged tar: the members before the damage are read",
     "trailing_data": "bytes after a tar's end: every member was read",
+    "not_a_file": "a link or a special file, not followed",
+    "not_a_data_file": "neither a tar, a gzip file nor JSON",
+    "empty": "an empty file",
     "truncated_tar": "a tar cut short: the members before the cut are read",
 }
