@@ -138,14 +138,14 @@ def test_config_from_connection_fields() -> None:
     assert base_url_from_parts("127.0.0.1", "http", 8080) == "http://127.0.0.1:8080"
     config = resolver_config_from_connection(
         "http://127.0.0.1:9", {"rate": "7.5", "concurrency": "3", "timeout": 2,
-                               "contact": "ops@example.org", "redis_url": "",
+                               "contact": "ops@lib.example-uni.edu", "redis_url": "",
                                "extra__doi_proxy__max_attempts": 2},
     )
     assert (config.base_url, config.rate, config.concurrency, config.timeout) == (
         "http://127.0.0.1:9", 7.5, 3, 2.0)
-    assert config.contact == "ops@example.org" and config.redis_url is None
+    assert config.contact == "ops@lib.example-uni.edu" and config.redis_url is None
     assert config.max_attempts == 2
-    assert "mailto:ops@example.org" in config.user_agent
+    assert "mailto:ops@lib.example-uni.edu" in config.user_agent
     assert resolver_config_from_connection(None, {"rate": 1}, rate=9).rate == 9
     with pytest.raises(ValueError, match="unknown extra 'rates'"):
         resolver_config_from_connection(None, {"rates": 3})

@@ -22,7 +22,7 @@ from tests.conftest import read_output_csv
 
 FAST = {"rate": 200.0, "agency_rate": 200.0, "concurrency": 8, "max_attempts": 3,
         "backoff_base": 0.05}
-CONTACT = "catalogue-team@example.org"
+CONTACT = "catalogue-team@lib.example-uni.edu"
 
 
 @pytest.fixture(scope="module")

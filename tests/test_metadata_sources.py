@@ -142,10 +142,10 @@ def test_list_requests_stay_under_their_count_and_length() -> None:
     dois = [f"10.5555/batch.{i:05d}" for i in range(1000)]
     for batches, url in ((list_batches, list_url), (datacite_batches, datacite_url)):
         parts = batches(dois, "https://api.example.org", size=100, max_url=4000,
-                        contact="me@example.org")
+                        contact="me@lib.example-uni.edu")
         assert [d for part in parts for d in part] == dois
         assert all(len(part) <= 100 for part in parts)
-        assert all(len(url("https://api.example.org", part, "me@example.org")) <= 4000
+        assert all(len(url("https://api.example.org", part, "me@lib.example-uni.edu")) <= 4000
                    for part in parts)
     url = list_url("https://api.crossref.org", ["10.1000/a&b", "10.1000/c#d"], "me@x.org")
     assert url == ("https://api.crossref.org/works?filter=doi:10.1000/a%26b,doi:10.1000/c%23d"
@@ -162,7 +162,7 @@ from airflow_doi.resolver.simulator import ProxySimulator  # noqa: E402
 
 FAST = {"rate": 200.0, "agency_rate": 200.0, "concurrency": 8, "max_attempts": 4,
         "backoff_base": 0.05, "list_rate": 50.0, "list_concurrency": 2, "list_size": 20,
-        "contact": "catalogue-team@example.org"}
+        "contact": "catalogue-team@lib.example-uni.edu"}
 #: Generated works: about 65% Crossref, 20% DataCite, the rest mEDRA and an agency without
 #: content negotiation.
 DOIS = [f"10.5555/source.{i}" for i in range(300)]

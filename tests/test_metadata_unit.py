@@ -136,7 +136,8 @@ def test_config_allowlist() -> None:
 def test_agency_hosts_get_their_own_limits() -> None:
     config = MetadataConfig(rate=40, agency_rate=20, redis_url="redis://127.0.0.1:6379/0")
     agency = config.host_config("https://api.crossref.org")
-    assert (agency.rate, agency.limit_namespace) == (20, "airflow-doi:api.crossref.org")
+    # One shared pace per host and contact address (none here: the public one).
+    assert (agency.rate, agency.limit_namespace) == (20, "airflow-doi:api.crossref.org:public")
     assert config.host_config("https://doi.org") is config
     assert config.limit_namespace == "airflow-doi:doi.org"
 

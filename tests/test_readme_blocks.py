@@ -205,7 +205,7 @@ def test_enrichment_python_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                             f'base_url="{sim.url}", metadata_hosts={sim.metadata_hosts!r}')
         exec(compile(code, "README:enrich", "exec"), namespace)
         assert sim.cn_requests == 1  # "one DOI was asked"
-        assert all("you@example.org" in agent for agent in sim.agency_user_agents)
+        assert all("you@your-library.org" in agent for agent in sim.agency_user_agents)
     records = namespace["records"]
     assert [r.metadata_status for r in records] == ["ok", "ok", "invalid"]  # type: ignore[attr-defined]
     assert (tmp_path / "doi-metadata.sqlite").exists()

@@ -329,9 +329,9 @@ def test_simulator_side_doors_count_and_reset():
 
 def test_requests_name_the_tool_and_the_contact():
     with ProxySimulator(make_records(["10.5555/ua"])) as sim:
-        resolve(["10.5555/ua"], config=FAST, base_url=sim.url, contact="ops@example.org")
+        resolve(["10.5555/ua"], config=FAST, base_url=sim.url, contact="ops@lib.example-uni.edu")
         [agent] = list(sim.user_agents)
-    assert agent.startswith("airflow-doi/") and agent.endswith("mailto:ops@example.org)")
+    assert agent.startswith("airflow-doi/") and agent.endswith("mailto:ops@lib.example-uni.edu)")
 
 
 def test_absurd_ttls_and_negative_ttl_are_capped_and_the_batch_survives(tmp_path):

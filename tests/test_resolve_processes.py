@@ -88,7 +88,7 @@ def test_cli_killed_mid_batch_resumes_from_the_cache(tmp_path, simulator_process
         "--cache",
         str(cache),
         "--contact",
-        "tests@example.org",
+        "tests@lib.example-uni.edu",
     ]
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

@@ -170,11 +170,11 @@ def test_which_ra_batches_respect_count_and_length():
 
 
 def test_config_defaults_are_polite_and_validated():
-    config = ResolverConfig(contact="ops@example.org")
+    config = ResolverConfig(contact="ops@lib.example-uni.edu")
     assert config.rate <= 5 and config.concurrency <= 4
     assert config.user_agent.startswith("airflow-doi/")
     assert config.user_agent.endswith(
-        "(+https://pypi.org/project/airflow-doi/; mailto:ops@example.org)"
+        "(+https://pypi.org/project/airflow-doi/; mailto:ops@lib.example-uni.edu)"
     )
     with pytest.raises(TypeError, match="unknown resolver option"):
         config.replace(rat=3)

@@ -93,8 +93,10 @@ def register(subparsers: Any) -> None:
         error_share_help="exit 3 when more than this share (0 to 1) of the rows sent ended "
         "in status error; 0 fails on any error, 1 never",
     )
-    parser.add_argument("--agency-rate", type=float, default=2.0,
-                        help="requests per second to each metadata host")
+    parser.add_argument("--agency-rate", type=float, default=None,
+                        help="requests per second to each metadata host (default: Crossref's "
+                        "pool's pace at Crossref, 10 a second with --contact (its polite "
+                        "pool), 5 without; 2 elsewhere)")
     parser.add_argument(
         "--metadata-host", action="append", default=None, dest="metadata_hosts",
         metavar="HOST",
@@ -123,9 +125,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--workers", type=int, default=0, metavar="N",
                         help="processes reading the --snapshot files at once (default: one "
                         "per core)")
-    parser.add_argument("--list-rate", type=float, default=1.0,
-                        help="list queries per second to each batch API (lowered to what the "
-                        "server announces; default: 1)")
+    parser.add_argument("--list-rate", type=float, default=None,
+                        help="list queries per second to each batch API, lowered to what the "
+                        "server announces (default: 3 a second at Crossref with --contact, "
+                        "its polite pool, 1 without; 1 at DataCite)")
     parser.add_argument("--list-size", type=int, default=50,
                         help="DOIs per list query, at most 100 (default: 50)")
     parser.add_argument("--crossref-url", default=CROSSREF_URL,
@@ -192,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
         "--metadata-host and the servers", stem="metadata")
     def notes(written: list[dict[str, object]]) -> None:
         _landing_only(written)
+        for host, said in sorted(stats.source_health.pools.items()):
+            say("enrich", f"note: {host} put this run in its {said.split(',')[0]} pool "
+                f"(x-api-pool: {said})" + ("" if config.contact else
+                                           "; --contact puts it in the polite one"))
         for line in update_lines(stats.updates if config.updates_since else None,
                                  stats.updates_error):
             say("enrich", line)

@@ -90,6 +90,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--list-rate-limit", type=float,
                         help="list queries each simulated batch API answers in any second "
                         "before 429 (Crossref's announces it in x-rate-limit-limit)")
+    parser.add_argument("--crossref-pools", action="store_true",
+                        help="limit Crossref's list queries as its pools do since December "
+                        "2025 (3 a second with a contact address, 1 without), announced with "
+                        "x-api-pool")
     parser.add_argument("--list-missing-every", type=int,
                         help="leave out every Nth record a list query asked for")
     parser.add_argument("--list-truncated-every", type=int,
@@ -181,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         agency_rate_limit=args.agency_rate_limit,
         agency_base_port=args.agency_base_port,
         list_rate_limit=args.list_rate_limit,
+        crossref_pools=args.crossref_pools,
     )
     try:
         simulator.start()

@@ -261,6 +261,7 @@ class MetadataClient:
             code, body, headers = await gate.client.get(yarl.URL(url, encoded=True),
                                                         accept=accept)
             status[0] = code
+            self.health.heard(host, headers)
             announced = announced_rate(headers)
             if announced is not None:  # Crossref's x-rate-limit-*: under it, with a margin
                 gate.limiter.lower(announced * ANNOUNCED_MARGIN)
@@ -351,6 +352,7 @@ class MetadataClient:
 
     async def _ask(self, gate: _Gate, url: str, host: str) -> Hop:
         status, body, headers = await gate.client.get(yarl.URL(url, encoded=True))
+        self.health.heard(host, headers)
         announced = announced_rate(headers)
         if announced is not None:  # e.g. Crossref's x-rate-limit-*: never faster than that
             gate.limiter.lower(announced)

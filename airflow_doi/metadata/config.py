@@ -9,6 +9,7 @@ contacted; a redirect anywhere else is not followed.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 import os
@@ -20,8 +21,8 @@ from urllib.parse import urlsplit
 from airflow_doi.resolver.config import ResolverConfig, redact_url
 
 __all__ = [
-    "CROSSREF_URL", "DATACITE_URL", "DEFAULT_METADATA_HOSTS", "MAX_LIST_SIZE", "SOURCES",
-    "MetadataConfig", "origin_of", "since_text",
+    "CROSSREF_POOLS", "CROSSREF_URL", "DATACITE_URL", "DEFAULT_METADATA_HOSTS", "MAX_LIST_SIZE",
+    "SOURCES", "MetadataConfig", "origin_of", "since_text",
 ]
 
 #: Crossref's REST API and DataCite's, where their batch lookups are asked.
@@ -29,6 +30,11 @@ CROSSREF_URL: Final = "https://api.crossref.org"
 DATACITE_URL: Final = "https://api.datacite.org"
 #: Where a key's record may come from (:attr:`MetadataConfig.source`).
 SOURCES: Final[tuple[str, ...]] = ("auto", "negotiation", "snapshot")
+#: Crossref's pools since December 2025: (single requests, list queries) a second. A contact
+#: address (``mailto``) puts a client in the polite pool; the answers name it (``x-api-pool``).
+CROSSREF_POOLS: Final[dict[str, tuple[float, float]]] = {
+    "public": (5.0, 1.0), "polite": (10.0, 3.0),
+}
 #: DOIs one list query may name at most.
 MAX_LIST_SIZE: Final = 100
 
@@ -95,8 +101,9 @@ def _allowed_origin(entry: str) -> str:
 class MetadataConfig(ResolverConfig):
     """:class:`ResolverConfig` (``rate`` and ``burst`` are the proxy's) plus:"""
 
-    #: Requests per second to each agency host (the sum over processes with ``redis_url``).
-    agency_rate: float = 2.0
+    #: Requests per second to each agency host (the sum over processes with ``redis_url``);
+    #: None: Crossref's pool's for Crossref's hosts (:data:`CROSSREF_POOLS`), 2 elsewhere.
+    agency_rate: float | None = None
     agency_burst: int = 1
     #: Hosts a redirect may lead to: bare names (https only) or ``http(s)://host:port``.
     metadata_hosts: tuple[str, ...] = DEFAULT_METADATA_HOSTS
@@ -116,8 +123,9 @@ class MetadataConfig(ResolverConfig):
     datacite_url: str = DATACITE_URL
     #: List queries per second to each batch API (all processes together with ``redis_url``),
     #: and how many at once: lower than single requests, as the agencies ask. Lowered at once
-    #: to what a server announces (``x-rate-limit-limit`` / ``x-rate-limit-interval``).
-    list_rate: float = 1.0
+    #: to what a server announces (``x-rate-limit-limit`` / ``x-rate-limit-interval``). None:
+    #: Crossref's pool's for Crossref's API (:data:`CROSSREF_POOLS`), 1 elsewhere.
+    list_rate: float | None = None
     list_concurrency: int = 1
     #: DOIs per list query (at most 100), and the longest URL a query may have.
     list_size: int = 50
@@ -180,6 +188,8 @@ class MetadataConfig(ResolverConfig):
         value: Any
         for name in ("agency_rate", "metadata_ttl", "list_rate"):
             value = getattr(self, name)
+            if value is None and name != "metadata_ttl":
+                continue
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
                     math.isfinite(float(value)) and float(value) > 0):
                 raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
@@ -190,6 +200,25 @@ class MetadataConfig(ResolverConfig):
                 raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}")
         if self.list_size > MAX_LIST_SIZE:
             raise ValueError(f"list_size must be at most {MAX_LIST_SIZE}, not {self.list_size}")
+
+    @property
+    def pool(self) -> str:
+        """The pool of Crossref's this configuration puts the client in: ``polite`` with a
+        contact address, else ``public``."""
+        return "polite" if self.contact else "public"
+
+    def is_crossref(self, origin: str) -> bool:
+        """Whether an origin is Crossref's API (its own hosts, or ``crossref_url``)."""
+        return origin == origin_of(self.crossref_url) or urlsplit(origin).hostname in (
+            "api.crossref.org", "data.crossref.org")
+
+    def pool_rate(self, origin: str, listing: bool) -> float:
+        """The default pace of a host: Crossref's pool's (single records, list queries),
+        elsewhere 2 single records and 1 list query a second."""
+        if self.is_crossref(origin):
+            single, lists = CROSSREF_POOLS[self.pool]
+            return lists if listing else single
+        return 1.0 if listing else 2.0
 
     @property
     def allowed_origins(self) -> frozenset[str]:
@@ -213,12 +242,19 @@ class MetadataConfig(ResolverConfig):
             return self
         netloc = urlsplit(origin).netloc
         listing = kind == "list"
+        rate = self.list_rate if listing else self.agency_rate
+        if rate is None:
+            rate = self.pool_rate(origin, listing)
+        # One pace per host and address: the agencies count per contact address, so two
+        # teams (two addresses) sharing one Redis keep a pace each, and one team one.
+        who = (hashlib.sha256(self.contact.lower().encode()).hexdigest()[:12]
+               if self.contact else "public")
         return ResolverConfig(
-            base_url=origin, rate=self.list_rate if listing else self.agency_rate,
+            base_url=origin, rate=rate,
             burst=1 if listing else self.agency_burst,
             concurrency=self.list_concurrency if listing else self.concurrency,
             timeout=self.timeout, contact=self.contact,
-            redis_url=self.redis_url, redis_namespace=f"airflow-doi:{netloc}",
+            redis_url=self.redis_url, redis_namespace=f"airflow-doi:{netloc}:{who}",
             request_count_key=self.request_count_key,
             max_attempts=self.max_attempts, backoff_base=self.backoff_base,
             backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,

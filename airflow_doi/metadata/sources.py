@@ -191,6 +191,24 @@ class SourceHealth:
     #: call goes on from it (a batch's first list query no sooner than the pace allows, at a
     #: limit a server announced), not from a fresh pace.
     paces: dict[tuple[str, str], PaceState] = field(default_factory=dict)
+    #: The pool each host said it put the client in (``x-api-pool``: Crossref's ``polite``
+    #: or ``public``), and its limit as announced (``x-rate-limit-limit`` per interval, and
+    #: ``x-rate-limit-type``), by host.
+    pools: dict[str, str] = field(default_factory=dict)
+
+    def heard(self, host: str, headers: Mapping[str, str]) -> None:
+        """Keep what a host's answer says of the pool and limit the client is in."""
+        pool = headers.get("x-api-pool")
+        if not pool:
+            return
+        said = pool.strip()[:40]
+        limit, interval = headers.get("x-rate-limit-limit"), headers.get("x-rate-limit-interval")
+        if limit and interval:
+            said += f", {limit.strip()[:12]} per {interval.strip()[:12]}"
+        kind = headers.get("x-rate-limit-type")
+        if kind:
+            said += f" ({kind.strip()[:40]})"
+        self.pools[host] = said
 
     def failed(self, source: str, answered: bool, gave_up: str | None, error: str) -> None:
         """A query of ``source`` failed: given up on when its breaker gave up, or when none of

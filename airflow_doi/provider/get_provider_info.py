@@ -59,16 +59,18 @@ def _doi_proxy_connection() -> dict[str, Any]:
                 exclusiveMinimum=0),
             "contact": _field(
                 "Contact address", _NULLABLE_STRING,
-                "E-mail address put in the User-Agent (mailto:), as the proxy's operators ask "
-                "of bulk clients."),
+                "Your team's e-mail address, put in the User-Agent (mailto:), as the proxy's "
+                "and the agencies' operators ask of bulk clients; it puts the client in "
+                "Crossref's polite pool. A placeholder (you@example.org) is refused."),
             "redis_url": _field(
                 "Redis URL (shared rate limit)", _NULLABLE_STRING,
                 "redis://host:port/db: share one rate limit across workers."),
             "agency_rate": _field(
                 "Agency rate (requests/s, enrichment)", _NULLABLE_NUMBER,
                 "Requests per second to each registration agency's metadata host "
-                "(DoiEnrichOperator); the proxy keeps its own rate above.", default=2.0,
-                exclusiveMinimum=0),
+                "(DoiEnrichOperator); the proxy keeps its own rate above. Empty: Crossref's "
+                "pool's pace at Crossref (10/s with a contact, its polite pool; 5 without), "
+                "2 elsewhere.", exclusiveMinimum=0),
             "metadata_hosts": _field(
                 "Metadata hosts (enrichment allowlist)", _NULLABLE_STRING,
                 "Comma-separated hosts a content negotiation redirect may lead to (https "
@@ -82,7 +84,8 @@ def _doi_proxy_connection() -> dict[str, Any]:
             "list_rate": _field(
                 "List query rate (requests/s, enrichment)", _NULLABLE_NUMBER,
                 "List queries per second to each batch API (Crossref, DataCite), lowered to "
-                "what the server announces.", default=1.0, exclusiveMinimum=0),
+                "what the server announces. Empty: 3/s at Crossref with a contact (its "
+                "polite pool), 1 without; 1 at DataCite.", exclusiveMinimum=0),
             "crossref_url": _field(
                 "Crossref REST API", _NULLABLE_STRING,
                 "Where Crossref's list queries go; it must be on the allowlist above.",

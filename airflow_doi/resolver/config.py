@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -17,7 +18,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from airflow_doi._version import __version__
 from airflow_doi.presentation import DEFAULT_BASE_URL
 
-__all__ = ["DEFAULT_PROXY_URL", "ResolverConfig", "redact_url"]
+__all__ = ["DEFAULT_PROXY_URL", "ResolverConfig", "check_contact", "redact_url"]
 
 #: Fields that count things: integers of at least 1 (0 would hang a semaphore for ever).
 _COUNTS: Final = ("burst", "concurrency", "max_attempts", "breaker_threshold", "pending_per_slot")
@@ -63,6 +64,41 @@ DEFAULT_PROXY_URL: Final[str] = DEFAULT_BASE_URL.rstrip("/")
 
 def _version() -> str:
     return __version__
+
+
+#: Domains reserved for documentation and tests (RFC 2606, RFC 6761): no one's mailbox.
+_RESERVED: Final = ("example", "test", "invalid", "localhost", "local")
+_MAILBOX: Final = re.compile(r"[^@\s<>(),;:\"\[\]\\]+@([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+                             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+)")
+
+
+def check_contact(contact: object) -> str | None:
+    """A contact address as given, or ``ValueError`` when it is no one's mailbox: not an
+    address, or one at a domain kept for documentation (``you@example.org``). The agencies
+    count requests per address (Crossref puts a client in its polite pool by it) and block
+    addresses that keep failing: two teams behind one placeholder would share one limit and
+    one block. Empty text is no contact (None)."""
+    if not isinstance(contact, str):
+        raise ValueError(f"contact must be an e-mail address, not {contact!r}")
+    text = contact.strip()
+    if not text:
+        return None
+    found = _MAILBOX.fullmatch(text)
+    domain = found.group(1).lower() if found else ""
+    labels = domain.split(".")
+    if not found:
+        raise ValueError(
+            f"contact {text!r} is not an e-mail address (name@domain.tld): give your team's "
+            "address, which the agencies' operators can write to, or leave it out (the "
+            "agencies' public pools, slower)")
+    if (labels[-1] in _RESERVED or domain in ("example.com", "example.org", "example.net")
+            or ("example" in labels[-2:-1] and labels[-1] in ("com", "org", "net"))):
+        raise ValueError(
+            f"contact {text!r} is a placeholder ({domain} is kept for documentation): the "
+            "agencies count requests per address and block addresses that keep failing, so "
+            "every copy of it would share one limit; give your team's address, or leave it "
+            "out (the agencies' public pools, slower)")
+    return text
 
 
 @dataclass(frozen=True)
@@ -141,6 +177,8 @@ class ResolverConfig:
             value = _number(name, getattr(self, name))
             if not value >= 0:  # also refuses NaN
                 raise ValueError(f"{name} must be a number of at least 0, not {value!r}")
+        if self.contact is not None:
+            object.__setattr__(self, "contact", check_contact(self.contact))
         if isinstance(self.types, str) or isinstance(self.indexes, (str, int)):
             raise TypeError("types and indexes are tuples")
 

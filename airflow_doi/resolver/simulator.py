@@ -53,6 +53,7 @@ from urllib.parse import parse_qsl, quote, unquote, unquote_plus, unquote_to_byt
 
 from aiohttp import web
 
+from airflow_doi.metadata.config import CROSSREF_POOLS
 from airflow_doi.presentation import encode_path
 from airflow_doi.resolver.agencies import (
     AGENCIES,
@@ -270,7 +271,12 @@ class ProxySimulator:
         agency_base_port: int = 0,
         list_rate_limit: float | None = None,
         cursor_ttl: float = 300.0,
+        crossref_pools: bool = False,
     ) -> None:
+        #: Crossref's pools since December 2025 (:data:`~airflow_doi.metadata.config.
+        #: CROSSREF_POOLS`): its list queries limited (and announced, with ``x-api-pool``) by
+        #: the pool a contact address puts the client in, whatever ``list_rate_limit`` says.
+        self.crossref_pools = crossref_pools
         self.records = _load(records)
         #: Seconds a Crossref deep-paging cursor lives unused (Crossref's: about five minutes);
         #: an expired or unknown one is answered 404.
@@ -775,14 +781,26 @@ class ProxySimulator:
         return web.Response(status=200, body=body,
                             headers={"Content-Type": MEDIA_TYPES.get(agency, CSL_MEDIA_TYPE)})
 
-    def _list_token(self, agency: str, now: float) -> float | None:
-        """The batch API's limit as it announces it, no more: at most ``list_rate_limit``
-        queries answered in any second (those refused do not count). None to pass, else the
-        seconds until the oldest answered query of the last second leaves it."""
-        limit = self.list_rate_limit
+    def _list_limit(self, agency: str, request: web.BaseRequest,
+                    raw_query: str) -> tuple[float | None, str]:
+        """``(list queries a second, pool)`` of a batch API query: with ``crossref_pools``,
+        Crossref's by the pool a contact address (``mailto``) puts the client in; else
+        ``list_rate_limit`` for every agency."""
+        if agency == "crossref" and self.crossref_pools:
+            polite = ("mailto=" in raw_query
+                      or "mailto:" in request.headers.get("User-Agent", ""))
+            pool = "polite" if polite else "public"
+            return CROSSREF_POOLS[pool][1], pool
+        return self.list_rate_limit, ""
+
+    def _list_token(self, agency: str, now: float, limit: float | None = None,
+                    pool: str = "") -> float | None:
+        """The batch API's limit as it announces it, no more: at most ``limit`` queries
+        answered in any second (those refused do not count). None to pass, else the seconds
+        until the oldest answered query of the last second leaves it."""
         if not limit:
             return None
-        answered = self._list_answered.setdefault(agency, [])
+        answered = self._list_answered.setdefault(f"{agency}{pool}", [])
         while answered and now - answered[0] >= 1.0:
             answered.pop(0)
         if len(answered) + 1 <= limit:
@@ -790,14 +808,17 @@ class ProxySimulator:
             return None
         return 1.0 - (now - answered[0])
 
-    def _announced(self) -> dict[str, str]:
-        """Crossref's announcement of its limit, on every answer of its batch API."""
-        if not self.list_rate_limit:
+    def _announced(self, limit: float | None = None, pool: str = "") -> dict[str, str]:
+        """Crossref's announcement of its limit (and of the pool it put the client in), on
+        every answer of its batch API."""
+        limit = self.list_rate_limit if limit is None else limit
+        if not limit:
             return {}
-        limit = self.list_rate_limit
+        said = ({"x-api-pool": pool, "x-rate-limit-type": "list"} if pool else {})
         if limit == int(limit):
-            return {"x-rate-limit-limit": str(int(limit)), "x-rate-limit-interval": "1s"}
-        return {"x-rate-limit-limit": str(round(limit * 10)), "x-rate-limit-interval": "10s"}
+            return {**said, "x-rate-limit-limit": str(int(limit)), "x-rate-limit-interval": "1s"}
+        return {**said, "x-rate-limit-limit": str(round(limit * 10)),
+                "x-rate-limit-interval": "10s"}
 
     async def _agency_list(self, agency: str, request: web.BaseRequest,
                            raw_query: str) -> web.StreamResponse:
@@ -807,7 +828,8 @@ class ProxySimulator:
         since = _stream_since(agency, raw_query)
         dois = _listed_dois(agency, raw_query) if since is None else []
         now = time.monotonic()
-        headers = self._announced() if agency == "crossref" else {}
+        limit, pool = self._list_limit(agency, request, raw_query)
+        headers = self._announced(limit, pool) if agency == "crossref" else {}
         with self._lock:
             self.list_requests[agency] += 1
             number = self.list_requests[agency]
@@ -819,9 +841,9 @@ class ProxySimulator:
             times.append(now)
             if headers:  # an announced limit: a query past it is one over it
                 recent = sum(1 for t in times if now - t < 1.0)
-                if recent > (self.list_rate_limit or 0):
+                if recent > (limit or 0):
                     self.list_over_announced += 1
-            wait = self._list_token(agency, now)
+            wait = self._list_token(agency, now, limit, pool)
             if wait is not None:
                 self.list_throttled += 1
         if wait is not None:

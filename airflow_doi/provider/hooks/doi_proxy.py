@@ -17,7 +17,7 @@ requests of a try that was killed before it could report them are still known to
 
 Point a deployment at a proxy with an environment variable, e.g.
 ``AIRFLOW_CONN_DOI_PROXY_DEFAULT='{"conn_type": "doi_proxy", "host": "https://doi.org",
-"extra": {"rate": 3, "contact": "data-team@example.org"}}'``.
+"extra": {"rate": 3, "contact": "data-team@your-library.org"}}'``.
 """
 
 from __future__ import annotations

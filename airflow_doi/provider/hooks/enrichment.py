@@ -117,14 +117,18 @@ def enrichment_step(proxy_hook: DoiProxyHook, log: TaskLog) -> KeyStep:
     the table (its ``agency`` column), so that Which RA? is asked only about new keys."""
     config = proxy_hook.get_metadata_config()
     hosts = ", ".join(config.metadata_hosts)
+    single = (f"{config.agency_rate:.1f}/s" if config.agency_rate is not None else
+              f"Crossref's {config.pool} pool's pace, 2/s elsewhere")
+    lists = (f"{config.list_rate:g}/s" if config.list_rate is not None else
+             f"Crossref's {config.pool} pool's pace, 1/s at DataCite")
     description = (f"{config.safe_base_url} at {config.rate:.1f} requests/s and each "
-                   f"metadata host at {config.agency_rate:.1f}/s (concurrency "
+                   f"metadata host at {single} (concurrency "
                    f"{config.concurrency}; metadata hosts: {hosts})")
     batch_apis = [redact_url(getattr(config, s.url_field)) for s in BATCH_SOURCES
                   if config.batch_origin(getattr(config, s.url_field))]
     if config.source == "auto" and batch_apis:
         description += (f"; Crossref's and DataCite's keys by list queries of "
-                        f"{config.list_size} DOIs at {config.list_rate:g}/s "
+                        f"{config.list_size} DOIs at {lists} "
                         f"({', '.join(batch_apis)})")
     return KeyStep(
         verb="enrich", gerund="Enriching", past="enriched", service="DOI content negotiation",
@@ -132,7 +136,7 @@ def enrichment_step(proxy_hook: DoiProxyHook, log: TaskLog) -> KeyStep:
         ask=partial(_fetch, proxy_hook, log),
         # One for every batch of the task: a batch API given up on is not asked again.
         new_stats=partial(MetadataStats, source_health=SourceHealth()),
-        lease=partial(default_lease, config, rate=min(config.rate, config.agency_rate),
+        lease=partial(default_lease, config, rate=min(config.rate, config.agency_rate or 2.0),
                       requests_per_key=2),
         counted=partial(requests_counted, config),
         known="agency",
