@@ -126,7 +126,9 @@ def test_a_killed_harvest_goes_on_from_its_page_and_never_rewrites_a_row(
     state = stats.updates["crossref"]
     assert state.finished
     if pause:
-        assert seen["expired_cursors"] == 1 and state.restarts == 1
+        # DataCite's stream may have been mid-cursor when the child died as well.
+        assert state.restarts == 1
+        assert seen["expired_cursors"] == sum(s.restarts for s in stats.updates.values())
     else:  # went on from the third page: no page asked twice
         assert seen["expired_cursors"] == 0 and state.restarts == 0
         assert seen["stream_pages"]["crossref"] - before == state.pages - 2
