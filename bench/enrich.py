@@ -75,13 +75,27 @@ SHARES = {"crossref": 0.70, "datacite": 0.20, "medra": 0.05, "nocn": 0.05}
 
 
 def catalogue_dois(count: int, stem: str) -> dict[str, str]:
-    """``count`` DOIs, each with its agency, in :data:`SHARES` (shuffled, reproducibly)."""
+    """``count`` DOIs as the catalogue writes them, each with its agency, in :data:`SHARES`
+    (shuffled, reproducibly). DataCite holds its DOIs in upper case and its index is
+    case-sensitive (datacite#2115): half of them are written in lower case here, as
+    catalogues do (:func:`registered_form` is the agency's)."""
     agencies: list[str] = []
     for agency, share in SHARES.items():
         agencies += [agency] * round(count * share)
     agencies = (agencies + ["crossref"] * count)[:count]
     random.Random(33).shuffle(agencies)
-    return {f"10.5555/{stem}.{i:07d}": agency for i, agency in enumerate(agencies)}
+    written: dict[str, str] = {}
+    for i, agency in enumerate(agencies):
+        doi = f"10.5555/{stem}.{i:07d}"
+        if agency == "datacite":
+            doi = doi.lower() if i % 2 else doi.upper()
+        written[doi] = agency
+    return written
+
+
+def registered_form(doi: str, agency: str) -> str:
+    """The DOI as its agency registered it (DataCite: upper case)."""
+    return doi.upper() if agency == "datacite" else doi
 
 
 def build_catalogue(path: Path, dois: list[str]) -> None:
@@ -224,14 +238,29 @@ def check_sample(database: Path, works: dict[str, str], size: int) -> tuple[int,
     rows = stored_rows(database, f"doi, metadata_status, metadata_source, {', '.join(FIELDS)}")
     sample = random.Random(33).sample(rows, min(size, len(rows)))
     matching, wrong = 0, list[str]()
+    agency_of = {d.upper(): a for d, a in works.items()}
     for doi, status, _, *values in sample:
-        expected = expected_metadata(work_from_record(doi, {"agency": works[doi]}))
+        agency = agency_of[doi.upper()]
+        expected = expected_metadata(work_from_record(registered_form(doi, agency),
+                                                      {"agency": agency}))
         got = dict(zip(FIELDS, values, strict=True))
         if (status == "no_metadata" and expected is None) or (status == "ok" and got == expected):
             matching += 1
         elif len(wrong) < 3:
             wrong.append(f"{doi}: {status} {got} != {expected}")
     return matching, len(sample), wrong
+
+
+def vocabulary(database: Path) -> dict[str, Any]:
+    """Whether every stored ``csl_type`` is one of CSL's, and every ok row has its
+    ``registry_type`` (issue 40, acceptance 4)."""
+    from airflow_doi.metadata.csl import CSL_TYPES
+
+    rows = [r for r in stored_rows(database, "metadata_status, csl_type, registry_type")
+            if r[0] == "ok"]
+    types = {csl for _, csl, _ in rows if csl is not None}
+    return {"ok": len(rows), "types": len(types), "not_csl": types - CSL_TYPES,
+            "no_registry_type": sum(1 for _, _, registry in rows if registry is None)}
 
 
 # -- kill and resume (the simulator in this process: its per-key counts) --------------------
@@ -241,7 +270,7 @@ def kill_and_resume(workdir: Path, dois: dict[str, str], args: argparse.Namespac
 
     database = workdir / "resume.sqlite"
     build_catalogue(database, list(dois))
-    records = {doi: {"agency": agency} for doi, agency in dois.items()}
+    records = {registered_form(doi, agency): {"agency": agency} for doi, agency in dois.items()}
     with ProxySimulator(records, rate_limit=args.proxy_limit, latency=args.latency,
                         agency_rate_limit=args.agency_limit,
                         list_rate_limit=args.list_limit) as sim:
@@ -296,7 +325,7 @@ def main() -> int:
     batch = dict(list(two.items())[:args.batch_keys])
     baseline = dict(list(two.items())[:args.baseline_keys])
     records = workdir / "records.json"
-    records.write_text(json.dumps({d: {"agency": a} for part in (whole, two)
+    records.write_text(json.dumps({registered_form(d, a): {"agency": a} for part in (whole, two)
                                    for d, a in part.items()}), encoding="utf-8")
     print(f"{args.keys:,} keys: " + ", ".join(f"{a} {s:.0%}" for a, s in SHARES.items())
           + f"; limits: proxy {args.proxy_limit:g}/s, each agency's single records "
@@ -369,6 +398,13 @@ def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[s
         "goal: at least 20x")
     if rate(batched) / base < 20:
         failures.append(f"batch sources alone: {rate(batched) / base:.1f}x negotiation alone")
+    negotiated_keys = batched["summary"].get("by_source", {}).get("negotiation", {}).get(
+        "keys", 0)
+    add("  keys the batch APIs left to negotiation", f"{negotiated_keys:,}",
+        "goal: 0 (half the DataCite keys written in lower case; DataCite's index is "
+        "case-sensitive)")
+    if negotiated_keys:
+        failures.append(f"batch sources alone: {negotiated_keys} keys negotiated")
     per_source(everything, "whole catalogue")
     samples = everything["samples"]
     total = everything["keys"]
@@ -386,6 +422,13 @@ def report(args: argparse.Namespace, negotiated: dict[str, Any], batched: dict[s
             f"{(rss[3] - rss[1]) / (0.8 * total / 1000):+.1f} KiB per 1,000 keys")
     matching, checked, wrong = sample
     add("  stored rows equal to the works", f"{matching}", f"of {checked} checked")
+    types = vocabulary(everything["database"])
+    add("  csl_type values not CSL's", f"{len(types['not_csl'])}",
+        f"{types['types']} types over {types['ok']:,} ok rows (goal: 0) "
+        f"{sorted(types['not_csl'])[:5]}")
+    add("  ok rows without registry_type", f"{types['no_registry_type']:,}", "goal: 0")
+    if types["not_csl"] or types["no_registry_type"]:
+        failures.append(f"type vocabulary: {types}")
     add("kill: stored when killed", f"{resume['stored_at_kill']:,}",
         f"of {resume['total']:,}; {resume['in_flight']:,} keys in flight (asked, unstored)")
     add("resume: due keys", f"{resume['due']:,}",

@@ -13,6 +13,12 @@ Three runs on the same simulator settings (50 ms latency, 40 requests/s token bu
   baseline in the same run: the moving window of 20 per second the shared limit was until
   then (each process also paced alone at 20/s, as aiolimiter did). Targets: at most 1 %
   refused, at least 85 % of the rate held (the window: 12.2 % refused, 17.1 keys/s).
+* existence (issue 40): 100,000 keys, one in twenty never registered, existence-only
+  (``urls=False``: doi.org's Which RA?, up to 50 DOIs a request) against the handle path (one
+  request a key) at the same proxy rate (``--existence-rate``, the server's bucket too); the
+  handle path is timed on ``--handle-keys`` of the keys (its keys/s do not depend on how many)
+  and both answer those. Targets: >= 20x the keys/s, <= 0.03 requests a key, statuses
+  identical where both answer (registered = resolved).
 
 Prints the achieved rate as a ratio of the limit, both as requests/s (what the limit
 governs) and as DOIs/s (what a user waits for: retries cost request slots), the share of
@@ -27,6 +33,7 @@ with the default 0.5 s the last retries' backoff tail costs a few percent on 600
 
     python bench/resolve.py [--dois 600] [--limit 40] [--latency 0.05]
                             [--redis-url redis://127.0.0.1:6379/0] [--pace-keys 400]
+                            [--existence-keys 100000] [--existence-rate 40] [--only existence]
 """
 
 from __future__ import annotations
@@ -199,6 +206,55 @@ def shared_pace(mode: str, keys: int, rate: float, burst: int, redis_url: str) -
     }
 
 
+def existence(keys: int, handle_keys: int, rate: float, latency: float) -> dict:
+    """Existence-only against the handle path at ``rate``, one simulator of ``keys`` records
+    (every 20th never registered)."""
+    dois = _dois(keys)
+    registered = [d for i, d in enumerate(dois) if i % 20]
+    sample = dois[:: max(1, keys // handle_keys)][:handle_keys]
+    config = ResolverConfig(rate=rate, burst=4, concurrency=8, backoff_base=0.25)
+    figures: dict = {}
+    with ProxySimulator(make_records(registered), latency=latency, rate_limit=rate) as sim:
+        for label, values, options in (("handle", sample, {}),
+                                       ("existence", dois, {"urls": False})):
+            sim.reset_counts()
+            stats = ResolverStats()
+            started = time.perf_counter()
+            results = resolve(values, config=config.replace(base_url=sim.url, **options),
+                              stats=stats)
+            elapsed = time.perf_counter() - started
+            served = sim.stats()
+            figures[label] = {"keys": len(values), "seconds": elapsed,
+                              "keys_per_second": len(values) / elapsed,
+                              "requests": served["requests"], "throttled": served["throttled"],
+                              "requests_per_key": served["requests"] / len(values),
+                              "statuses": {r.doi: r.status for r in results}}
+    same = {"resolved": "registered"}
+    handle, exist = figures["handle"]["statuses"], figures["existence"]["statuses"]
+    figures["identical"] = all(same.get(s, s) == exist[d] for d, s in handle.items())
+    figures["not_found"] = sum(s == "not_found" for s in exist.values())
+    return figures
+
+
+def print_existence(figures: dict, rate: float) -> None:
+    handle, exist = figures["handle"], figures["existence"]
+    for label, r in (("handle path (one request a key)", handle),
+                     ("existence-only (Which RA?)", exist)):
+        print(f"{label:<34} keys={r['keys']:<7,} {r['seconds']:7.1f}s "
+              f"keys/s={r['keys_per_second']:8.1f} requests={r['requests']:,} "
+              f"({r['requests_per_key']:.4f} a key) throttled={r['throttled']}")
+    ratio = exist["keys_per_second"] / handle["keys_per_second"]
+    goals = {"keys/s >= 20x": ratio >= 20, "<= 0.03 requests a key":
+             exist["requests_per_key"] <= 0.03, "statuses identical": figures["identical"]}
+    print(f"existence-only vs handle at {rate:g} requests/s: keys/s x{ratio:.1f}; "
+          f"not_found={figures['not_found']:,}; statuses identical where both answer="
+          f"{figures['identical']}; goals missed: "
+          f"{', '.join(g for g, ok in goals.items() if not ok) or 'none'}")
+    per_million = 1_000_000 * exist["requests_per_key"]
+    print(f"1M keys at 3 requests/s: handle path {1_000_000 / 3 / 86400:.1f} days, "
+          f"existence-only {per_million:,.0f} requests = {per_million / 3 / 3600:.1f} h")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dois", type=int, default=600)
@@ -209,7 +265,15 @@ def main() -> None:
     parser.add_argument("--pace-keys", type=int, default=400, help="keys per process")
     parser.add_argument("--pace-rate", type=float, default=20.0)
     parser.add_argument("--pace-burst", type=int, default=5, help="the server bucket's burst")
+    parser.add_argument("--existence-keys", type=int, default=100_000)
+    parser.add_argument("--handle-keys", type=int, default=2_000)
+    parser.add_argument("--existence-rate", type=float, default=40.0)
+    parser.add_argument("--only", choices=["existence"], help="run only this part")
     args = parser.parse_args()
+    if args.only == "existence":
+        print_existence(existence(args.existence_keys, args.handle_keys, args.existence_rate,
+                                  args.latency), args.existence_rate)
+        return
     dois = _dois(args.dois)
     sim = {"latency": args.latency, "rate_limit": args.limit}
     fast = ResolverConfig(rate=args.limit, burst=4, concurrency=8, backoff_base=0.25)
@@ -266,6 +330,8 @@ def main() -> None:
     print(f"shared pace vs moving window: keys/s x"
           f"{pace['keys_per_second'] / window['keys_per_second']:.2f}, "
           f"refused {pace['refused']} vs {window['refused']}")
+    print_existence(existence(args.existence_keys, args.handle_keys, args.existence_rate,
+                              args.latency), args.existence_rate)
 
 
 if __name__ == "__main__":

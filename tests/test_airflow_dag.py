@@ -787,6 +787,14 @@ def test_demo_runs_the_pipeline_offline(tmp_path: Path) -> None:
                             "'retraction:%'").fetchall() == [("10.1000/XYZ",)]
         assert conn.execute("SELECT status FROM doi_resolution WHERE doi_key = ?",
                             [NEVER_REGISTERED]).fetchone() == ("not_found",)
+        # One type vocabulary (issue 40): CSL's types whichever source answered, and the
+        # registry's own word beside them on every ok row.
+        from airflow_doi.metadata.csl import CSL_TYPES
+
+        typed = conn.execute("SELECT csl_type, registry_type FROM doi_metadata "
+                             "WHERE metadata_status = 'ok'").fetchall()
+        assert typed and {csl for csl, _ in typed} <= CSL_TYPES, typed
+        assert all(registry for _, registry in typed), typed
 
     # The DAG's last task wrote the quality report; the demo says where and how to open it.
     report = tmp_path / "report.html"

@@ -760,3 +760,45 @@ def test_no_rendered_parameter_is_masked_and_the_old_name_still_works() -> None:
         assert DoiProxyHook(doi_proxy_conn_id="my_proxy").resolver_conn_id == "my_proxy"
     assert DoiProxyHook(resolver_conn_id="mine").resolver_conn_id == "mine"
     assert DoiProxyHook.conn_name_attr == "resolver_conn_id"
+
+
+def test_an_existence_only_pass_then_the_urls(database: Database, simulator) -> None:
+    """``urls=False``: Which RA? alone (a few requests for every key), ``registered`` with the
+    agency or ``not_found``; a later run with URLs asks the handles of the registered keys
+    only, and a further existence-only run leaves the resolved rows (URLs) as they are."""
+    from airflow_doi.provider.operators.resolve import DoiResolveOperator
+
+    _normalize(database)
+    results = quote_identifier(database.results)
+
+    def resolve(urls: bool | str) -> dict:
+        return DoiResolveOperator(task_id="resolve", conn_id=database.conn_id,
+                                  table=database.table, urls=urls).execute({})
+
+    first = resolve("False")  # as a template renders it
+    assert first["stored_keys"] == len(VALID_KEYS)
+    assert simulator.requests_by_key == {}  # no handle asked
+    assert simulator.request_count == simulator.ra_requests == 1
+    rows = {key: (status, url, agency) for key, status, url, agency in database.run(
+        f"SELECT doi_key, status, url, agency FROM {results}")}
+    assert rows["10.1000/MISSING"] == ("not_found", None, None)
+    assert {rows[k][0] for k in VALID_KEYS - {"10.1000/MISSING"}} == {"registered"}
+    assert {rows[k][2] for k in VALID_KEYS - {"10.1000/MISSING"}} == {"DataCite"}
+
+    simulator.reset_counts()
+    second = resolve(True)
+    assert second["due_keys"] == len(VALID_KEYS) - 1  # not_found is fresh; registered is due
+    assert set(simulator.requests_by_key) == VALID_KEYS - {"10.1000/MISSING"}
+    rows = dict(database.run(f"SELECT doi_key, status FROM {results}"))
+    assert set(rows.values()) == {"resolved", "not_found"}
+
+    simulator.reset_counts()
+    past = datetime.now(timezone.utc) - timedelta(days=1)
+    database.run(f"UPDATE {results} SET expires_at = ?",
+                 [(past.isoformat() if database.kind == "sqlite" else past,)])
+    third = resolve(False)  # expired, but an existence pass never drops a URL
+    assert third["due_keys"] == 1 and simulator.request_count == 1
+    assert database.run(f"SELECT COUNT(*) FROM {results} WHERE url IS NOT NULL") == [
+        (len(VALID_KEYS) - 1,)]
+    with pytest.raises(ValueError, match="urls must be true or false, not 'maybe'"):
+        resolve("maybe")

@@ -79,7 +79,7 @@ def test_every_python_block_is_covered() -> None:
     """A new ``python`` block must get a test here (doctest blocks run in test_readme.py)."""
     plain = [head for head, text in blocks("python") if not text.lstrip().startswith(">>>")]
     assert sorted(plain) == sorted(["pandas", "Resolving against the doi.org proxy REST API",
-                                    ENRICHMENT, "Airflow provider", "Arrow", "Polars",
+                                    EXISTENCE, ENRICHMENT, "Airflow provider", "Arrow", "Polars",
                                     "PySpark", "Dask"])  # PySpark: tests/test_sql_spark.py
     bash = [head for head, _ in blocks("bash")]
     assert bash[1:] == ["Install", "Install", "pandas", "Command line",
@@ -158,6 +158,25 @@ def test_resolve_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     statuses = [r.status for r in namespace["results"]]  # type: ignore[attr-defined]
     assert statuses == ["resolved", "resolved", "invalid"]
     assert (tmp_path / "doi-cache.sqlite").exists()
+
+
+EXISTENCE = "Existence only, a batch at a time"
+
+
+def test_existence_block(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_doi.resolver.simulator import make_records
+
+    text = block_under("python", EXISTENCE)
+    assert f'base_url="{PROXY}"' in text
+    monkeypatch.chdir(tmp_path)
+    with ProxySimulator(make_records(["10.1000/1"])) as sim:
+        namespace: dict[str, object] = {}
+        exec(compile(text.replace(f'base_url="{PROXY}"', f'base_url="{sim.url}"'),
+                     "README:existence", "exec"), namespace)
+        assert sim.request_count == sim.ra_requests == 1  # "one request was sent"
+    rows = namespace["exists"]
+    assert [r.status for r in rows] == ["registered", "registered", "not_found"]  # type: ignore[attr-defined]
+    assert rows[0].agency  # type: ignore[index]
 
 
 ENRICHMENT = "Enrichment: registry metadata from the agencies"

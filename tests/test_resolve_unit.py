@@ -318,9 +318,10 @@ def test_result_row_has_the_documented_columns():
         "resolved_at",
         "expires_at",
         "url_raw",
+        "agency",
     ]
     assert row["resolved_at"] == "2026-01-01T00:00:00+00:00"
-    assert STATUSES == ("resolved", "no_values", "not_found", "invalid", "error")
+    assert STATUSES == ("resolved", "registered", "no_values", "not_found", "invalid", "error")
 
 
 class FakeClock:

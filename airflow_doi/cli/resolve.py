@@ -23,8 +23,10 @@ Resolve a column of DOIs through the doi.org proxy REST API (or any proxy at --b
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, status, url,
 response_code, http_status, attempts, error, resolved_at, expires_at, url_raw (the URL
-exactly as the proxy sent it; url holds it only when it is a safe http(s) URL). status is
-resolved, no_values, not_found, invalid (never sent; the reason is in error: bad_encoding
+exactly as the proxy sent it; url holds it only when it is a safe http(s) URL), agency (who
+registered the DOI, when doi.org's Which RA? was asked). status is resolved, registered
+(--existence-only: the DOI exists, its URL not asked), no_values, not_found, invalid (never
+sent; the reason is in error: bad_encoding
 for a cell that is not UTF-8, malformed_row for a CSV row with the wrong number of fields)
 or error (the resolver gave up; the reason is in error). If a kept column already has one of
 these names (in any case, as a column doi), ours are named resolution_input, resolution_doi,
@@ -63,6 +65,17 @@ def register(subparsers: Any) -> None:
         help="keep only handle values at this index (repeatable)",
     )
     parser.add_argument("--auth", action="store_true", help="ask the proxy to bypass its cache")
+    existence = parser.add_mutually_exclusive_group()
+    existence.add_argument(
+        "--existence-only", action="store_true",
+        help="ask only whether each DOI exists (doi.org's Which RA?, about 50 DOIs a request): "
+        "status registered with its agency, or not_found; no URLs",
+    )
+    existence.add_argument(
+        "--existence-first", action="store_true",
+        help="ask Which RA? first and the handle only of the DOIs that exist (fewer requests "
+        "where many DOIs are not registered)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     parser.set_defaults(func=run)
 
@@ -76,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     terminal = _proxy.progress_wanted(args)
     try:
         config = _proxy.proxy_config(
-            args, types=tuple(args.types), indexes=tuple(args.indexes), auth=args.auth)
+            args, types=tuple(args.types), indexes=tuple(args.indexes), auth=args.auth,
+            urls=not args.existence_only, existence_first=args.existence_first)
         read = _proxy.read_input(args)
     except (TypeError, ValueError, TableInputError) as error:
         return input_error("resolve", error)

@@ -100,6 +100,9 @@ def register(subparsers: Any) -> None:
                         help="cut every Nth list answer's body short")
     parser.add_argument("--list-bad-record-every", type=int,
                         help="put a record of the wrong shape in place of every Nth record")
+    parser.add_argument("--which-ra-invalid-every", type=int, metavar="N",
+                        help="Which RA? calls every Nth DOI asked 'Invalid DOI' (registered "
+                        "or not), as doi.org does for DOIs it parses otherwise")
     parser.add_argument("--agency-base-port", type=int, default=0, metavar="PORT",
                         help="serve the agencies on PORT and the 4 ports after it (the same "
                              "allowlist on every start); 0 picks free ports")

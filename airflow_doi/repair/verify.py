@@ -34,8 +34,9 @@ from airflow_doi.syntax import ascii_upper, short_doi, validate
 __all__ = ["SHORT_DOI_RULE", "RepairResult", "RepairStats", "arepair", "repair",
            "repair_columns"]
 
-#: Statuses meaning "this DOI exists" (a handle without a URL value still exists).
-EXISTS: Final[frozenset[str]] = frozenset({"resolved", "no_values"})
+#: Statuses meaning "this DOI exists" (a handle without a URL value still exists; Which RA?
+#: names a registered DOI's agency).
+EXISTS: Final[frozenset[str]] = frozenset({"resolved", "registered", "no_values"})
 #: The rule named for the DOI a shortDOI aliases (the proxy's answer, not one of RULES).
 SHORT_DOI_RULE: Final[str] = "short_doi"
 #: Candidate rounds: [start, end) indexes into each row's ranked candidates.

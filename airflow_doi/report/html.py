@@ -54,6 +54,7 @@ FORM_TEXT: Final[dict[str, str]] = {
 }
 STATUS_COLORS: Final[dict[str, str]] = {
     "resolved": PALETTE["good"],
+    "registered": PALETTE["good"],
     "no_values": PALETTE["warn"],
     "not_found": PALETTE["bad"],
     "invalid": PALETTE["muted"],

@@ -168,7 +168,8 @@ def _statuses(
     per_key = per_key.append_column("rows", counted["count_all"])
     figures.statuses = value_counts(per_key["status"], STATUSES)
     figures.looked_up = per_key.num_rows
-    figures.resolved = figures.statuses.get("resolved", 0)
+    # Found in the registry: resolved, or (an existence-only run) registered.
+    figures.resolved = figures.statuses.get("resolved", 0) + figures.statuses.get("registered", 0)
     failed = pc.is_in(per_key["status"], value_set=pa.array(FAILED_STATUSES))
     figures.failures = int(pc.sum(failed).as_py() or 0)
     if not figures.failures:

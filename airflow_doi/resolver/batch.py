@@ -49,6 +49,7 @@ from airflow_doi.resolver.result import (
     ResolverStats,
     answer_fields,
 )
+from airflow_doi.resolver.text import server_text
 from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper, short_doi, validate
 
@@ -166,6 +167,11 @@ class KeyedBatch:
     def cached_result(self, key: str, answer: Any) -> Any:
         raise NotImplementedError
 
+    def usable(self, answer: Any) -> bool:
+        """Whether a fresh cached answer serves this call (an existence-only answer does not
+        serve a call that wants the URL)."""
+        return True
+
     async def request(self, client: Any, doi: str, key: str) -> Any:
         raise NotImplementedError
 
@@ -180,7 +186,7 @@ class KeyedBatch:
         """The cached answer another process stored for ``key`` meanwhile, as a finished key."""
         assert self.cache is not None
         answer = self.cache.fresh([key], datetime.now(timezone.utc)).get(key)
-        if answer is None:
+        if answer is None or not self.usable(answer):
             return None
         self.stats.cache_hits += 1
         self.done += 1
@@ -304,6 +310,8 @@ class _Batch(KeyedBatch):
         )
         self.breaker.answered = stats.answered  # an earlier batch of the run was answered
         self.limiter = RateLimiter(config)
+        #: Who registered each key, as Which RA? names it.
+        self.agencies: dict[str, str] = {}
         self.policy = RetryPolicy(config, self.breaker, self.limiter, stats)
 
     expands_short_dois = True
@@ -345,6 +353,96 @@ class _Batch(KeyedBatch):
                                        for key, handle in todo[start:start + self.pending_limit]))
         return found
 
+    def usable(self, answer: CachedAnswer) -> bool:
+        return answer.status != "registered" or not self.config.urls
+
+    async def run(self, todo: dict[str, str]) -> dict[str, Any]:
+        """Which RA? first (``existence_first``, or ``urls=False``): the keys that do not exist
+        end ``not_found`` with no handle request, and with ``urls=False`` the others
+        ``registered``; then each remaining key's handle (the keys Which RA? left undecided)."""
+        if not self.config.existence_first and self.config.urls:
+            return await super().run(todo)
+        try:
+            async with self.client() as client:
+                results = await self._which_ra(client, todo)
+                rest = {key: doi for key, doi in todo.items() if key not in results}
+                if rest:
+                    results.update(await self.run_keys(client, rest))
+                return results
+        finally:
+            await self.finish()
+            if self.cache is not None:
+                self.cache.release_all()
+
+    async def _which_ra(self, client: Any, todo: dict[str, str]) -> dict[str, Any]:
+        """Which RA? about ``todo``'s keys, ``concurrency`` requests at once: the results of the
+        keys it settles (and each key's agency, kept for its handle's result)."""
+        from airflow_doi.resolver.client import ProxyError, which_ra_batches
+        from airflow_doi.resolver.retry import GaveUpError
+
+        by_doi = {doi: key for key, doi in todo.items()}
+        results: dict[str, Any] = {}
+        slots = asyncio.Semaphore(self.config.concurrency)
+        existence_only = not self.config.urls
+
+        async def one(group: list[str]) -> None:
+            async with slots:
+                if self.breaker.gave_up_reason is not None:
+                    return
+                try:
+                    entries, attempts = await self.policy.run(
+                        lambda: client.get_which_ra(group))
+                except (GaveUpError, ProxyError) as error:
+                    self.stats.which_ra_requests += error.attempts
+                    if existence_only:  # nothing else will answer them
+                        for doi in group:
+                            results[by_doi[doi]] = _failed(
+                                doi, by_doi[doi], f"Which RA?: {error.reason}",
+                                http_status=error.http_status)
+                    return
+            self.stats.which_ra_requests += attempts
+            now = datetime.now(timezone.utc)
+            share = 0  # no request of its own: the group's (counted in which_ra_requests)
+            said: set[str] = set()
+            for entry in entries:
+                echoed = entry.get("DOI")
+                key = ascii_upper(echoed) if isinstance(echoed, str) else None
+                if key is None or key not in todo or key in said:
+                    continue
+                said.add(key)
+                doi = todo[key]
+                agency = entry.get("RA")
+                if isinstance(agency, str) and agency.strip():
+                    self.agencies[key] = server_text(agency.strip(), 60)
+                    if existence_only:
+                        results[key] = self._settled(doi, key, "registered", now, share)
+                elif str(entry.get("status", "")).lower() == "doi does not exist":
+                    results[key] = self._settled(doi, key, "not_found", now, share)
+                # "Invalid DOI" (the proxy reads the DOI otherwise), or an entry left out: its
+                # handle decides (existence-only too: its answer says at least as much)
+
+        await asyncio.gather(*(one(group) for group in which_ra_batches(list(by_doi))))
+        self.done += len(results)
+        self.report()
+        return results
+
+    def _settled(self, doi: str, key: str, status: str, now: datetime,
+                 attempts: int) -> ResolutionResult:
+        """A key Which RA? settled: ``not_found`` (the DOI does not exist) or ``registered``;
+        cached like a handle's answer (the registry's word, for a day)."""
+        from airflow_doi.resolver.result import expires_after
+
+        ttl = self.config.negative_ttl if status == "not_found" else max(
+            self.config.negative_ttl, 86400.0)
+        fields: dict[str, Any] = {
+            "status": status, "http_status": 200, "resolved_at": now,
+            "expires_at": expires_after(now, ttl), "agency": self.agencies.get(key)}
+        if self.cache is not None:
+            self.cache.store(CachedAnswer(key=key, doi=doi, attempts=attempts, **fields))
+        reason = ("doi.org's Which RA? says the DOI does not exist" if status == "not_found"
+                  else None)
+        return ResolutionResult(None, doi, key, attempts=attempts, error=reason, **fields)
+
     def cached_result(self, key: str, answer: CachedAnswer) -> ResolutionResult:
         # url_raw and a refusal are not stored: they follow from the values, as when fetched.
         _, url_raw, refusal = (
@@ -381,7 +479,7 @@ class _Batch(KeyedBatch):
                 doi, key, error.reason, attempts=error.attempts, http_status=error.http_status,
                 response_code=getattr(error, "response_code", None),
             )
-        carried = answer_fields(answer)
+        carried = {**answer_fields(answer), "agency": self.agencies.get(key)}
         if self.cache is not None:
             self.cache.store(CachedAnswer(key=key, doi=doi, attempts=attempts, **carried))
         return ResolutionResult(
@@ -479,7 +577,8 @@ async def answer_rows(
         if store is not None:
             rest = [key for key in todo if key not in batch.early]
             for key, answer in store.fresh(rest, datetime.now(timezone.utc)).items():
-                known[key] = batch.cached_result(key, answer)
+                if batch.usable(answer):
+                    known[key] = batch.cached_result(key, answer)
         stats.cache_hits = len(known)
         batch.total, batch.done = len(todo), len(known)
         batch.report()

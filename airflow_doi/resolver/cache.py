@@ -51,6 +51,7 @@ create table if not exists answers (
     "values" text not null,
     resolved_at text not null,
     expires_at text not null,
+    agency text,
     primary key (key, query)
 )
 """
@@ -122,6 +123,13 @@ class ResolverCache:
         self._retrying("pragma synchronous=normal")
         self._retrying(_SCHEMA)
         self._retrying(_CLAIMS)
+        have = {row[1] for row in self._conn.execute("pragma table_info(answers)")}
+        if "agency" not in have:  # a cache file of an earlier release
+            try:
+                self._retrying("alter table answers add column agency text")
+            except sqlite3.OperationalError as error:  # another process added it first
+                if "duplicate column" not in str(error):
+                    raise
 
     def _retrying(self, statement: str) -> None:
         deadline = time.monotonic() + BUSY_TIMEOUT

@@ -150,6 +150,15 @@ class ResolverConfig:
     indexes: tuple[int, ...] = field(default=())
     #: Ask the proxy to bypass its own cache (``auth``); the local cache still applies.
     auth: bool = False
+    #: Ask each key's URL (its handle record). False: existence only, from doi.org's Which
+    #: RA? (about 50 DOIs a request): ``registered`` with the agency, or ``not_found``; a
+    #: later run with URLs asks the handles of the registered keys. Either way, a key Which
+    #: RA? says does not exist is ``not_found`` without a handle request.
+    urls: bool = True
+    #: With URLs too: ask Which RA? first, many DOIs a request, which keys exist (and who
+    #: registered them): the keys that do not are ``not_found`` at once, no handle request
+    #: each (about one request in fifty more, where few keys are missing).
+    existence_first: bool = False
 
     def __post_init__(self) -> None:
         # Values also arrive from Airflow connection extras, so every message names the field

@@ -28,7 +28,11 @@ __all__ = [
 ]
 
 #: Every status a row can end in; ``error`` is the only one never cached.
-STATUSES: Final[tuple[str, ...]] = ("resolved", "no_values", "not_found", "invalid", "error")
+#: ``registered``: the DOI exists (doi.org's Which RA? names its agency), its URL not asked
+#: (an existence-only run, ``urls=False``).
+STATUSES: Final[tuple[str, ...]] = (
+    "resolved", "registered", "no_values", "not_found", "invalid", "error",
+)
 #: Output columns, in order (``values`` is kept on the object but not flattened into rows).
 COLUMNS: Final[tuple[str, ...]] = (
     "input",
@@ -43,6 +47,7 @@ COLUMNS: Final[tuple[str, ...]] = (
     "resolved_at",
     "expires_at",
     "url_raw",
+    "agency",
 )
 
 
@@ -61,6 +66,8 @@ class AnswerFields:
     values: tuple[dict[str, Any], ...] = ()
     resolved_at: datetime | None = None
     expires_at: datetime | None = None
+    #: Who registered the DOI, as doi.org's Which RA? names it (None: not asked).
+    agency: str | None = None
 
 
 #: The names of :class:`AnswerFields`, in order (read once: :func:`answer_fields` runs per key).
@@ -151,11 +158,12 @@ class ResolverStats:
     """Counters of one batch, filled in while it runs (pass one to ``aresolve(stats=...)``).
 
     The counters agree with the rows of the same run: over the distinct keys that were not
-    cache hits (``cached=False``), ``requests == sum(attempts)`` and
-    ``retries == sum(max(attempts - 1, 0))``: a retry is a request sent for a key that had
-    already been asked, counted when it leaves (a backoff cut short by the breaker giving up
-    is not a retry). ``by_status`` counts rows; :attr:`sent_rows` and :attr:`error_share`
-    are what a caller needs to fail a run on too many ``error`` rows.
+    cache hits (``cached=False``), ``requests == sum(attempts) + which_ra_requests`` (a Which
+    RA? request speaks for many keys: a key it settles has no attempt of its own) and, without
+    Which RA? retries, ``retries == sum(max(attempts - 1, 0))``: a retry is a request sent for
+    a key that had already been asked, counted when it leaves (a backoff cut short by the
+    breaker giving up is not a retry). ``by_status`` counts rows; :attr:`sent_rows` and
+    :attr:`error_share` are what a caller needs to fail a run on too many ``error`` rows.
     """
 
     #: The statuses :meth:`summary` counts, in order (a subclass names its own).
@@ -182,6 +190,8 @@ class ResolverStats:
     #: short_doi_requests``).
     short_dois: int = 0
     short_doi_requests: int = 0
+    #: Which RA? requests (many keys each: existence first), part of ``requests``.
+    which_ra_requests: int = 0
     #: Whether the proxy has answered a request of this run (any HTTP answer). The batch sets
     #: it; a caller that resolves one run in several batches sets it before each later batch
     #: from the earlier ones', so that a proxy that dies between two batches is waited for
@@ -206,9 +216,13 @@ class ResolverStats:
 
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
-        counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses)
+        counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses
+                          if s != "registered" or self.by_status.get(s))
         shorts = (f"; {_many(self.short_dois, 'shortDOI')} looked up through the proxy "
                   f"({self.short_doi_requests:,} of the requests)" if self.short_dois else "")
+        if self.which_ra_requests:
+            shorts += (f"; {_many(self.which_ra_requests, 'Which RA? request')} (of the "
+                       "requests) said which keys exist")
         return (
             f"{_many(self.rows, 'row')}, {_many(self.keys, 'distinct key')}: {counts}; "
             f"{_many(self.requests, 'request')} in {self.elapsed:.1f}s "

@@ -96,6 +96,9 @@ class Faults:
     list_missing_every: int | None = None
     list_truncated_every: int | None = None
     list_bad_record_every: int | None = None
+    #: Which RA?: call every Nth DOI asked (over the run) an ``Invalid DOI`` although it is
+    #: registered (the real proxy does so for DOIs it parses otherwise than the handle API).
+    which_ra_invalid_every: int | None = None
     #: Die after answering this many API requests: stop listening at the last one (connection
     #: refused from then on); a request on a connection still open is dropped, unanswered.
     die_after: int | None = None
@@ -322,6 +325,7 @@ class ProxySimulator:
             #: Requests to the proxy's API: handle lookups and Which RA? (``ra_requests``).
             self.request_count = 0
             self.ra_requests = 0
+            self._which_ra_asked = 0
             self.requests_by_key: Counter[str] = Counter()
             #: ``(wall-clock time, key)`` of every API request, in arrival order.
             self.request_log: list[tuple[float, str]] = []
@@ -679,6 +683,13 @@ class ProxySimulator:
                 entries.append({"DOI": raw, "status": "Invalid DOI"})
                 continue
             if not validate(doi, decode="never").valid:
+                entries.append({"DOI": doi, "status": "Invalid DOI"})
+                continue
+            with self._lock:
+                self._which_ra_asked += 1
+                asked = self._which_ra_asked
+            every = self.faults.which_ra_invalid_every
+            if every and asked % every == 0:
                 entries.append({"DOI": doi, "status": "Invalid DOI"})
                 continue
             found = self._record(doi)

@@ -42,7 +42,7 @@ from typing import Any
 from airflow_doi.db.statements import StatementDialect, native_cursor, quote_identifier
 from airflow_doi.provider.hooks.tables import TableShape
 
-__all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "claim_types", "claims_table_of"]
+__all__ = ["CLAIM_COLUMNS", "Claim", "KeyClaims", "Staleness", "claim_types", "claims_table_of"]
 
 CLAIM_COLUMNS: tuple[str, ...] = ("doi_key", "owner", "token", "claimed_at", "lease_until")
 
@@ -121,6 +121,29 @@ def _chunks(values: Sequence[str], size: int) -> Iterator[Sequence[str]]:
 
 
 @dataclass(frozen=True)
+class Staleness:
+    """When a stored answer is due again: past its ``expires_at`` (or without one), unless its
+    status is one of ``keep``; or at once, whatever its age, when its status is one of
+    ``redo`` (a run that wants URLs redoes an existence-only run's ``registered`` rows)."""
+
+    status_column: str = "status"
+    keep: tuple[str, ...] = ()
+    redo: tuple[str, ...] = ()
+
+    def condition(self, dialect: StatementDialect, now: datetime,
+                  alias: str = "") -> tuple[str, list[Any]]:
+        """SQL true for a stale row of the results table (columns prefixed ``alias``), and
+        its values."""
+        stale = f'({alias}"expires_at" IS NULL OR {alias}"expires_at" <= {dialect.marks()})'
+        status = f"{alias}{quote_identifier(self.status_column)}"
+        if self.keep:
+            stale = f"({stale} AND {status} NOT IN ({dialect.marks(len(self.keep))}))"
+        if self.redo:
+            stale = f"({stale} OR {status} IN ({dialect.marks(len(self.redo))}))"
+        return stale, [dialect.timestamp(now), *self.keep, *self.redo]
+
+
+@dataclass(frozen=True)
 class KeyClaims:
     """The claims table of one results table, as one owner uses it."""
 
@@ -129,6 +152,7 @@ class KeyClaims:
     dialect: StatementDialect
     owner: str
     lease: float
+    staleness: Staleness = field(default_factory=Staleness)
 
     @property
     def _per_statement(self) -> int:
@@ -241,11 +265,9 @@ class KeyClaims:
                                 [token])
 
     def _fresh(self, cursor: Any, keys: Sequence[str], now: datetime) -> set[str]:
-        """Which of ``keys`` have a row in the results table that has not expired."""
-        return self._keys_where(
-            cursor, self.results_table, keys,
-            f'"expires_at" IS NOT NULL AND "expires_at" > {self.dialect.marks()}',
-            [self.dialect.timestamp(now)])
+        """Which of ``keys`` have a row in the results table that is not due (not expired)."""
+        stale, params = self.staleness.condition(self.dialect, now)
+        return self._keys_where(cursor, self.results_table, keys, f"NOT {stale}", params)
 
     def _keys_where(self, cursor: Any, table: str, keys: Sequence[str], condition: str,
                     params: list[Any]) -> set[str]:

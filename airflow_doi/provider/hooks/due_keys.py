@@ -35,7 +35,7 @@ from airflow_doi.db.statements import (
     require_columns,
     upsert_rows,
 )
-from airflow_doi.provider.hooks.claims import Claim, KeyClaims, claims_table_of
+from airflow_doi.provider.hooks.claims import Claim, KeyClaims, Staleness, claims_table_of
 from airflow_doi.provider.hooks.sql import connect, dialect_of
 from airflow_doi.provider.hooks.tables import TableShape
 from airflow_doi.provider.progress import ProgressMeter, TaskLog, format_duration
@@ -116,6 +116,8 @@ class KeyStep:
     #: A column of the results table whose stored value is passed on to ``ask`` for each key
     #: of a batch (enrichment: who registered the DOI, found by an earlier run); None: none.
     known: str | None = None
+    #: When a stored answer is due again (by default: once expired).
+    staleness: Staleness = field(default_factory=Staleness)
 
     def status(self, result: Any) -> str:
         """The status a result is counted under."""
@@ -216,6 +218,7 @@ class DueKeys:
     results_table: str
     key_column: str
     valid_column: str
+    staleness: Staleness = field(default_factory=Staleness)
 
     def parts(
         self, now: datetime, dialect: StatementDialect, after: str | None, upto: str | None
@@ -225,13 +228,13 @@ class DueKeys:
             f"{quote_identifier(self.table)} AS c LEFT JOIN {quote_identifier(self.results_table)}"
             f' AS r ON r."doi_key" = {key}'
         )
+        stale, values = self.staleness.condition(dialect, now, "r.")
         where = (
             f"c.{quote_identifier(self.valid_column)} = {dialect.marks()} AND {key} IS NOT NULL "
-            'AND (r."doi_key" IS NULL OR r."expires_at" IS NULL '
-            f'OR r."expires_at" <= {dialect.marks()})'
+            f'AND (r."doi_key" IS NULL OR {stale})'
         )
         in_range, bounds = key_range(key, dialect, after, upto)
-        return source, where + in_range, [True, dialect.timestamp(now), *bounds]
+        return source, where + in_range, [True, *values, *bounds]
 
     def count(self, cursor: Any, dialect: StatementDialect, now: datetime,
               after: str | None = None, upto: str | None = None) -> int:
@@ -361,9 +364,9 @@ def process_due_keys(
     for name in (table, results_table, key_column, doi_column, valid_column):
         quote_identifier(name)
     dialect = dialect_of(db_hook)
-    due = DueKeys(table, results_table, key_column, valid_column)
+    due = DueKeys(table, results_table, key_column, valid_column, step.staleness)
     claims = KeyClaims(claims_table_of(results_table), results_table, dialect,
-                       owner or task_owner(), lease or step.lease(batch_size))
+                       owner or task_owner(), lease or step.lease(batch_size), step.staleness)
     run = _Run(step, claims, table, results_table, batch_size, log)
     log.info("%s %s through %s", step.gerund, table, step.description)
     # Read before this try sends anything: what is counted already is the earlier tries'.

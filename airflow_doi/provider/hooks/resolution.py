@@ -24,7 +24,7 @@ from airflow_doi.db.statements import (
     quote_identifier,
     sibling_table,
 )
-from airflow_doi.provider.hooks.claims import KeyClaims, claims_table_of
+from airflow_doi.provider.hooks.claims import KeyClaims, Staleness, claims_table_of
 from airflow_doi.provider.hooks.doi_proxy import requests_counted
 from airflow_doi.provider.hooks.due_keys import (
     DueKeys,
@@ -73,13 +73,14 @@ RESOLUTION_COLUMNS: tuple[str, ...] = keyed_columns(COLUMNS, left_out=("url_raw"
 def resolution_types(dialect: StatementDialect) -> tuple[str, ...]:
     """SQL types of :data:`RESOLUTION_COLUMNS`, in order."""
     text, integer, stamp = dialect.text_type, dialect.integer_type, dialect.timestamp_type
-    return (dialect.key_text, text, text, text, integer, integer, integer, text, stamp, stamp)
+    return (dialect.key_text, text, text, text, integer, integer, integer, text, stamp, stamp,
+            text)
 
 
 RESOLUTION_SHAPE = TableShape(
     RESOLUTION_COLUMNS, resolution_types, not_null=("doi", "status"), kind="results table",
     writer="one DoiResolveOperator wrote", parameter="results_table",
-    purpose="write the resolutions elsewhere",
+    purpose="write the resolutions elsewhere", added=("agency",),
 )
 
 
@@ -103,8 +104,14 @@ def resolution_step(proxy_hook: DoiProxyHook) -> KeyStep:
         ask=lambda dois, progress, stats, known: proxy_hook.resolve(dois, progress=progress,
                                                                     stats=stats),
         new_stats=ResolverStats, lease=partial(default_lease, config),
-        counted=partial(requests_counted, config),
+        counted=partial(requests_counted, config), staleness=resolution_staleness(config.urls),
     )
+
+
+def resolution_staleness(urls: bool) -> Staleness:
+    """When a stored resolution is due again, for a run with URLs (an existence-only
+    ``registered`` row at once) or without (never a ``resolved`` row: its URL stays)."""
+    return Staleness(redo=("registered",)) if urls else Staleness(keep=("resolved",))
 
 
 def resolve_due_keys(
@@ -135,14 +142,17 @@ def resolve_due_keys(
 
 def due_key_ranges(
     db_hook: DbApiHook, *, table: str, results_table: str, key_column: str, valid_column: str,
-    batch_size: int, max_ranges: int, log: TaskLog,
+    batch_size: int, max_ranges: int, log: TaskLog, urls: bool = True,
 ) -> list[dict[str, str | None]]:
     """Key ranges ``{"after": k0, "upto": k1}`` covering the due keys of ``table``, each of
     ``batch_size`` keys or ``ceil(due / max_ranges)`` when that is more; the results and claims
-    tables the ranges' tasks share are created first, before they fan out."""
+    tables the ranges' tasks share are created first, before they fan out. ``urls``: whether
+    the ranges' tasks ask URLs (see :func:`existence_statuses`)."""
     dialect = dialect_of(db_hook)
-    due = DueKeys(table, results_table, key_column, valid_column)
-    claims = KeyClaims(claims_table_of(results_table), results_table, dialect, task_owner(), 0)
+    staleness = resolution_staleness(urls)
+    due = DueKeys(table, results_table, key_column, valid_column, staleness)
+    claims = KeyClaims(claims_table_of(results_table), results_table, dialect, task_owner(), 0,
+                       staleness)
     with Store(db_hook, dialect) as store:
         store.transaction(lambda cursor: prepare_tables(
             cursor, dialect, table, {"key_column": key_column, "valid_column": valid_column},

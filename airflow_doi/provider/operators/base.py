@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
     from airflow_doi.provider.hooks.due_keys import DueKeysOptions
 
-__all__ = ["DoiColumnOperator", "DoiDueKeysOperator", "DoiSqlOperator", "check_batch_size"]
+__all__ = [
+    "DoiColumnOperator", "DoiDueKeysOperator", "DoiSqlOperator", "check_batch_size", "check_flag",
+]
 
 
 def check_batch_size(batch_size: int | str) -> int:
@@ -44,6 +46,18 @@ def check_batch_size(batch_size: int | str) -> int:
     if size < 1:
         raise ValueError("batch_size must be at least 1")
     return size
+
+
+def check_flag(name: str, value: bool | str) -> bool:
+    """A yes/no parameter (it may come from a template, as ``"True"`` or ``"false"``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
 class DoiSqlOperator(BaseOperator):

@@ -36,7 +36,7 @@ from airflow_doi.provider.hooks.resolution import (
     resolve_due_keys,
 )
 from airflow_doi.provider.hooks.sql import sql_hook
-from airflow_doi.provider.operators.base import DoiDueKeysOperator
+from airflow_doi.provider.operators.base import DoiDueKeysOperator, check_flag
 
 __all__ = [
     "DoiResolveOperator",
@@ -56,6 +56,7 @@ def plan_resolve_batches(
     range_size: int | None = None,
     max_ranges: int | None = None,
     batch_size: int | None = None,
+    urls: bool = True,
 ) -> list[dict[str, str | None]]:
     """Key ranges ``{"after": k0, "upto": k1}`` covering the due keys, at most ``max_ranges``.
 
@@ -65,6 +66,8 @@ def plan_resolve_batches(
     :func:`resolve_key_range` with ``expand_kwargs``: it asks and commits its range by its own
     ``batch_size`` (keep that well under the range: a killed task asks again at most the batch
     it was in). A range resolved twice (a retried map index) asks only for the keys still due.
+    ``urls=False`` plans an existence-only pass (give :func:`resolve_key_range`
+    ``resolver_options={"urls": False}``): keys resolved already are not due.
     """
     if range_size is None:
         range_size = batch_size if batch_size is not None else 1000
@@ -78,7 +81,7 @@ def plan_resolve_batches(
     return due_key_ranges(
         db_hook, table=table, results_table=results_table or sibling_table(table, RESOLUTION_TABLE),
         key_column=key_column, valid_column=valid_column, batch_size=range_size,
-        max_ranges=max_ranges, log=logging.getLogger(__name__),
+        max_ranges=max_ranges, log=logging.getLogger(__name__), urls=urls,
     )
 
 
@@ -124,6 +127,10 @@ class DoiResolveOperator(DoiDueKeysOperator):
     :param resolver_options: :class:`~airflow_doi.resolver.ResolverConfig` fields that win over
         the connection (e.g. ``{"rate": 10}``).
     :param batch_size: keys per request batch and per commit (the most a kill can lose).
+    :param urls: False: existence only, from doi.org's Which RA? (about 50 DOIs a request
+        instead of one): each key ``registered`` with its ``agency``, or ``not_found``; keys
+        already ``resolved`` are left as they are. A later run with URLs (the default) asks
+        the handles of the ``registered`` keys. Templated ("{{ params.urls }}").
     :param repair_column: the raw DOI column (e.g. ``doi_raw``); when given, the cells of rows
         that are invalid or whose key is ``not_found`` get verified repair suggestions in
         ``repair_table`` (default ``doi_repair`` beside the table, keyed by the raw cell; see
@@ -132,6 +139,7 @@ class DoiResolveOperator(DoiDueKeysOperator):
 
     template_fields: Sequence[str] = (
         *DoiDueKeysOperator.template_fields, "results_table", "repair_column", "repair_table",
+        "urls",
     )
 
     def __init__(
@@ -142,6 +150,7 @@ class DoiResolveOperator(DoiDueKeysOperator):
         batch_size: int | str = 1000,
         repair_column: str | None = None,
         repair_table: str | None = None,
+        urls: bool | str = True,
         doi_proxy_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -151,6 +160,12 @@ class DoiResolveOperator(DoiDueKeysOperator):
         self.results_table = results_table
         self.repair_column = repair_column
         self.repair_table = repair_table
+        self.urls = urls
+
+    def get_proxy_hook(self) -> DoiProxyHook:
+        """The connection's hook, ``urls`` (and ``resolver_options``) winning over it."""
+        options = {**(self.resolver_options or {}), "urls": check_flag("urls", self.urls)}
+        return DoiProxyHook(self.resolver_conn_id, **options)
 
     def execute(self, context: Any) -> dict[str, Any]:
         results_table = self.results_table_of(self.results_table, RESOLUTION_TABLE)
