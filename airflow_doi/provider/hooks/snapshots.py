@@ -67,6 +67,21 @@ def _row_id(scan: str, identity: str) -> str:
                                      ).hexdigest()[:40]
 
 
+def prepare_metadata_tables(store: Store, table: str, metadata_table: str,
+                            columns: dict[str, str]) -> None:
+    """Check the catalogue's ``columns`` (parameter -> column) and create the metadata and
+    sources tables where missing (refusing tables of those names that are not ours)."""
+    dialect = store.dialect
+    sources_table = sources_table_of(metadata_table)
+
+    def prepare(cursor: Any) -> None:
+        require_columns(cursor, table, columns, case_sensitive=dialect.case_sensitive_identifiers)
+        METADATA_SHAPE.ensure(cursor, dialect, metadata_table)
+        SOURCES_SHAPE.ensure(cursor, dialect, sources_table)
+
+    store.transaction(prepare)
+
+
 def sources_table_of(metadata_table: str) -> str:
     """``s.doi_metadata`` -> ``s.doi_metadata_sources``."""
     name = f"{metadata_table}_sources"
@@ -266,16 +281,8 @@ def fill_from_snapshots(
     dialect = dialect_of(db_hook)
     sources_table = sources_table_of(metadata_table)
     with Store(db_hook, dialect) as store:
-        columns = {"key_column": key_column, "doi_column": doi_column,
-                   "valid_column": valid_column}
-
-        def prepare(cursor: Any) -> None:
-            require_columns(cursor, table, columns,
-                            case_sensitive=dialect.case_sensitive_identifiers)
-            METADATA_SHAPE.ensure(cursor, dialect, metadata_table)
-            SOURCES_SHAPE.ensure(cursor, dialect, sources_table)
-
-        store.transaction(prepare)
+        prepare_metadata_tables(store, table, metadata_table, {
+            "key_column": key_column, "doi_column": doi_column, "valid_column": valid_column})
         target = _TableStore(store, metadata_table, sources_table, index.date)
         finished = target.finished_members(scan_id)
         members = len(index)

@@ -16,10 +16,14 @@ import json
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_doi.db.statements import bulk_upsert, quote_identifier, require_columns
+from airflow_doi.db.statements import bulk_upsert, quote_identifier
 from airflow_doi.provider.hooks.due_keys import Store, answer_row
 from airflow_doi.provider.hooks.enrichment import METADATA_SHAPE
-from airflow_doi.provider.hooks.snapshots import SOURCES_SHAPE, sources_table_of
+from airflow_doi.provider.hooks.snapshots import (
+    SOURCES_SHAPE,
+    prepare_metadata_tables,
+    sources_table_of,
+)
 from airflow_doi.provider.hooks.sql import dialect_of
 from airflow_doi.provider.progress import TaskLog
 
@@ -120,16 +124,8 @@ def refresh_from_streams(
     dialect = dialect_of(db_hook)
     sources_table = sources_table_of(metadata_table)
     with Store(db_hook, dialect) as store:
-        columns = {"key_column": key_column, "doi_column": doi_column,
-                   "valid_column": valid_column}
-
-        def prepare(cursor: Any) -> None:
-            require_columns(cursor, table, columns,
-                            case_sensitive=dialect.case_sensitive_identifiers)
-            METADATA_SHAPE.ensure(cursor, dialect, metadata_table)
-            SOURCES_SHAPE.ensure(cursor, dialect, sources_table)
-
-        store.transaction(prepare)
+        prepare_metadata_tables(store, table, metadata_table, {
+            "key_column": key_column, "doi_column": doi_column, "valid_column": valid_column})
         sources = _read_sources(store, sources_table)
         held = _harvests(sources)
         days = harvest_days(held, since, lambda: _files_day(sources, files_date))
