@@ -40,8 +40,8 @@ from airflow_doi.metadata.snapshot.files import (
     gzipped_tar_members,
     member_chunks,
 )
+from airflow_doi.metadata.snapshot.frames import read_frame, write_frame
 from airflow_doi.metadata.snapshot.records import MemberScan, RecordReader, RowSettings
-from airflow_doi.metadata.snapshot.worker import read_frame, write_frame
 
 __all__ = [
     "ScanProgress", "ScanStats", "default_workers", "interruptible", "keep_buffers",
