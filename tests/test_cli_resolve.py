@@ -51,7 +51,8 @@ def dois(tmp_path: Path) -> Path:
 
 
 def summary_number(stderr: str, name: str) -> int:
-    match = re.search(rf"(\d+) {name}", stderr)
+    singular = {"retries": "retry", "requests": "request", "rows": "row"}.get(name, name)
+    match = re.search(rf"(\d+) (?:{name}|{singular})\b", stderr)
     assert match, stderr
     return int(match.group(1))
 

@@ -303,6 +303,7 @@ def test_a_shared_redis_limit_keeps_one_pace_per_host(redis_url: str) -> None:
 
     namespace = f"test-{os.getpid()}-{time.time_ns()}"
     client = redis.Redis.from_url(redis_url)
+    shared: list[str] = []
     try:
         with ProxySimulator(auto_records=True) as sim:
             dois = [w.doi for w in SHOWCASE_WORKS[:3]]  # Crossref, DataCite, mEDRA works
@@ -312,11 +313,13 @@ def test_a_shared_redis_limit_keeps_one_pace_per_host(redis_url: str) -> None:
             assert [r.metadata_status for r in results] == ["ok", "ok", "ok"]
             agencies = [sim.agency_url(a).removeprefix("http://")
                         for a in ("crossref", "datacite", "medra")]
-            paces = {name: client.get(f"{name}:tat") for name in
-                     [namespace, *(f"airflow-doi:{host}" for host in agencies)]}
+            # No contact: the agencies' paces are the public pool's, one per host.
+            shared = [f"airflow-doi:{host}:public" for host in agencies]
+            paces = {name: client.get(f"{name}:tat") for name in [namespace, *shared]}
         assert all(paces.values()), paces  # the proxy's own, and one per agency host
     finally:
-        for key in client.keys(f"{namespace}*"):
+        for key in [*client.keys(f"{namespace}*"), *(k for name in shared
+                                                     for k in client.keys(f"{name}*"))]:
             client.delete(key)
         client.close()
 
