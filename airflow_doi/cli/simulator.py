@@ -142,26 +142,32 @@ def write_data_files(args: argparse.Namespace, records: dict[str, Any] | None) -
     return 0
 
 
+def _records(path: str) -> dict[str, Any] | None:
+    """The records ``--records`` names, or None after saying why they cannot be used."""
+    from airflow_doi.resolver.simulator import read_records
+
+    try:
+        return read_records(path)
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except OSError as error:
+        reason = error.strerror or str(error)
+    except ValueError as error:
+        reason = str(error)
+    print(f"airflow-doi simulator: error: --records {path}: cannot be used "
+          f"({reason}): give a list of DOIs, one a line (# starts a comment), or a "
+          "JSON object of DOI -> record; or use --auto-records", file=sys.stderr)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from airflow_doi.resolver.agencies import AGENCIES
-    from airflow_doi.resolver.simulator import Faults, ProxySimulator, read_records
+    from airflow_doi.resolver.simulator import Faults, ProxySimulator
 
     records: dict[str, Any] | None = None
     if args.records is not None:
-        try:
-            records = read_records(args.records)
-        except UnicodeDecodeError:
-            reason = "not UTF-8 text"
-        except OSError as error:
-            reason = error.strerror or str(error)
-        except ValueError as error:
-            reason = str(error)
-        else:
-            reason = ""
-        if reason:
-            print(f"airflow-doi simulator: error: --records {args.records}: cannot be used "
-                  f"({reason}): give a list of DOIs, one a line (# starts a comment), or a "
-                  "JSON object of DOI -> record; or use --auto-records", file=sys.stderr)
+        records = _records(args.records)
+        if records is None:
             return 2
 
     if args.data_files is not None:

@@ -596,6 +596,13 @@ class _Run:
     def finished(self) -> None:
         summary = self.summary
         summary.elapsed = time.monotonic() - self.clock
+        # Read again at the end: a killed earlier try's last requests may be counted after
+        # this try began (its process outlives the kill by a moment), and every request that
+        # left is in the count, so the earlier tries' are the count less this try's own.
+        counted = self.step.counted()
+        if counted is not None:
+            summary.requests_by_earlier_tries = max(
+                summary.requests_by_earlier_tries, counted - summary.requests)
         statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items()))
         self.log.info(
             "Stored %d keys in %s in %d batches (%s); %d requests, %d retries, %d keys "
