@@ -88,14 +88,17 @@ fetch(open(sys.argv[5]).read().split(), cache=sys.argv[6], updates_since="2025-0
 """
 
 
-@pytest.mark.parametrize("pause", [0.0, 2.0], ids=["cursor_alive", "cursor_expired"])
+# The cursor lives 1 s where it must expire (the pause outlives it), and a minute where it must
+# not: under load, killing the child and starting again took more than a second.
+@pytest.mark.parametrize(("pause", "cursor_ttl"), [(0.0, 60.0), (2.0, 1.0)],
+                         ids=["cursor_alive", "cursor_expired"])
 def test_a_killed_harvest_goes_on_from_its_page_and_never_rewrites_a_row(
-        tmp_path: Path, pause: float) -> None:
+        tmp_path: Path, pause: float, cursor_ttl: float) -> None:
     dois, records, revised = _registry(3000, 3000)
     keys_file = tmp_path / "keys.txt"
     keys_file.write_text("\n".join(dois))
     cache = tmp_path / "cache.sqlite"
-    with ProxySimulator(records, cursor_ttl=1.0) as sim:
+    with ProxySimulator(records, cursor_ttl=cursor_ttl) as sim:
         _revise(sim, revised)
         child = subprocess.Popen(
             [sys.executable, "-c", KILLED, sim.url, sim.crossref_url, sim.datacite_url,
