@@ -29,7 +29,8 @@ import pytest
 from airflow_doi.resolver import ResolutionResult, ResolverConfig, ResolverStats, resolve
 from airflow_doi.resolver.client import MAX_BODY_BYTES
 from airflow_doi.resolver.simulator import ProxySimulator
-from airflow_doi.resolver.urls import REFUSED_URL
+from airflow_doi.resolver.text import server_text
+from airflow_doi.resolver.urls import MAX_URL_CHARS, REFUSED_URL
 
 #: Fast settings for loopback: short timeouts and backoff, a breaker that gives up soon.
 FAST = ResolverConfig(
@@ -359,9 +360,10 @@ def test_unsafe_url_values_never_reach_url_and_are_kept_raw(tmp_path: Path):
         again = resolve(dois, config=FAST, base_url=server.url, cache=cache)
         assert server.requests == len(dois)  # the second run came from the cache
     for result, raw in zip(results[: len(UNSAFE)], UNSAFE, strict=True):
-        assert (result.status, result.url, result.url_raw) == ("no_values", None, raw)
+        shown = server_text(raw, MAX_URL_CHARS)  # as sent, control characters escaped (#42)
+        assert (result.status, result.url, result.url_raw) == ("no_values", None, shown)
         assert result.error == REFUSED_URL and result.response_code == 1
-        assert result.as_row()["url_raw"] == raw
+        assert result.as_row()["url_raw"] == shown
     for result, raw in zip(results[len(UNSAFE):], SAFE, strict=True):
         assert (result.status, result.url, result.url_raw, result.error) == (
             "resolved", raw, raw, None)

@@ -21,6 +21,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from airflow_doi.resolver.text import UNSAFE_CATEGORIES, json_text
 from airflow_doi.resolver.urls import is_safe_url
 from airflow_doi.syntax import ascii_upper
 
@@ -111,7 +112,6 @@ _LIMITS: Final[dict[str, int]] = {
     "license_url": 2000, "updated_by": 1000, "update_to": 1000,
 }
 _DEFAULT_LIMIT: Final = 100
-_DROPPED: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _YEAR: Final = re.compile(r"(?<!\d)(\d{4})(?!\d)")
 
 
@@ -128,7 +128,7 @@ def clean_text(value: object, limit: int = _DEFAULT_LIMIT) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return None
     text = " ".join(str(value).split())
-    text = "".join(c for c in text if unicodedata.category(c) not in _DROPPED).strip()
+    text = "".join(c for c in text if unicodedata.category(c) not in UNSAFE_CATEGORIES).strip()
     return text[:limit] or None
 
 
@@ -341,9 +341,8 @@ def kept_json(document: Mapping[str, Any], max_bytes: int) -> str | None:
     """The object as stored in ``csl_json``: compact, without its (bulky) ``reference`` list;
     None when it is still over ``max_bytes`` of UTF-8."""
     kept = {name: value for name, value in document.items() if name != "reference"}
-    try:
-        text = json.dumps(_storable(kept), ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False)
+    try:  # safe text: no control, format or separator character unescaped (resolver.text)
+        text = json_text(_storable(kept), separators=(",", ":"), allow_nan=False)
     except (RecursionError, ValueError):
         return None
     return text if len(text.encode("utf-8")) <= max_bytes else None

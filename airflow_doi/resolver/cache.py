@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from airflow_doi.resolver.result import AnswerFields
+from airflow_doi.resolver.text import json_text
 from airflow_doi.resolver.urls import is_safe_url
 
 __all__ = ["CLAIM_LEASE", "CachedAnswer", "ResolverCache"]
@@ -96,11 +97,12 @@ def _iso(when: datetime) -> str:
 
 def _cell(value: object) -> object:
     """A field of a :class:`CachedAnswer` as its cell: a time as UTC ISO text, the values as
-    JSON text."""
+    JSON text that is safe text (:func:`~airflow_doi.resolver.text.json_text`: a lone
+    surrogate a server sent is stored as its escape, and read back as it came)."""
     if isinstance(value, datetime):
         return _iso(value)
     if isinstance(value, (tuple, list)):
-        return json.dumps(list(value), ensure_ascii=False)
+        return json_text(list(value))
     return value
 
 

@@ -32,7 +32,7 @@ import yarl
 from airflow_doi.presentation import encode_path, encode_which_ra
 from airflow_doi.resolver.config import ResolverConfig, redact_url
 from airflow_doi.resolver.result import MAX_TTL_SECONDS, AnswerFields, expires_after
-from airflow_doi.resolver.text import MAX_SERVER_TEXT, server_text
+from airflow_doi.resolver.text import MAX_REASON, MAX_SERVER_TEXT, server_text
 from airflow_doi.resolver.urls import judge_url
 from airflow_doi.syntax import ascii_upper
 
@@ -65,9 +65,14 @@ ALIAS_TYPE: Final = "HS_ALIAS"
 
 
 class _RequestError(Exception):
-    """A request that failed: ``reason`` in our words, the HTTP status when one came back."""
+    """A request that failed: ``reason`` in our words, the HTTP status when one came back.
+
+    The reason goes to a row's ``error``, a table and log lines: it is kept as safe text
+    (:func:`server_text`, up to :data:`MAX_REASON` characters), whatever a server put in it.
+    """
 
     def __init__(self, reason: str, *, http_status: int | None = None) -> None:
+        reason = server_text(reason, MAX_REASON)
         super().__init__(reason)
         self.reason = reason
         self.http_status = http_status
@@ -106,7 +111,9 @@ class Answer(AnswerFields):
     """A definitive answer of the proxy for one handle (``status``: resolved, no_values or
     not_found; the fields are :class:`~airflow_doi.resolver.result.AnswerFields`)."""
 
-    #: The lowest-index URL value as sent, safe or not; ``refusal`` says why ``url`` is None.
+    #: The lowest-index URL value as sent, safe or not (as safe text: control characters
+    #: escaped, bounded; see :func:`~airflow_doi.resolver.urls.judge_url`); ``refusal`` says
+    #: why ``url`` is None.
     url_raw: str | None = None
     refusal: str | None = None
 
@@ -207,7 +214,7 @@ def interpret(
             f"HTTP {http_status} (throttled)", http_status=http_status, retry_after=retry_after
         )
     if 300 <= http_status < 400:
-        location = redact_url(headers.get("Location", "?"))
+        location = server_text(redact_url(headers.get("Location", "?")))
         raise ProxyError(
             f"HTTP {http_status} redirect to {location} not followed", http_status=http_status
         )
