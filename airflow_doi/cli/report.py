@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from airflow_doi.cli import missing_extra_message
-from airflow_doi.cli._files import add_mkdir_option, add_na_option, csv_options, say
+from airflow_doi.cli._files import (
+    INPUT_FORMAT_HELP,
+    add_mkdir_option,
+    add_na_option,
+    check_output,
+    csv_options,
+    say,
+)
 
 __all__ = ["register", "run"]
 
@@ -21,10 +27,10 @@ forms (bare, doi:, URL, URN), top registrant prefixes and, given a resolution ta
 status mix, registration agencies, failures and repairs. The page embeds its charts and
 needs no network to open.
 
-IN is a CSV or Parquet file, or a database URL with --table: sqlite:///path.db,
-duckdb:///path.duckdb, postgresql://user@host/db. Or give --conn-id (an Airflow SQL
-connection) and --table instead of IN. Only the DOI column is read (SELECT "column" FROM
-"table", read-only); the figures are computed by the same engine as for files.
+IN is a CSV or Parquet file (- reads standard input), or a database URL with --table:
+sqlite:///path.db, duckdb:///path.duckdb, postgresql://user@host/db. Or give --conn-id (an
+Airflow SQL connection) and --table instead of IN. Only the DOI column is read (SELECT
+"column" FROM "table", read-only); the figures are computed by the same engine as for files.
 
 --resolution takes the output of airflow-doi resolve (CSV/Parquet, or any table with a
 status, ra or doi_suggestion column); --resolution-table names such a table (e.g.
@@ -41,12 +47,10 @@ a resolution or metadata table without the columns the report reads, a missing e
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "report", help=HELP, description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = subparsers.add_parser("report", help=HELP, description=DESCRIPTION)
     parser.add_argument(
-        "input", nargs="?", metavar="IN", help="CSV/Parquet file or database URL (see above)"
+        "input", nargs="?", metavar="IN",
+        help="CSV/Parquet file or database URL (see above); - reads standard input",
     )
     parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="OUT.html",
@@ -64,11 +68,10 @@ def register(subparsers: Any) -> None:
                         help="metadata table in the input's database (e.g. doi_metadata)")
     parser.add_argument(
         "--decode", choices=("auto", "always", "never"), default="auto",
-        help="percent-decoding: auto (URL/URN/info forms only, default), always, never",
+        help="percent-decoding: auto (URL/URN/info forms only), always, never",
     )
     parser.add_argument(
-        "--input-format", choices=("csv", "parquet"), default=None,
-        help="input format (default: from IN's extension)",
+        "--input-format", choices=("csv", "parquet"), default=None, help=INPUT_FORMAT_HELP,
     )
     parser.add_argument("--encoding", default=None,
                         help="encoding of a CSV input (default: found from the file)")
@@ -80,7 +83,7 @@ def register(subparsers: Any) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"airflow-doi report: error: {message}", file=sys.stderr)
+    say("report", f"error: {message}")
     return 2
 
 
@@ -99,10 +102,8 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as error:
 
         return _fail(missing_extra_message(error.name))
-    from airflow_doi.files.write import check_output
-
     try:
-        check_output(None, args.output, mkdir=args.mkdir)  # before any reading
+        check_output(args)  # before any reading: IN, --resolution, --metadata are not OUT
     except ReportInputError as error:
         return _fail(str(error))
 
@@ -122,5 +123,5 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as error:
 
         return _fail(missing_extra_message(error.name))
-    print(f"airflow-doi report: wrote {path}", file=sys.stderr)
+    say("report", f"wrote {path}")
     return 0

@@ -15,10 +15,20 @@ from typing import Any, Final
 from airflow_doi._install import pip_install
 from airflow_doi.resolver.config import redact_url
 
-__all__ = ["SQL_SCHEMES", "DatabaseUrlError", "database_path", "is_database_url", "open_read_only"]
+__all__ = [
+    "FILE_SCHEMES",
+    "SQL_SCHEMES",
+    "DatabaseUrlError",
+    "database_file",
+    "database_path",
+    "is_database_url",
+    "open_read_only",
+]
 
 #: URL schemes read as databases; anything else is a file path.
 SQL_SCHEMES: Final[tuple[str, ...]] = ("sqlite", "duckdb", "postgresql", "postgres")
+#: The schemes of :data:`SQL_SCHEMES` whose database is a file (``scheme:///path``).
+FILE_SCHEMES: Final[tuple[str, ...]] = ("sqlite", "duckdb")
 
 
 class DatabaseUrlError(ValueError):
@@ -39,6 +49,17 @@ def database_path(url: str) -> Path:
     if not rest.startswith("/"):
         raise ValueError("write a file database as scheme:///path (three slashes)")
     return Path(rest[1:])
+
+
+def database_file(url: str) -> Path | None:
+    """The file a ``sqlite:///`` or ``duckdb:///`` URL reads (None for a server's URL, or
+    one not written with three slashes, which cannot be opened)."""
+    if url.partition("://")[0].lower() not in FILE_SCHEMES:
+        return None
+    try:
+        return database_path(url)
+    except ValueError:
+        return None
 
 
 def open_read_only(url: str) -> Any:

@@ -13,12 +13,12 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit, urlunsplit
 
 from airflow_doi._version import __version__
 from airflow_doi.presentation import DEFAULT_BASE_URL
 
-__all__ = ["DEFAULT_PROXY_URL", "ResolverConfig", "check_contact", "redact_url"]
+__all__ = ["DEFAULT_PROXY_URL", "ResolverConfig", "check_contact", "redact_url", "scrub"]
 
 #: Fields that count things: integers of at least 1 (0 would hang a semaphore for ever).
 _COUNTS: Final = ("burst", "concurrency", "max_attempts", "breaker_threshold", "pending_per_slot")
@@ -35,20 +35,80 @@ _NON_NEGATIVE: Final = (
 )
 
 
-def redact_url(url: str) -> str:
-    """``url`` without its userinfo (``https://user:pw@host`` -> ``https://host``).
+#: Query parameters whose value is a credential, matched in any case: libpq's password,
+#: sslpassword and passfile (a path is a secret too), and the other drivers' and services'
+#: spellings.
+_SECRET_PARAMETERS: Final = frozenset({
+    "password", "passwd", "pwd", "sslpassword", "passfile", "secret", "token",
+    "access_token", "api_key", "apikey",
+})
+#: What a hidden value is shown as.
+_HIDDEN: Final = "***"
 
-    Credentials may ride in a base URL (a corporate proxy in front of doi.org); they must
-    never reach a log line, an error message or a Redis key.
+
+def redact_url(url: str) -> str:
+    """``url`` without its credentials, whatever its scheme: no userinfo
+    (``https://user:pw@host`` -> ``https://host``), and the value of every query parameter
+    that carries one (``?password=``, ``sslpassword=``, ``passfile=``...) shown as ``***``.
+
+    Credentials may ride in a base URL (a corporate proxy in front of doi.org), a Redis or a
+    database URL; they must never reach a log line, an error message or a Redis key.
     """
     try:
         parts = urlsplit(url)
     except ValueError:  # e.g. a broken IPv6 literal: show nothing rather than a secret
         return "<unparseable URL>"
-    if "@" not in parts.netloc:
-        return url
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=host))
+    query = "&".join(_redact_parameter(item) for item in parts.query.split("&"))
+    if host == parts.netloc and query == parts.query:
+        return url
+    return urlunsplit(parts._replace(netloc=host, query=query))
+
+
+def _redact_parameter(item: str) -> str:
+    name, equals, _ = item.partition("=")
+    if equals and unquote_plus(name).strip().lower() in _SECRET_PARAMETERS:
+        return f"{name}={_HIDDEN}"
+    return item
+
+
+def scrub(text: str, *urls: str | None) -> str:
+    """``text`` (what a driver or a server said) without the credentials of ``urls``: each
+    URL as :func:`redact_url` shows it, then every password, token-as-user-name and secret
+    query value they carry, as written and percent-decoded, shown as ``***`` (libpq echoes a
+    malformed percent-encoded password in its parse error)."""
+    for url in urls:
+        if url:
+            text = text.replace(url, redact_url(url))
+    found = {secret for url in urls if url for secret in _secrets(url)}
+    for secret in sorted(found, key=len, reverse=True):
+        text = text.replace(secret, _HIDDEN)
+    return text
+
+
+def _secrets(url: str) -> set[str]:
+    """The credentials ``url`` carries, as written and decoded: the password of its userinfo
+    (of an http(s) URL without one, the user name: a token), read as ``urlsplit`` reads it
+    and up to the last ``@`` (a password with a bare ``/`` in it), and the values of its
+    secret query parameters."""
+    scheme, _, rest = url.partition("://")
+    token_user = scheme.lower() in ("http", "https")
+    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
+    userinfos = {before_query.rpartition("@")[0]}
+    try:
+        userinfos.add(urlsplit(url).netloc.rpartition("@")[0])
+    except ValueError:
+        pass
+    written = set()
+    for userinfo in userinfos:
+        user, colon, password = userinfo.partition(":")
+        written.add(password if colon else user if token_user else "")
+    for item in rest.partition("?")[2].partition("#")[0].split("&"):
+        name, equals, value = item.partition("=")
+        if equals and unquote_plus(name).strip().lower() in _SECRET_PARAMETERS:
+            written.add(value)
+    decoded = {form for secret in written for form in (unquote(secret), unquote_plus(secret))}
+    return {secret for secret in written | decoded if secret}
 
 
 def _number(name: str, value: object) -> float:
