@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_doi.files.read import added_names
+from airflow_doi.files.names import added_names
 from airflow_doi.resolver import COLUMNS
 from airflow_doi.resolver.simulator import ProxySimulator, record_url
 from tests.conftest import output_header, read_output_csv
@@ -166,7 +166,9 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
     assert table.column("status").to_pylist() == ["resolved", "invalid", "resolved", "not_found"]
     assert table.column("input").to_pylist() == values
     assert table.schema.field("attempts").type == pa.int64()
-    assert done.stderr.strip().count("\n") == 0  # one summary line, no progress bar off a TTY
+    # The summary line, then (a first run) where the answers are kept; no progress bar off a TTY.
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 2 and "note: the answers are kept in" in said[1], done.stderr
 
     missing = subprocess.run(
         [*CLI, "resolve", str(source), "--column", "nope", "--output", str(output)],

@@ -24,15 +24,14 @@ import pyarrow.compute as pc
 
 from airflow_doi.columns import analyse
 from airflow_doi.files import DEFAULT_CHUNK_ROWS, MALFORMED_REASON
+from airflow_doi.files.names import added_names, match_column
 from airflow_doi.files.read import (
     MALFORMED_FLAG,
     CsvOptions,
     Format,
     TableInputError,
     TableReader,
-    added_names,
     detect_format,
-    match_column,
     read_table,
     require_column,
     text_column,
@@ -42,6 +41,7 @@ from airflow_doi.files.write import CsvEncoding, check_output, escape_formulas, 
 from airflow_doi.presentation import DEFAULT_BASE_URL
 from airflow_doi.repair.damage import LikelyDamaged
 from airflow_doi.syntax import cell_text
+from airflow_doi.words import plural
 
 __all__ = [
     "BAD_ENCODING",
@@ -440,7 +440,7 @@ def append_columns(
                 done = end
             if done != rows:  # the output file is not put in place
                 raise TableInputError(
-                    f"{source}: had {rows:,} rows on the first read and {done:,} on the "
+                    f"{source}: had {plural(rows, 'row')} on the first read and {done:,} on the "
                     "second; was it changed meanwhile? run again once it is complete"
                 )
         return +repaired

@@ -23,8 +23,12 @@ CSV rules, the same on both readers:
 - blank and repeated header names are fine in the columns nobody reads; the DOI column is
   found after trimming and case-folding (:func:`require_column`), and its missing-value
   markers (``NA``, ``N/A``, ``NULL``...) read as missing (:meth:`TableReader.doi_cells`);
-- a gzip file is read as the CSV it holds; other archives and Parquet under a CSV name are
-  refused with a word on what to do.
+- a gzip file is read as the CSV it holds, unless it inflates like a decompression bomb
+  (:mod:`airflow_doi.files.inflate`); other archives and Parquet under a CSV name are
+  refused with a word on what to do;
+- memory is bounded whatever the file: a record is read whole up to
+  :data:`~airflow_doi.files.MAX_LINE_CHARS`, a longer line cut there (see :class:`_Lines`),
+  its row kept and flagged.
 
 The fast reader cannot keep a malformed row (it can only skip it), read a row larger than its
 block, or tell a quote left open from a cell with line breaks, so when it meets any of them the
@@ -38,12 +42,9 @@ from __future__ import annotations
 
 import codecs
 import csv
-import dataclasses
 import gzip
-import itertools
 import lzma
 import re
-import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -56,13 +57,18 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from airflow_doi.files import MAX_LINE_CHARS, TableInputError
+from airflow_doi.files.inflate import InflationError, open_gzip
+from airflow_doi.files.lines import Lines, Overlong, as_text, unclosed
+from airflow_doi.files.names import match_column
 from airflow_doi.files.sniff import (
     NA_VALUES,
     CsvDialect,
-    detect_code_page,
-    display_delimiter,
+    CsvLayout,
+    csv_error,
+    in_code_page,
+    layout,
     open_text,
-    sniff,
 )
 from airflow_doi.syntax import cell_text
 
@@ -72,10 +78,7 @@ __all__ = [
     "Format",
     "TableInputError",
     "TableReader",
-    "added_names",
     "detect_format",
-    "find_added",
-    "match_column",
     "open_csv_lenient",
     "open_table",
     "read_table",
@@ -88,39 +91,18 @@ Format = Literal["csv", "parquet"]
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq", ".parq")
 #: CSV read size. pyarrow reads up to 32 blocks ahead of the consumer, so this bounds the
 #: read-ahead at 64 MiB whatever the file size; a larger row sends the file to the lenient
-#: reader, which has no such limit.
+#: reader, which reads one whole up to MAX_LINE_CHARS.
 _BLOCK_BYTES = 2 << 20
 #: Malformed CSV rows quoted back to the user (the count is always complete).
 _KEEP_MALFORMED = 5
+#: Characters of each quoted back.
+_SHOWN_CHARS = 200
 #: Name of the flag column that :func:`open_csv_lenient` appends to each batch.
 MALFORMED_FLAG = "__airflow_doi_malformed__"
-#: What to do with a spreadsheet workbook.
-_SAVE_AS_CSV = ("open it in Excel (or LibreOffice) and save the sheet as \"CSV UTF-8 (Comma "
-                "delimited)\" (File > Save As), then pass that file")
-#: A zip's entry that makes it a workbook, and what kind.
-_WORKBOOKS: tuple[tuple[str, str], ...] = (
-    ("xl/workbook.xml", "an Excel workbook (.xlsx)"),
-    ("xl/workbook.bin", "an Excel binary workbook (.xlsb)"),
-    ("content.xml", "an OpenDocument file (.ods)"),
-)
-#: First bytes of files that are not CSV text, and what to tell the user about each.
-_NOT_CSV: tuple[tuple[bytes, str], ...] = (
-    (b"PAR1", "is a Parquet file: pass --input-format parquet (or name it .parquet)"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "is an Excel 97-2003 workbook (or another "
-     f"Office file), not CSV: {_SAVE_AS_CSV}"),
-    (b"PK\x03\x04", "is a zip archive: unzip it and pass the CSV inside"),
-    (b"BZh", "is bzip2-compressed: decompress it (bunzip2) or recompress it with gzip"),
-    (b"\xfd7zXZ\x00", "is xz-compressed: decompress it (unxz) or recompress it with gzip"),
-    (b"\x28\xb5\x2f\xfd", "is zstd-compressed: decompress it (unzstd) or recompress with gzip"),
-)
-_GZIP_MAGIC = b"\x1f\x8b"
 #: Characters that make a spreadsheet read a CSV cell as a formula (OWASP's list).
 
 T = TypeVar("T")
 
-
-class TableInputError(Exception):
-    """The input cannot be used as asked (missing file or column, no header...): exit code 2."""
 
 @dataclass(frozen=True)
 class CsvOptions:
@@ -204,6 +186,8 @@ class TableReader:
     all_text: bool = False
     malformed: list[str] = field(default_factory=list)
     malformed_count: int = 0
+    #: Of those, rows of a record longer than :data:`MAX_LINE_CHARS` (cut, or split in lines).
+    overlong_count: int = 0
     #: Lenient CSV only: each batch carries a last boolean column, true for a row whose
     #: number of fields did not match the header (padded with nulls, or its surplus fields
     #: joined into the last cell, so nothing is lost).
@@ -212,8 +196,8 @@ class TableReader:
     #: the code page found further in) when a pass raises its private signal. Left False, a
     #: row the fast reader cannot keep is a :class:`TableInputError` instead.
     restartable: bool = False
-    #: CSV only: how the file was read (found or given), which the CSV output follows.
-    dialect: CsvDialect | None = None
+    #: CSV only: how the file is laid out (found or given); its dialect the CSV output follows.
+    layout: CsvLayout | None = None
     #: CSV only: cells of the DOI column that are a missing-value marker (:meth:`doi_cells`).
     na_values: tuple[str, ...] = ()
     na_count: int = 0
@@ -221,6 +205,11 @@ class TableReader:
     matched: tuple[str, str] | None = None
     _marker_arrays: dict[pa.DataType, tuple[int, pa.Array]] = field(default_factory=dict,
                                                                      repr=False)
+
+    @property
+    def dialect(self) -> CsvDialect | None:
+        """CSV only: how the file was written (found or given)."""
+        return self.layout.dialect if self.layout else None
 
     def doi_cells(self, batch: pa.RecordBatch, column: str) -> pa.Array:
         """The DOI column of ``batch``, its missing-value markers (CSV only) as nulls."""
@@ -285,10 +274,14 @@ def reading_notes(
                       "(reason empty); --na-values changes the list"))
     if reader.malformed_count:
         examples = "; ".join(repr(row) for row in reader.malformed[:3])
-        rows = "row had" if reader.malformed_count == 1 else "rows had"
-        notes.append(("warning", f"{reader.malformed_count:,} CSV {rows} the wrong number of "
-                      "fields or a quote left open (kept, flagged malformed_row), e.g. "
-                      f"{examples}"))
+        other = reader.malformed_count - reader.overlong_count
+        if other:
+            rows = "row had" if other == 1 else "rows had"
+            notes.append(("warning", f"{other:,} CSV {rows} the wrong number of fields or a "
+                          f"quote left open (kept, flagged malformed_row), e.g. {examples}"))
+        if reader.overlong_count:
+            notes.append(("warning", _overlong_note(reader.overlong_count)
+                          + ("" if other else f", e.g. {examples}")))
     if repaired:
         total = sum(repaired.values())
         columns = ", ".join(f"{name} ({count:,})" for name, count in repaired.items())
@@ -298,6 +291,16 @@ def reading_notes(
                       f"{'is' if total == 1 else 'are'} written with U+FFFD in place of the "
                       f"bad bytes, in column(s) {columns}{hint}"))
     return notes
+
+
+def _overlong_note(count: int) -> str:
+    """The warning on rows of a record longer than :data:`MAX_LINE_CHARS`."""
+    rows = "row was" if count == 1 else "rows were"
+    return (f"{count:,} CSV {rows} part of a record longer than {MAX_LINE_CHARS:,} characters "
+            f"({MAX_LINE_CHARS >> 20} MiB, the most a row is read whole): a longer line is cut "
+            "there, the rest of it dropped, and a longer record over several lines is kept line "
+            "by line (kept, flagged malformed_row); if such a cell is genuine, shorten it, or "
+            "pass the table as Parquet")
 
 
 def _cells(count: int) -> str:
@@ -346,13 +349,6 @@ class _ReadAgain(Exception):
         self.dialect = dialect
 
 
-def _code_page_of(dialect: CsvDialect, cells: Iterable[bytes]) -> CsvDialect:
-    """``dialect`` in the code page that ``cells`` (not UTF-8) are written in."""
-
-    found = detect_code_page([b"\n".join(cells)])
-    return dataclasses.replace(dialect, encoding=found, utf8_seen=False)
-
-
 def read_table(
     path: Path,
     fmt: Format,
@@ -370,22 +366,26 @@ def read_table(
     options = options or CsvOptions()
     try:
         reader = open_table(path, fmt, chunk_rows=chunk_rows, options=options, columns=columns)
-        dialect, lenient = reader.dialect, False
+        lenient = False
         for _ in range(3):  # at most: in a code page, then leniently
             reader.restartable = True
             try:
                 return consume(reader), reader
             except _ReadAgain as again:
-                dialect = again.dialect or reader.dialect
                 lenient = lenient or again.dialect is None
-            reader = (open_csv_lenient(path, chunk_rows, options, dialect=dialect) if lenient
-                      else _open_csv(path, chunk_rows, options, dialect=dialect))
+                found = reader.layout if again.dialect is None else layout(
+                    path, dialect=again.dialect)  # the header read again in the code page
+            assert found is not None  # only a CSV pass reads again
+            reader = (open_csv_lenient(path, chunk_rows, options, found=found) if lenient
+                      else _open_csv(path, chunk_rows, options, found))
         reader.restartable = False  # pragma: no cover (each reason is met once at most)
         return consume(reader), reader  # pragma: no cover
     except (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:
         raise TableInputError(
             f"{path}: the compressed file is damaged or cut short ({error}); check the file"
         ) from None
+    except InflationError as error:
+        raise TableInputError(f"{path}: {error}") from None
     except UnicodeError as error:
         encoding = options.encoding or "the encoding found"
         if isinstance(error, UnicodeDecodeError):
@@ -415,20 +415,9 @@ def open_table(
         raise TableInputError(f"{path}: not a file; give the path of a CSV or Parquet file")
     if fmt == "parquet":
         return _open_parquet(path, chunk_rows, columns)
-    return _open_csv(path, chunk_rows, options or CsvOptions())
-
-
-def _fold(name: str) -> str:
-    """A header as people mean it: spaces, no-break spaces and a stray BOM trimmed, any case."""
-    return name.strip().strip("\ufeff").strip().casefold()
-
-
-def match_column(names: list[str], column: str) -> list[str]:
-    """The headers ``column`` names: itself if present, else those equal to it once trimmed
-    and case-folded (several: ambiguous)."""
-    if column in names:
-        return [column] * names.count(column)
-    return [name for name in names if _fold(name) == _fold(column)]
+    options = options or CsvOptions()
+    return _open_csv(path, chunk_rows, options,
+                     layout(path, encoding=options.encoding, delimiter=options.delimiter))
 
 
 def require_column(reader: TableReader, column: str, path: Path) -> str:
@@ -461,84 +450,6 @@ def require_column(reader: TableReader, column: str, path: Path) -> str:
     raise TableInputError(f"{path}: no column {column!r} (columns: {listed}); {hint}")
 
 
-def added_names(
-    wanted: tuple[str, ...], names: list[str], column: str, prefix: str | None,
-    stem: str | None = None,
-) -> list[str]:
-    """Names for the columns a command appends to a file that has ``names``.
-
-    ``prefix`` (``--prefix``) is taken as given, and refused if a name then clashes. Without
-    it the names are ``wanted`` unless one of them is already a column (case-insensitively,
-    as DuckDB and spreadsheets compare names); then each is named after ``stem``, the
-    command's own word (``resolve``'s ``resolution_status``, ``enrich``'s ``metadata_title``;
-    a name that starts with it is kept: ``metadata_status``), or without one each ``doi...``
-    name is derived from the DOI column (``doi`` -> ``<column>_normalized``, ``doi_key`` ->
-    ``<column>_key``, ...), with ``_2``, ``_3``... added until none clashes.
-    """
-    taken = {_fold(name) for name in names}
-
-    def clashes(candidates: list[str]) -> list[str]:
-        return [name for name in candidates if _fold(name) in taken]
-
-    if prefix:
-        chosen = [prefix + name for name in wanted]
-        if clashes(chosen):
-            raise TableInputError(
-                f"already has column(s) {', '.join(clashes(chosen))}; pick another --prefix, "
-                "or leave it out and the added columns are named after the DOI column"
-            )
-        return chosen
-    if not clashes(list(wanted)):
-        return list(wanted)
-    if stem:
-        derived = [name if name.startswith(f"{stem}_") else f"{stem}_{name}" for name in wanted]
-    else:
-        stem = column.strip().strip("\ufeff").strip() or "doi"
-        derived = [_derived_name(stem, name) for name in wanted]
-    for number in itertools.count(1):
-        chosen = derived if number == 1 else [f"{name}_{number}" for name in derived]
-        if not clashes(chosen) and len({_fold(name) for name in chosen}) == len(chosen):
-            return chosen
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def find_added(names: list[str], wanted: tuple[str, ...]) -> dict[str, str] | None:
-    """Where a file a command wrote holds the columns it added: ``wanted`` -> the name
-    each has there, whether as is or renamed by :func:`added_names` (after the DOI column, with
-    a ``_2``... for a second clash, or a ``--prefix``); None when they are not all there. So a
-    reader of ``resolve``'s output finds ``status`` in ``doi_status`` when the input had a
-    column ``doi``."""
-    if all(name in names for name in wanted):
-        return {name: name for name in wanted}
-    # Renamed: the last of ours ends one of the names, maybe with a _2...; what comes before
-    # it is a --prefix, or the DOI column's name and "_".
-    last = wanted[-1]
-    for found in names:
-        for suffix in ("", *(f"_{number}" for number in range(2, 10))):
-            if not found.endswith(last + suffix) or found == last + suffix:
-                continue
-            before = found[: len(found) - len(last) - len(suffix)]
-            candidates = [{name: before + name for name in wanted}] if not suffix else []
-            if before.endswith("_"):
-                candidates.append({name: _derived_name(before[:-1], name) + suffix
-                                   for name in wanted})
-                candidates.append({name: (name if name.startswith(before) else before + name)
-                                   + suffix for name in wanted})
-            for mapping in candidates:
-                if all(value in names for value in mapping.values()):
-                    return mapping
-    return None
-
-
-def _derived_name(stem: str, name: str) -> str:
-    """``name`` as :func:`added_names` renames it after the DOI column ``stem``."""
-    if name == "doi":
-        return f"{stem}_normalized"
-    if name.startswith("doi_"):
-        return stem + name[3:]
-    return f"{stem}_{name}"
-
-
 def _open_parquet(path: Path, chunk_rows: int, columns: list[str] | None) -> TableReader:
     try:
         parquet = pq.ParquetFile(path)
@@ -555,134 +466,23 @@ def _open_parquet(path: Path, chunk_rows: int, columns: list[str] | None) -> Tab
     return TableReader(names, batches, schema)
 
 
-def _compression(path: Path) -> str | None:
-    """``"gzip"`` for a gzip file, None for plain text; refuses what cannot be CSV."""
-    with path.open("rb") as handle:
-        head = handle.read(8)
-    if head.startswith(_GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(b"PK\x03\x04"):
-        workbook = _workbook_kind(path)
-        if workbook is not None:
-            raise TableInputError(f"{path}: is {workbook}, not CSV: {_SAVE_AS_CSV}")
-    for magic, what in _NOT_CSV:
-        if head.startswith(magic):
-            raise TableInputError(f"{path}: {what}")
-    return None
+def _shown(row: str) -> str:
+    """A malformed row as a message quotes it: as text, cut after its first characters."""
+    cut = row[:_SHOWN_CHARS + 1]
+    return as_text(cut if len(cut) <= _SHOWN_CHARS else cut[:_SHOWN_CHARS] + "...")
 
 
-def _workbook_kind(path: Path) -> str | None:
-    """What kind of spreadsheet workbook the zip archive ``path`` is, or None."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-    except (zipfile.BadZipFile, OSError):
-        return None
-    for entry, kind in _WORKBOOKS:
-        if entry in names:
-            return kind
-    return None
-
-
-def _dialect(path: Path, options: CsvOptions, compression: str | None) -> CsvDialect:
-    try:
-        return sniff(path, compression, encoding=options.encoding, delimiter=options.delimiter)
-    except LookupError as error:
-        raise TableInputError(f"{path}: {error}; pass --encoding") from None
-
-
-class _Lines:
-    """The file's physical lines, remembering those of the record being read: the csv module
-    pulls one line at a time, so after each record ``taken`` holds exactly its lines."""
-
-    def __init__(self, handle: IO[str]) -> None:
-        self._lines = iter(handle)
-        self.taken: list[str] = []
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._lines)
-        self.taken.append(line)
-        return line
-
-
-def _csv_error(path: Path, dialect: CsvDialect) -> TableInputError:
-    return TableInputError(
-        f"{path}: a line cannot be read as CSV (is the delimiter "
-        f"{display_delimiter(dialect.delimiter)} right? pass --delimiter)"
-    )
-
-
-def _header(
-    path: Path, dialect: CsvDialect, compression: str | None
-) -> tuple[list[str], int, bool]:
-    """The column names, the physical lines they take, and whether any row follows them."""
-    csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
-    with open_text(path, dialect, compression) as handle:
-        lines = _Lines(handle)
-        try:
-            header = csv.reader(lines, delimiter=dialect.header_delimiter)
-            names = next(header, None)
-            blank = 0
-            while names == []:  # blank lines above the header (some exports start so)
-                blank = len(lines.taken)
-                names = next(header, None)
-            if names is None:
-                raise TableInputError(
-                    f"{path}: empty file (no header row); a CSV needs a header"
-                )
-            header_lines = len(lines.taken)
-            own = lines.taken[blank:]  # the header record's own lines
-            if len(own) > 1 and _unclosed(own, dialect.header_delimiter):
-                # A quote left open in the header would swallow the rows: its first line is
-                # the header, its quotes taken as they stand.
-                names = next(csv.reader([own[0].rstrip("\r\n")],
-                                        delimiter=dialect.header_delimiter,
-                                        quoting=csv.QUOTE_NONE))
-                header_lines = blank + 1
-                lines.taken = own[1:]
-                for row in csv.reader(lines.taken, delimiter=dialect.delimiter):
-                    if row or len(names) == 1:
-                        return [_display(name) for name in names], header_lines, True
-            names = _without_body_separators(names, dialect)
-            for row in csv.reader(lines, delimiter=dialect.delimiter):
-                if row or len(names) == 1:
-                    return [_display(name) for name in names], header_lines, True
-        except csv.Error:
-            raise _csv_error(path, dialect) from None
-        return [_display(name) for name in names], header_lines, False
-
-
-def _without_body_separators(names: list[str], dialect: CsvDialect) -> list[str]:
-    """A header on another separator than its rows keeps the rows' separators of its blank
-    trailing cells on its last name (``id,doi,note;;;;``): they are not part of it."""
-    if dialect.header_delimiter == dialect.delimiter or not names:
-        return names
-    return [*names[:-1], names[-1].rstrip(dialect.delimiter + " ")]
-
-
-def _display(name: str) -> str:
-    """A header cell as text (a non-UTF-8 byte shows as U+FFFD)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _open_csv(
-    path: Path, chunk_rows: int, options: CsvOptions, dialect: CsvDialect | None = None
-) -> TableReader:
-    compression = _compression(path)
-    dialect = dialect or _dialect(path, options, compression)
-    names, header_lines, has_rows = _header(path, dialect, compression)
+def _open_csv(path: Path, chunk_rows: int, options: CsvOptions, found: CsvLayout) -> TableReader:
+    dialect, names, header_lines = found.dialect, found.names, found.header_lines
     schema = pa.schema([(name, pa.large_string()) for name in names])
-    reader = TableReader(names, iter(()), schema, all_text=True, dialect=dialect,
+    reader = TableReader(names, iter(()), schema, all_text=True, layout=found,
                          na_values=options.missing)
-    if not has_rows:  # also a header without a final newline, which pyarrow refuses
+    if not found.has_rows:  # also a header without a final newline, which pyarrow refuses
         return reader
 
     source: Any = str(path)
-    if compression:
-        source = pa.input_stream(str(path), compression=compression)
+    if found.compression:  # through the same bounded inflater as the lenient reader
+        source = open_gzip(path)
     try:
         stream = pcsv.open_csv(
             source,
@@ -715,7 +515,7 @@ def _open_csv(
         raise
     except (pa.ArrowException, OSError, ValueError):  # ValueError: a separator beyond ASCII
         _close(source)
-        return open_csv_lenient(path, chunk_rows, options, dialect=dialect)
+        return open_csv_lenient(path, chunk_rows, options, found=found)
     reader.batches = _fast_batches(path, stream, reader, chunk_rows, source)
     return reader
 
@@ -780,7 +580,7 @@ def _as_text(batch: pa.RecordBatch, reader: TableReader) -> pa.RecordBatch:
                 # UTF-8 beyond ASCII beside them: a UTF-8 file with damaged cells, flagged as
                 # such, rather than a code page that would garble the good cells.
                 if not any(not cell.isascii() and _is_utf8(cell) for cell in cells):
-                    raise _ReadAgain(_code_page_of(dialect, bad[:2000])) from None
+                    raise _ReadAgain(in_code_page(dialect, bad[:2000])) from None
             columns.append(values)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -841,26 +641,15 @@ def _last_row_spans_lines(batch: pa.RecordBatch | None) -> bool:
     return any("\n" in cell or "\r" in cell for cell in cells)
 
 
-def _unclosed(lines: list[str], delimiter: str) -> bool:
-    """Whether a record read over several lines is a quote left open rather than a quoted
-    cell holding line breaks: read strictly, it does not parse (a quote closes it before
-    other text, or the file ends inside it). Both readers leave such a record to this one."""
-    try:
-        for _ in csv.reader(iter(lines), delimiter=delimiter, strict=True):
-            pass
-    except csv.Error:
-        return True
-    return False
-
-
 def open_csv_lenient(
     path: Path,
     chunk_rows: int,
     options: CsvOptions | None = None,
     *,
-    dialect: CsvDialect | None = None,
+    found: CsvLayout | None = None,
 ) -> TableReader:
-    """CSV through Python's csv module, keeping every row.
+    """CSV through Python's csv module, keeping every row, as ``found`` (default: as
+    :func:`~airflow_doi.files.sniff.layout` finds it).
 
     The fast reader cannot align a row of the wrong width with the header, so it can only
     skip it; this one keeps it: a short row is padded with nulls and a long one keeps its
@@ -874,14 +663,13 @@ def open_csv_lenient(
     module reads it. Slower, so it only reads the files the fast reader could not.
     """
     options = options or CsvOptions()
-    compression = _compression(path)
-    dialect = dialect or _dialect(path, options, compression)
-    names, header_lines, _ = _header(path, dialect, compression)
-    handle = open_text(path, dialect, compression)
+    found = found or layout(path, encoding=options.encoding, delimiter=options.delimiter)
+    dialect, names, header_lines = found.dialect, found.names, found.header_lines
+    handle = open_text(path, dialect, found.compression)
     width = len(names)
     schema = pa.schema([(name, pa.large_string()) for name in names])
     reader = TableReader(names, iter(()), schema, all_text=True, flags_malformed=True,
-                         dialect=dialect, na_values=options.missing)
+                         layout=found, na_values=options.missing)
 
     utf8_met = [False]  # UTF-8 beyond ASCII read already: a bad byte is then a damaged cell
 
@@ -892,7 +680,7 @@ def open_csv_lenient(
             except UnicodeEncodeError:  # bytes that are not UTF-8: the file is in a code page
                 raw = value.encode("utf-8", "surrogateescape")
                 if not utf8_met[0]:
-                    raise _ReadAgain(_code_page_of(dialect, [raw])) from None
+                    raise _ReadAgain(in_code_page(dialect, [raw])) from None
                 return raw
             utf8_met[0] = True
             return encoded
@@ -902,19 +690,22 @@ def open_csv_lenient(
         with handle:
             columns: list[list[bytes | None]] = [[] for _ in range(width)]
             flags: list[bool] = []
-            for row, malformed in _lenient_rows(path, dialect, handle, width, header_lines):
+            size = 0  # characters in the batch: a batch ends at chunk_rows or MAX_LINE_CHARS
+            for row, malformed in _lenient_rows(path, dialect, handle, width, header_lines,
+                                                reader):
                 if malformed:
                     reader.malformed_count += 1
                     if len(reader.malformed) < _KEEP_MALFORMED:
-                        reader.malformed.append(_display(dialect.delimiter.join(row)))
+                        reader.malformed.append(_shown(dialect.delimiter.join(row)))
                     if len(row) > width:
                         row = [*row[: width - 1], dialect.delimiter.join(row[width - 1 :])]
                 flags.append(malformed)
                 for index in range(width):
                     columns[index].append(cell(row[index]) if index < len(row) else None)
-                if len(flags) == chunk_rows:
+                size += sum(map(len, row))
+                if len(flags) == chunk_rows or size >= MAX_LINE_CHARS:
                     yield _lenient_batch(names, columns, flags)
-                    columns, flags = [[] for _ in range(width)], []
+                    columns, flags, size = [[] for _ in range(width)], [], 0
             if flags:
                 yield _lenient_batch(names, columns, flags)
 
@@ -923,35 +714,43 @@ def open_csv_lenient(
 
 
 def _lenient_rows(
-    path: Path, dialect: CsvDialect, handle: IO[str], width: int, header_lines: int
+    path: Path, dialect: CsvDialect, handle: IO[str], width: int, header_lines: int,
+    reader: TableReader,
 ) -> Iterator[tuple[list[str], bool]]:
     """(fields, malformed) for every row after the header's ``header_lines`` lines (see
-    :func:`open_csv_lenient`)."""
+    :func:`open_csv_lenient`); a record longer than :data:`MAX_LINE_CHARS` is its lines, each
+    a row, all flagged (and counted in ``reader.overlong_count``)."""
     csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
-    lines = _Lines(handle)
+    lines = Lines(handle)
     try:
         for _ in range(header_lines):
             next(lines, None)
         rows = csv.reader(lines, delimiter=dialect.delimiter)
         while True:
-            lines.taken = []
+            lines.new_record()
             try:
                 row = next(rows)
             except StopIteration:
                 return
+            except Overlong:
+                for line in lines.taken:
+                    for fields, _ in _line_row(line, dialect, width):
+                        reader.overlong_count += 1
+                        yield fields, True
+                continue
             taken = lines.taken
             if not row:
                 if width > 1:
                     continue  # a blank line between rows, as the fast reader skips it
                 row = [""]
-            if len(taken) > 1 and _unclosed(taken, dialect.delimiter):
+            if len(taken) > 1 and unclosed(taken, dialect.delimiter):
                 for line in taken:
                     yield from _line_row(line, dialect, width)
                 continue
             fitted = _fitted(row, width)
             yield (row, True) if fitted is None else (fitted, False)
     except csv.Error:
-        raise _csv_error(path, dialect) from None
+        raise csv_error(path, dialect) from None
 
 
 def _clean(line: str, delimiter: str, width: int) -> list[str] | None:

@@ -33,15 +33,23 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import io
 import itertools
 import os
-from dataclasses import dataclass
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Final
 
+from airflow_doi.files import MAX_LINE_CHARS, TableInputError
+from airflow_doi.files.inflate import open_gzip
+from airflow_doi.files.lines import Lines, Overlong, as_text, unclosed
+
 __all__ = [
-    "CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "detect_code_page",
-    "display_delimiter", "display_encoding", "line_ending", "sniff",
+    "CODE_PAGES", "DELIMITERS", "NA_VALUES", "CsvDialect", "CsvLayout", "compression_of",
+    "csv_error", "detect_code_page", "display_delimiter", "display_encoding", "in_code_page",
+    "layout", "line_ending", "sniff",
 ]
 
 #: Separators tried, in the order that breaks a tie.
@@ -75,6 +83,26 @@ _BOMS: Final[tuple[tuple[bytes, str], ...]] = (
     (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
     (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
 )
+#: What to do with a spreadsheet workbook.
+_SAVE_AS_CSV = ("open it in Excel (or LibreOffice) and save the sheet as \"CSV UTF-8 (Comma "
+                "delimited)\" (File > Save As), then pass that file")
+#: A zip's entry that makes it a workbook, and what kind.
+_WORKBOOKS: tuple[tuple[str, str], ...] = (
+    ("xl/workbook.xml", "an Excel workbook (.xlsx)"),
+    ("xl/workbook.bin", "an Excel binary workbook (.xlsb)"),
+    ("content.xml", "an OpenDocument file (.ods)"),
+)
+#: First bytes of files that are not CSV text, and what to tell the user about each.
+_NOT_CSV: tuple[tuple[bytes, str], ...] = (
+    (b"PAR1", "is a Parquet file: pass --input-format parquet (or name it .parquet)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "is an Excel 97-2003 workbook (or another "
+     f"Office file), not CSV: {_SAVE_AS_CSV}"),
+    (b"PK\x03\x04", "is a zip archive: unzip it and pass the CSV inside"),
+    (b"BZh", "is bzip2-compressed: decompress it (bunzip2) or recompress it with gzip"),
+    (b"\xfd7zXZ\x00", "is xz-compressed: decompress it (unxz) or recompress it with gzip"),
+    (b"\x28\xb5\x2f\xfd", "is zstd-compressed: decompress it (unzstd) or recompress with gzip"),
+)
+_GZIP_MAGIC = b"\x1f\x8b"
 _ENDINGS: Final[dict[str, str]] = {"\r\n": "CRLF", "\n": "LF", "\r": "CR"}
 
 
@@ -145,6 +173,40 @@ def line_ending(ending: str) -> str:
 def display_delimiter(delimiter: str) -> str:
     """A separator as stderr names it: ``tab``, or its quoted character."""
     return "tab" if delimiter == "\t" else repr(delimiter)
+
+
+@dataclass(frozen=True)
+class CsvLayout:
+    """All that is decided about a CSV file before its rows are read: how it was written
+    (:class:`CsvDialect`), its compression, and its header (the names, the physical lines they
+    take, and whether any row follows them). :func:`layout` decides; the readers of
+    :mod:`airflow_doi.files.read` only read by it."""
+
+    dialect: CsvDialect
+    compression: str | None
+    names: list[str]
+    header_lines: int
+    has_rows: bool
+
+
+def layout(
+    path: Path,
+    *,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    dialect: CsvDialect | None = None,
+) -> CsvLayout:
+    """The layout of the CSV file at ``path``: its dialect found (:func:`sniff`; a given
+    ``encoding``/``delimiter`` kept) unless ``dialect`` is given, then its header read by it.
+    Refuses (:class:`~airflow_doi.files.TableInputError`) what cannot be read as CSV."""
+    compression = compression_of(path)
+    if dialect is None:
+        try:
+            dialect = sniff(path, compression, encoding=encoding, delimiter=delimiter)
+        except LookupError as error:
+            raise TableInputError(f"{path}: {error}; pass --encoding") from None
+    names, header_lines, has_rows = _header(path, dialect, compression)
+    return CsvLayout(dialect, compression, names, header_lines, has_rows)
 
 
 def sniff(
@@ -383,8 +445,107 @@ def _delimiters(text: str) -> tuple[str, str]:
 def open_text(path: Path, dialect: CsvDialect, compression: str | None) -> IO[str]:
     """The file as text for Python's csv module (BOM dropped, bad UTF-8 kept as escapes)."""
     errors = "surrogateescape" if dialect.lenient_utf8 else "strict"
-    if compression == "gzip":
-
-        return gzip.open(path, "rt", encoding=dialect.python_encoding, errors=errors,
-                         newline="")
+    if compression == "gzip":  # read through open_gzip, which refuses a decompression bomb
+        return io.TextIOWrapper(open_gzip(path), encoding=dialect.python_encoding,
+                                errors=errors, newline="")
     return path.open("r", encoding=dialect.python_encoding, errors=errors, newline="")
+
+
+def compression_of(path: Path) -> str | None:
+    """``"gzip"`` for a gzip file, None for plain text; refuses what cannot be CSV."""
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if head.startswith(_GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(b"PK\x03\x04"):
+        workbook = _workbook_kind(path)
+        if workbook is not None:
+            raise TableInputError(f"{path}: is {workbook}, not CSV: {_SAVE_AS_CSV}")
+    for magic, what in _NOT_CSV:
+        if head.startswith(magic):
+            raise TableInputError(f"{path}: {what}")
+    return None
+
+
+def _workbook_kind(path: Path) -> str | None:
+    """What kind of spreadsheet workbook the zip archive ``path`` is, or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return None
+    for entry, kind in _WORKBOOKS:
+        if entry in names:
+            return kind
+    return None
+
+
+def csv_error(path: Path, dialect: CsvDialect) -> TableInputError:
+    """The refusal of a line no CSV reading can take, naming the delimiter it was read on."""
+    return TableInputError(
+        f"{path}: a line cannot be read as CSV (is the delimiter "
+        f"{display_delimiter(dialect.delimiter)} right? pass --delimiter)"
+    )
+
+
+def _header(
+    path: Path, dialect: CsvDialect, compression: str | None
+) -> tuple[list[str], int, bool]:
+    """The column names, the physical lines they take, and whether any row follows them."""
+    csv.field_size_limit(2**31 - 1)  # one 5 MB cell is data, not an attack on memory
+    with open_text(path, dialect, compression) as handle:
+        lines = Lines(handle)
+        try:
+            header = csv.reader(lines, delimiter=dialect.header_delimiter)
+            names = next(header, None)
+            blank = 0
+            while names == []:  # blank lines above the header (some exports start so)
+                blank = len(lines.taken)
+                names = next(header, None)
+            if names is None:
+                raise TableInputError(
+                    f"{path}: empty file (no header row); a CSV needs a header"
+                )
+            header_lines = len(lines.taken)
+            own = lines.taken[blank:]  # the header record's own lines
+            if len(own) > 1 and unclosed(own, dialect.header_delimiter):
+                # A quote left open in the header would swallow the rows: its first line is
+                # the header, its quotes taken as they stand.
+                names = next(csv.reader([own[0].rstrip("\r\n")],
+                                        delimiter=dialect.header_delimiter,
+                                        quoting=csv.QUOTE_NONE))
+                header_lines = blank + 1
+                lines.taken = own[1:]
+                for row in csv.reader(lines.taken, delimiter=dialect.delimiter):
+                    if row or len(names) == 1:
+                        return [as_text(name) for name in names], header_lines, True
+            names = _without_body_separators(names, dialect)
+            lines.new_record()
+            try:
+                for row in csv.reader(lines, delimiter=dialect.delimiter):
+                    if row or len(names) == 1:
+                        return [as_text(name) for name in names], header_lines, True
+            except Overlong:  # a row too long to read whole: a row still (the reader cuts it)
+                return [as_text(name) for name in names], header_lines, True
+        except csv.Error:
+            raise csv_error(path, dialect) from None
+        except Overlong:
+            raise TableInputError(
+                f"{path}: the header is longer than {MAX_LINE_CHARS:,} characters, so it is not "
+                "read; is it a CSV file? A CSV starts with a line naming its columns"
+            ) from None
+        return [as_text(name) for name in names], header_lines, False
+
+
+def _without_body_separators(names: list[str], dialect: CsvDialect) -> list[str]:
+    """A header on another separator than its rows keeps the rows' separators of its blank
+    trailing cells on its last name (``id,doi,note;;;;``): they are not part of it."""
+    if dialect.header_delimiter == dialect.delimiter or not names:
+        return names
+    return [*names[:-1], names[-1].rstrip(dialect.delimiter + " ")]
+
+
+def in_code_page(dialect: CsvDialect, cells: Iterable[bytes]) -> CsvDialect:
+    """``dialect`` in the code page that ``cells`` (not UTF-8) are written in."""
+    found = detect_code_page([b"\n".join(cells)])
+    return replace(dialect, encoding=found, utf8_seen=False)

@@ -17,7 +17,7 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ __all__ = [
     "FORMULA_STARTS",
     "CsvEncoding",
     "CsvWriter",
+    "ReadFile",
     "TableWriter",
     "check_output",
     "create_beside",
@@ -57,22 +58,45 @@ __all__ = [
 FORMULA_STARTS = "=+-@\t\r"
 
 
+#: Text types Arrow's string kernels do not take, and the type the escape is computed in.
+_COMPUTED_AS: dict[pa.DataType, pa.DataType] = {
+    pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+
+
 def escape_formulas(values: pa.Array) -> pa.Array:
     """Text cells that a spreadsheet would run as a formula, with a ``'`` in front.
 
     A cell starting with ``= + - @``, tab or carriage return is what OWASP calls CSV
-    injection; the apostrophe makes spreadsheets show it as text. Other cells, and non-text
-    columns, are returned unchanged.
+    injection; the apostrophe makes spreadsheets show it as text. Every column that is
+    written as text is escaped, its type kept: ``string``, ``large_string``, ``string_view``,
+    the binary types (their bytes are written as text), a dictionary of any of them (a pandas
+    ``Categorical``: only its dictionary is rewritten) and an extension type stored as one.
+    Other cells, and other columns (numbers, nested types, which CSV does not hold), are
+    returned unchanged.
     """
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        words = escape_formulas(values.dictionary)
+        if words is values.dictionary:
+            return values
+        return pa.DictionaryArray.from_arrays(values.indices, words, ordered=kind.ordered)
+    if isinstance(kind, pa.BaseExtensionType):
+        storage = escape_formulas(values.storage)
+        return values if storage is values.storage else pa.ExtensionArray.from_storage(
+            kind, storage)
+    computed = _COMPUTED_AS.get(kind, kind)
+    if not (pa.types.is_string(computed) or pa.types.is_large_string(computed)
+            or pa.types.is_binary(computed) or pa.types.is_large_binary(computed)):
         return values
+    text = values.cast(computed) if computed != kind else values
     pattern = "^[" + FORMULA_STARTS.replace("-", "\\-") + "]"
-    risky = pc.match_substring_regex(values, pattern)
+    risky = pc.match_substring_regex(text, pattern)
     if not pc.any(risky).as_py():
         return values
-    empty = pa.scalar("", values.type)
-    quoted = pc.binary_join_element_wise(pa.scalar("'", values.type), values, empty)
-    return pc.if_else(risky, quoted, values)
+    empty = pa.scalar("", computed)
+    quoted = pc.binary_join_element_wise(pa.scalar("'", computed), text, empty)
+    escaped = pc.if_else(risky, quoted, text)
+    return escaped if computed == kind else escaped.cast(kind)
 
 
 @dataclass(frozen=True)
@@ -401,14 +425,20 @@ class CsvWriter:
         self._handle.close()
 
 
+#: A file a command reads, as the user would know it: what it is (``the input file``,
+#: ``the --cache file``) and its path.
+ReadFile = tuple[str, "str | os.PathLike[str]"]
+
+
 def check_output(source: Path | None, target: str | os.PathLike[str], *,
-                 mkdir: bool = True) -> None:
+                 mkdir: bool = True, reads: Iterable[ReadFile] = ()) -> None:
     """Refuse, before any work, an output that cannot be written: a directory, the input
-    file itself (see :func:`refuse_same_file`), or, unless ``mkdir``, one whose folder does
-    not exist (a typo in a path should not become a new folder; ``--mkdir`` asks for it)."""
+    file ``source`` or any other file of ``reads`` (see :func:`refuse_same_file`), or, unless
+    ``mkdir``, one whose folder does not exist (a typo in a path should not become a new
+    folder; ``--mkdir`` asks for it)."""
     final, straight = output_target(target)  # a directory is refused here
-    if source is not None:
-        refuse_same_file(source, Path(target))
+    named: list[ReadFile] = [("the input file", source)] if source is not None else []
+    refuse_same_file([*named, *reads], Path(target))
     if not mkdir and not straight and not final.parent.is_dir():
         missing = Path(os.fspath(target)).parent
         raise TableInputError(
@@ -417,17 +447,25 @@ def check_output(source: Path | None, target: str | os.PathLike[str], *,
         )
 
 
-def refuse_same_file(source: Path, target: Path) -> None:
-    """A command never writes over the file it is reading (it would lose the input)."""
+def refuse_same_file(reads: Iterable[ReadFile], target: Path) -> None:
+    """A command never writes over a file it reads (it would lose it): the same path, the
+    same file through a symlink or a hard link, or a path neither is at yet (a new --cache
+    the run would create, then write its output over)."""
+    for what, path in reads:
+        if _same_file(Path(path), target):
+            raise TableInputError(
+                f"{target}: is {what} itself; write to another --output ({what} is read while "
+                "the output is written, and would be lost)"
+            )
+
+
+def _same_file(source: Path, target: Path) -> bool:
     try:
-        same = target.exists() and os.path.samefile(source, target)
-    except OSError:
-        same = False
-    if same:
-        raise TableInputError(
-            f"{target}: is the input file itself; write to another --output (the input is "
-            "read while the output is written, and would be lost)"
-        )
+        if source.exists() and target.exists():
+            return os.path.samefile(source, target)
+        return os.path.realpath(source) == os.path.realpath(target)
+    except (OSError, ValueError):
+        return False
 
 
 def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
