@@ -27,6 +27,7 @@ from typing import Any
 from airflow_doi._install import pip_install
 from airflow_doi.resolver.agencies import RA_NAMES, work_for
 from airflow_doi.syntax import ascii_upper
+from airflow_doi.words import plural
 
 #: The sample shipped with the repository: a few hundred DOI cells in every messy form.
 SAMPLE = Path("examples/data/messy_dois.csv")
@@ -96,24 +97,34 @@ def _airflow(args: list[str], env: dict[str, str], log: Path) -> None:
 
 def registry_records(path: Path) -> dict[str, Any]:
     """Simulator records for the DOIs listed in ``path`` (one a line, ``#`` comments); the
-    simulated agencies describe each with made-up metadata, and :data:`DEMO_RETRACTED` as a
-    retracted journal article, so the demo's report lists one."""
+    simulated agencies describe each with made-up metadata, :data:`DEMO_RETRACTED` as a
+    retracted journal article and :data:`DEMO_CORRECTED` as a corrected one (Crossref's, as
+    :data:`DEMO_UPDATES` says), so the demo's tables and report list one of each."""
 
     from airflow_doi.resolver.simulator import read_records
 
     records = read_records(path)
     for doi, record in records.items():
         work = work_for(doi)
-        if ascii_upper(doi) == ascii_upper(DEMO_RETRACTED):
+        update = DEMO_UPDATES.get(ascii_upper(doi))
+        if update is not None:
+            kind, notice = update
             work = replace(work, agency="crossref", csl_type="article-journal",
-                           updated_by=(("retraction", f"{doi}.notice"),))
+                           updated_by=((kind, f"{doi}{notice}"),))
             record["work"] = asdict(work)
         record["ra"] = RA_NAMES[work.agency]  # what Which RA? says of it
     return records
 
 
-#: The registry DOI the offline demo's agencies call retracted (a DOI Foundation test DOI).
+#: The registry DOIs the offline demo's agencies call retracted and corrected (DOI Foundation
+#: DOIs: the test DOI, and the DOI Handbook's).
 DEMO_RETRACTED = "10.1000/xyz"
+DEMO_CORRECTED = "10.1000/182"
+#: By comparison key: the kind of update notice each work gets, and its DOI's suffix.
+DEMO_UPDATES: dict[str, tuple[str, str]] = {
+    ascii_upper(DEMO_RETRACTED): ("retraction", ".notice"),
+    ascii_upper(DEMO_CORRECTED): ("correction", ".erratum"),
+}
 
 
 def _relations(database: Path) -> set[str]:
@@ -237,11 +248,12 @@ def requests_line(stats: dict[str, Any]) -> str:
     """What the run asked of the simulated servers, as the demo prints it."""
     lists = stats["list_requests"]
     negotiated = stats["cn_requests"]
-    return (f"airflow: the DAG sent {stats['requests']:,} requests to the proxy (resolve, and "
-            f"Which RA? for enrich), {sum(lists.values()):,} list queries to the agencies' "
-            f"batch APIs (Crossref {lists.get('crossref', 0):,}, DataCite "
-            f"{lists.get('datacite', 0):,}) and {negotiated:,} content negotiations for the "
-            f"other agencies' DOIs (each a proxy redirect and an agency request)")
+    queries = plural(sum(lists.values()), "list query", "list queries")
+    return (f"airflow: the DAG sent {plural(stats['requests'], 'request')} to the proxy "
+            f"(resolve, and Which RA? for enrich), {queries} to the agencies' batch APIs "
+            f"(Crossref {lists.get('crossref', 0):,}, DataCite {lists.get('datacite', 0):,}) and "
+            f"{plural(negotiated, 'content negotiation')} for the other agencies' DOIs (each a "
+            "proxy redirect and an agency request)")
 
 
 #: A few catalogue rows per outcome (resolved, not_found, ..., invalid), joined to their
@@ -352,7 +364,7 @@ def show_results(database: Path) -> None:
         metadata = _query(conn, _METADATA_ROWS)
     print(f"airflow: {DAG_ID} succeeded; enriched tables in {database}:")
     for name, rows in tables:
-        print(f"airflow:   {name} ({rows:,} rows)")
+        print(f"airflow:   {name} ({plural(rows, 'row')})")
     print("airflow: doi_resolution: " + ", ".join(f"{s}={n:,}" for s, n in statuses))
     print("airflow: the two catalogues joined on doi_key: table reading_list_holdings")
     print("airflow: a few rows of catalogue (invalid DOIs are never sent to the proxy):")
@@ -377,14 +389,26 @@ STEPS: list[tuple[str, Step]] = [
 ]
 
 
+#: The one line of ``airflow-doi --help`` for this command.
+HELP = "run the project's main job on the bundled sample data"
+DESCRIPTION = """\
+Run the project's main job on the bundled sample data, offline: normalize the messy sample
+CSV (examples/data/messy_dois.csv), then run the Airflow DAG doi_enrich_catalogue end to end
+on a DuckDB file against the bundled proxy simulator (resolve, enrich, the dbt models and the
+HTML quality report), and print a few enriched rows and the command that opens the file.
+Run it from the repository checkout (or pass --root); it needs Airflow, DuckDB, dbt and the
+report's charts (./scripts/demo.sh makes a .venv with them all).
+
+Exit status: 0 done; 2 something the demo needs is missing or a step failed."""
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="run the project's main job on the bundled sample data", description=__doc__
-    )
+    parser = subparsers.add_parser("demo", help=HELP, description=DESCRIPTION)
     parser.add_argument(
         "--root", type=Path, default=Path.cwd(), help="repository checkout (default: cwd)"
     )
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default ROOT/out)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: ROOT/out)")
     parser.set_defaults(func=run)
 
 

@@ -1,9 +1,11 @@
 """Batch enrichment: one :class:`MetadataResult` per input value, each key asked once.
 
 The resolver's steps (:mod:`airflow_doi.resolver.batch`): invalid values are answered
-locally and never sent; rows are grouped by comparison key; what the cache still trusts is
-taken from it; the rest is asked under the gates of each host (the proxy's and every
-agency's), each finished key written to the cache at once; the answers fan back out to rows.
+locally and never sent, but for a shortDOI (``10/b6vnmd``), expanded through the proxy as
+``resolve`` expands it (the DOI it aliases stands in for it); rows are grouped by comparison
+key; what the cache still trusts is taken from it; the rest is asked under the gates of each
+host (the proxy's and every agency's), each finished key written to the cache at once; the
+answers fan back out to rows.
 
 Which source answers a key is :mod:`airflow_doi.metadata.sources`'s choice (``source="auto"``):
 the keys of Crossref and DataCite through their batch APIs, many a request, the others (and any
@@ -44,9 +46,15 @@ from airflow_doi.metadata.sources import (
     group_by_source,
     registry_type_for,
 )
-from airflow_doi.resolver.batch import KeyedBatch, Progress, answer_rows, blocking_twin
+from airflow_doi.resolver.batch import (
+    KeyedBatch,
+    Progress,
+    answer_rows,
+    ask_aliases,
+    blocking_twin,
+)
 from airflow_doi.resolver.client import ProxyError, expires_after, which_ra_batches
-from airflow_doi.resolver.result import ResolverStats
+from airflow_doi.resolver.result import ResolutionResult, ResolverStats
 from airflow_doi.resolver.retry import GaveUpError
 from airflow_doi.syntax import ascii_upper
 
@@ -128,7 +136,26 @@ class _Fetch(KeyedBatch):
 
     async def finish(self) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            client, self._client = self._client, None
+            await client.aclose()
+
+    expands_short_dois = True
+
+    async def expand(self, shorts: dict[str, str]) -> dict[str, Any]:
+        """shortDOIs as the resolver expands them (:func:`~airflow_doi.resolver.batch.
+        ask_aliases`), under the proxy's gate: the DOI each aliases, whose record then answers
+        its rows, or the result of its rows (:func:`_unexpanded`). Not cached: the metadata
+        cache holds records, and a shortDOI has none of its own."""
+        self.stats.short_dois = len(shorts)
+        try:
+            async with self.client() as client:
+                gate = client.proxy_gate()
+                found = await ask_aliases(shorts, gate.client, gate.policy, self.stats, None,
+                                          self.pending_limit)
+        finally:
+            await self.finish()
+        return {key: answer if isinstance(answer, str) else _unexpanded(answer)
+                for key, answer in found.items()}
 
     def keep(self, result: MetadataResult) -> MetadataResult:
         """Store a finished key in the cache (never an ``error``); the result."""
@@ -265,7 +292,8 @@ class _Fetch(KeyedBatch):
     async def request(self, client: Any, doi: str, key: str) -> MetadataResult:
         """One key by content negotiation."""
         outcome = await client.fetch(doi)
-        self.counts.add(NEGOTIATION, keys=1, requests=outcome.attempts)
+        self.counts.add(NEGOTIATION, keys=1, requests=outcome.attempts,
+                        answered=int(outcome.http_status is not None))
         agency = self.agencies.get(key)
         kind = None
         if outcome.status == "ok" and isinstance(outcome.document, Mapping):
@@ -345,9 +373,10 @@ class _Fetch(KeyedBatch):
                 try:
                     entries, attempts = await client.which_ra(group)
                 except (GaveUpError, ProxyError) as error:
-                    self.counts.add(WHICH_RA, requests=error.attempts)
+                    self.counts.add(WHICH_RA, requests=error.attempts,
+                                    answered=int(error.http_status is not None))
                     return  # their agency stays unknown: content negotiation asks them
-                self.counts.add(WHICH_RA, requests=attempts)
+                self.counts.add(WHICH_RA, requests=attempts, answered=1)
             now = datetime.now(timezone.utc)
             for entry in entries:
                 echoed = entry.get("DOI") if isinstance(entry, Mapping) else None
@@ -393,12 +422,13 @@ class _Fetch(KeyedBatch):
                 try:
                     answer = await client.ask_list(source, base, [d for _, d in claimed])
                 except (GaveUpError, ProxyError) as error:
-                    self.counts.add(source.name, requests=error.attempts)
+                    self.counts.add(source.name, requests=error.attempts,
+                                    answered=int(error.http_status is not None))
                     self.health.failed(source.name, *client.list_health(base), str(error))
                     self._let_go(claimed, left_out)
                     return
                 self.health.answered.add(source.name)
-                self.counts.add(source.name, requests=answer.attempts)
+                self.counts.add(source.name, requests=answer.attempts, answered=1)
                 self._answered(source, answer, claimed, results, left_out)
 
         await asyncio.gather(*(one(batch) for batch in batches))
@@ -460,6 +490,15 @@ class _Fetch(KeyedBatch):
             self.report()
 
 
+def _unexpanded(answer: ResolutionResult) -> MetadataResult:
+    """The rows of a shortDOI that names no DOI to fetch: ``not_found`` (no such shortDOI, or
+    no valid DOI named in it: the reason in ``error``), or ``error`` (the proxy failed)."""
+    return MetadataResult(
+        None, None, None, "error" if answer.status == "error" else "not_found",
+        error=answer.error, attempts=answer.attempts, http_status=answer.http_status,
+        fetched_at=answer.resolved_at, expires_at=answer.expires_at)
+
+
 def _cached(result: MetadataResult) -> CachedMetadata:
     """A finished result as its cache row."""
     assert result.fetched_at is not None and result.expires_at is not None
@@ -496,7 +535,9 @@ async def afetch(
     values come back ``invalid`` (reason in ``error``); a DOI the proxy does not know is
     ``not_found``; an agency without CSL-JSON gives ``no_metadata``; anything that kept
     failing, or was refused (a redirect off the allowlist, a hostile body), is ``error`` with
-    the reason. Pass a :class:`MetadataStats` as ``stats`` to read the counters, by source too.
+    the reason. A shortDOI is the DOI it aliases (asked of the proxy, as :func:`~airflow_doi.
+    resolver.aresolve` asks it), or ``not_found`` when it does not exist or names no DOI.
+    Pass a :class:`MetadataStats` as ``stats`` to read the counters, by source too.
     """
     config = _config(config, overrides)
     stats = stats if stats is not None else MetadataStats()

@@ -218,12 +218,16 @@ class MetadataClient:
         if proxy is not None and proxy.breaker.never_answered:
             self.stats.never_answered = proxy.breaker.last_reason
 
+    def proxy_gate(self) -> _Gate:
+        """The gate of the proxy's own requests (Which RA?, a shortDOI's aliases)."""
+        origin = origin_of(self.config.base_url)
+        assert origin is not None
+        return self.gate(origin)
+
     async def which_ra(self, dois: list[str]) -> tuple[list[dict[str, Any]], int]:
         """One Which RA? request to the proxy, under its gate: ``(entries, requests sent)``;
         raises :class:`GaveUpError` or :class:`ProxyError`."""
-        origin = origin_of(self.config.base_url)
-        assert origin is not None
-        gate = self.gate(origin)
+        gate = self.proxy_gate()
         return await gate.policy.run(lambda: gate.client.get_which_ra(dois))
 
     async def ask_list(self, source: BatchSource, base: str, dois: list[str]) -> ListAnswer:

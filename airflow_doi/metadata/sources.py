@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 from airflow_doi.metadata import crossref, datacite
 from airflow_doi.resolver.limits import PaceState
+from airflow_doi.resolver.text import server_text
+from airflow_doi.words import plural
 
 __all__ = [
     "BATCH_SOURCES",
@@ -140,10 +142,13 @@ def batch_source_for(agency: str | None) -> BatchSource | None:
 
 @dataclass
 class SourceCount:
-    """What one source did in a run: keys it answered, requests it cost."""
+    """What one source did in a run: keys it answered, requests it cost, and how many of its
+    asks (a key's negotiation, a list query, a Which RA? or update stream request, retries
+    and all) got an HTTP answer of any kind."""
 
     keys: int = 0
     requests: int = 0
+    answered: int = 0
 
 
 @dataclass
@@ -153,29 +158,35 @@ class SourceCounts:
 
     counts: dict[str, SourceCount] = field(default_factory=dict)
 
-    def add(self, source: str, *, keys: int = 0, requests: int = 0) -> None:
+    def add(self, source: str, *, keys: int = 0, requests: int = 0, answered: int = 0) -> None:
         count = self.counts.setdefault(source, SourceCount())
         count.keys += keys
         count.requests += requests
+        count.answered += answered
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         return {name: {"keys": c.keys, "requests": c.requests}
                 for name, c in self.counts.items()}
 
     def summary(self) -> str:
-        """``crossref 700 keys in 14 requests, ...`` (the order the sources were used)."""
-        def many(n: int, word: str) -> str:
-            return f"{n:,} {word}" + ("" if n == 1 else "s")
-
+        """``crossref 700 keys in 14 requests, ...`` (the order the sources were used); a
+        source whose requests all went unanswered says so (``Which RA? 5 requests, none
+        answered``), and one whose keys were never sent (the proxy given up on before their
+        turn) too (``negotiation 20 keys, none sent``)."""
         parts = []
         for name, count in self.counts.items():
+            if name.endswith("_snapshot") or name == SNAPSHOT:  # read from a file: no request
+                parts.append(f"{name} {plural(count.keys, 'key')}")
+                continue
             if name == WHICH_RA:
-                parts.append(f"Which RA? {many(count.requests, 'request')}")
-            elif name.endswith("_snapshot"):  # read from a file: no request
-                parts.append(f"{name} {many(count.keys, 'key')}")
+                part = f"Which RA? {plural(count.requests, 'request')}"
+            elif not count.requests and count.keys:
+                part = f"{name} {plural(count.keys, 'key')}, none sent"
             else:
-                parts.append(f"{name} {many(count.keys, 'key')} in "
-                             f"{many(count.requests, 'request')}")
+                part = (f"{name} {plural(count.keys, 'key')} in "
+                        f"{plural(count.requests, 'request')}")
+            parts.append(part + (", none answered" if count.requests and not count.answered
+                                 else ""))
         return "; ".join(parts)
 
 
@@ -201,13 +212,13 @@ class SourceHealth:
         pool = headers.get("x-api-pool")
         if not pool:
             return
-        said = pool.strip()[:40]
+        said = server_text(pool.strip(), 40)  # a note repeats it: safe text (resolver.text)
         limit, interval = headers.get("x-rate-limit-limit"), headers.get("x-rate-limit-interval")
         if limit and interval:
-            said += f", {limit.strip()[:12]} per {interval.strip()[:12]}"
+            said += f", {server_text(limit.strip(), 12)} per {server_text(interval.strip(), 12)}"
         kind = headers.get("x-rate-limit-type")
         if kind:
-            said += f" ({kind.strip()[:40]})"
+            said += f" ({server_text(kind.strip(), 40)})"
         self.pools[host] = said
 
     def failed(self, source: str, answered: bool, gave_up: str | None, error: str) -> None:

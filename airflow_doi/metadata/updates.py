@@ -34,11 +34,24 @@ from airflow_doi.resolver.batch import run_sync
 from airflow_doi.resolver.client import ProxyError
 from airflow_doi.resolver.result import expires_after
 from airflow_doi.resolver.retry import GaveUpError
+from airflow_doi.resolver.text import server_text
 
 __all__ = ["StreamState", "aharvest", "harvest", "harvest_days", "since_text"]
 
 #: Times a stream is read again from its start after its cursor expired, at most.
 MAX_RESTARTS: Final = 3
+#: Longest cursor asked for (Crossref's run to a few hundred characters).
+MAX_CURSOR: Final = 4096
+
+
+def cursor_problem(cursor: str | None) -> str | None:
+    """Why a page's cursor for the next page cannot be asked for or stored (control
+    characters, a lone surrogate: server text no URL or cache row can carry; or too long),
+    or None."""
+    if cursor is None or (len(cursor) <= MAX_CURSOR and cursor.isprintable()):
+        return None
+    return (f"the cursor for the next page ({server_text(cursor)}) holds control characters "
+            f"or is over {MAX_CURSOR:,} characters: the next page cannot be asked for")
 
 
 @dataclass
@@ -116,7 +129,8 @@ async def _stream(client: MetadataClient, source: BatchSource, state: StreamStat
             page = await client.ask_page(source, base, url)
         except (ProxyError, GaveUpError) as error:
             state.requests += error.attempts
-            stats.sources.add(source.updates_name, requests=error.attempts)
+            stats.sources.add(source.updates_name, requests=error.attempts,
+                              answered=int(error.http_status is not None))
             if (isinstance(error, ProxyError) and error.http_status in (400, 404, 410)
                     and state.cursor is not None and state.restarts < MAX_RESTARTS):
                 state.cursor = None  # the cursor expired: the stream again, from its start
@@ -151,11 +165,16 @@ async def _stream(client: MetadataClient, source: BatchSource, state: StreamStat
         state.records += len(page.records)
         state.found += len(rows)
         state.requests += page.attempts
-        state.cursor = page.cursor
         state.finished = not page.records or page.cursor is None
-        stats.sources.add(source.updates_name, keys=len(rows), requests=page.attempts)
+        # A cursor that cannot be asked for ends the stream here, this page's rows kept (a
+        # harvest resumed reads this page again: its cursor stays the one that led here).
+        state.error = None if state.finished else cursor_problem(page.cursor)
+        if state.error is None:
+            state.cursor = page.cursor
+        stats.sources.add(source.updates_name, keys=len(rows), requests=page.attempts,
+                          answered=1)
         on_page(state, rows)
-        if state.finished:
+        if state.finished or state.error is not None:
             return
 
 

@@ -10,7 +10,10 @@ batch by batch, with examples, so that ``normalize``'s notes and the report can 
 Cheapest first, so that ``normalize`` keeps its speed on a million rows: one RE2 pass over the
 column with :data:`DAMAGE_HINT` (every rule's :attr:`~airflow_doi.repair.rules.Rule.hint` at
 once; most DOIs match none); then, for each distinct valid DOI it picks, in Python, only the
-rules whose own hint the DOI matches (:func:`~airflow_doi.repair.rules.damage_by`).
+rules whose own hint the DOI matches (:func:`~airflow_doi.repair.rules.damage_by`). The repair
+each example shown gets is ``repair``'s own (:func:`~airflow_doi.repair.rules.offline_repair`:
+its search, a few examples at a time), so that ``normalize``, the report and ``repair`` name
+one rule and one DOI for a cell.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_doi.native.arrow import map_slices
-from airflow_doi.repair.rules import HINTS, OFFERED_ON_VALID, Repair, damage_by
+from airflow_doi.repair.rules import (
+    HINTS,
+    OFFERED_ON_VALID,
+    Repair,
+    damage_by,
+    offline_repair,
+)
 
 __all__ = ["DAMAGE_HINT", "EXAMPLES", "LikelyDamaged"]
 
@@ -39,7 +48,8 @@ class LikelyDamaged:
 
     #: Rows holding such a DOI.
     rows: int = 0
-    #: DOI -> (the repair offered, rows), for the first distinct DOIs met (bounded).
+    #: DOI -> (the step of a rule that showed it damaged, rows), for the first distinct DOIs
+    #: met (bounded); :meth:`examples` names the repair offered for each.
     found: dict[str, tuple[Repair, int]] = field(default_factory=dict)
 
     def add(self, doi: Any, valid: Any) -> None:
@@ -68,9 +78,10 @@ class LikelyDamaged:
                 self.found[text] = (repair, kept[1] + rows)
 
     def examples(self, limit: int = EXAMPLES) -> list[tuple[str, Repair, int]]:
-        """``(doi, repair, rows)``, the most rows first, then by DOI."""
+        """``(doi, repair, rows)``, the most rows first, then by DOI; ``repair`` is the one
+        ``airflow-doi repair --no-verify`` offers for the DOI."""
         ranked = sorted(self.found.items(), key=lambda item: (-item[1][1], item[0]))
-        return [(doi, repair, rows) for doi, (repair, rows) in ranked[:limit]]
+        return [(doi, offline_repair(doi, step), rows) for doi, (step, rows) in ranked[:limit]]
 
 
 def _chunks(values: Any) -> list[Any]:

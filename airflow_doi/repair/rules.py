@@ -39,6 +39,8 @@ __all__ = [
     "Rule",
     "damage_by",
     "likely_damage",
+    "offered_offline",
+    "offline_repair",
     "suggest_repairs",
 ]
 
@@ -632,6 +634,23 @@ _GLUED_TAIL_HINT: Final[str] = (
 )
 
 
+#: Combining marks (a canonical combining class other than 0; none lies above U+1FFFF): what a
+#: decomposed export writes after a base character (macOS: "e" + U+0301 for "é").
+_COMBINING_HINT: Final[str] = _hint_class(
+    chr(c) for c in range(0x300, 0x20000) if unicodedata.combining(chr(c)))
+_COMBINING_RE: Final = re.compile(_COMBINING_HINT)
+
+
+def _decomposed(text: str) -> Iterator[str]:
+    """The text composed (NFC), when it holds a combining mark that composition changes: per
+    the standard a different DOI (keys compare code points), so it never joins its composed
+    twin, but far more often the same DOI exported decomposed."""
+    if _COMBINING_RE.search(text):
+        composed = unicodedata.normalize("NFC", text)
+        if composed != text:
+            yield composed
+
+
 #: The rules, cheapest (most often the cause) first. Costs add up along a chain; the order of
 #: equal-cost candidates is the order here.
 RULES: Final[tuple[Rule, ...]] = (
@@ -660,6 +679,9 @@ RULES: Final[tuple[Rule, ...]] = (
          hint=rf"^10\.[0-9.]+/{_SPACE}*(?:(?i:doi):{_SPACE}*)?10\.[0-9]"),
     Rule("invisible_character", 1.0, _sub(_INVISIBLE, ""),
          "soft hyphens, zero-width spaces and controls inside the DOI"),
+    Rule("decomposed_unicode", 1.0, _decomposed,
+         "a letter written decomposed (macOS exports): 10.1000/cafe + U+0301 for 10.1000/café",
+         hint=_COMBINING_HINT),
     Rule("percent_encoding", 1.0, _percent_encoding,
          "a URL-encoded DOI given bare: 10.1093%2Fjac%2Fdky096",
          hint="%"),
@@ -858,8 +880,8 @@ HINTS: Final[dict[str, re.Pattern[str]]] = {
 
 
 def likely_damage(doi: str) -> Repair | None:
-    """The repair one rule offers, without the proxy, for a *valid* DOI that looks damaged
-    (``10.1000/182 (retracted)`` -> ``10.1000/182``), the cheapest rule first; ``None`` when
+    """The repair ``repair`` offers, without the proxy, for a *valid* DOI that looks damaged
+    (``10.1000/182 (retracted)`` -> ``10.1000/182``, :func:`offline_repair`); ``None`` when
     no rule changes it into another valid DOI, or when ``doi`` is not valid.
 
     Valid per the standard, such a DOI may still exist as written: only
@@ -872,12 +894,31 @@ def likely_damage(doi: str) -> Repair | None:
     if not own.valid or own.doi is None:
         return None
     rules = [rule for rule in OFFERED_ON_VALID if HINTS[rule.name].search(own.doi)]
-    return damage_by(own.doi, rules)
+    step = damage_by(own.doi, rules)
+    return None if step is None else offline_repair(own.doi, step)
+
+
+def offered_offline(candidates: Iterable[Repair]) -> Repair | None:
+    """The candidate shown without the proxy: the most likely one whose rules do not guess
+    freely (a ``verify_only`` one is shown only once the proxy knows it exists)."""
+    return next((candidate for candidate in candidates if not candidate.verify_only), None)
+
+
+def offline_repair(doi: str, step: Repair) -> Repair:
+    """The repair ``repair --no-verify`` offers for a valid, normalized ``doi`` in which one
+    step of a rule showed damage (``step``, from :func:`damage_by`): the search's candidate
+    (:func:`suggest_repairs`, :func:`offered_offline`), so that ``normalize``'s note, the
+    report and ``repair`` give one answer (``10.1000/182 – accessed 2020`` is appended_text,
+    to ``10.1000/182``, not unicode_dash, to a DOI still damaged); ``step`` when the search
+    offers none."""
+    return offered_offline(suggest_repairs(doi)) or step
 
 
 def damage_by(doi: str, rules: Iterable[Rule]) -> Repair | None:
-    """:func:`likely_damage` of a DOI known to be valid and normalized, trying only ``rules``
-    (in their order: :data:`OFFERED_ON_VALID`'s, those whose hint ``doi`` matches)."""
+    """Whether one step of ``rules`` changes a DOI known to be valid and normalized into
+    another valid DOI (in their order: :data:`OFFERED_ON_VALID`'s, those whose hint ``doi``
+    matches): that step's repair, or None. The cheap test of a whole column; the repair
+    offered for the DOI is :func:`offline_repair`'s."""
     key = ascii_upper(doi)
     for rule in rules:
         for produced in rule.transform(doi):

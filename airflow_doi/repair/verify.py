@@ -25,11 +25,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from airflow_doi.repair.rules import MAX_CANDIDATES, REPAIR_COLUMNS, Repair, suggest_repairs
+from airflow_doi.repair.rules import (
+    MAX_CANDIDATES,
+    REPAIR_COLUMNS,
+    Repair,
+    offered_offline,
+    suggest_repairs,
+)
 from airflow_doi.resolver.batch import Progress, aresolve, blocking_twin
 from airflow_doi.resolver.config import ResolverConfig
 from airflow_doi.resolver.result import ResolutionResult, ResolverStats
 from airflow_doi.syntax import ascii_upper, short_doi, validate
+from airflow_doi.words import plural
 
 __all__ = ["SHORT_DOI_RULE", "RepairResult", "RepairStats", "arepair", "repair",
            "repair_columns"]
@@ -72,8 +79,14 @@ class RepairStats:
     """Counters of one repair run; ``resolver`` sums the resolver's counters over all rounds."""
 
     rows: int = 0
+    #: Rows with a candidate repair shown or held back: the sum of the four below, each a
+    #: count of rows as the output shows them (a row whose only candidates guess freely and
+    #: do not exist, or were not asked, shows nothing and is in none).
     with_candidates: int = 0
+    #: Rows left alone: their own DOI exists.
     own_exists: int = 0
+    #: Rows whose suggestion the proxy knows (``verified`` true), does not know (false), and
+    #: rows with a suggestion unchecked or an own DOI the proxy could not check (empty).
     verified: int = 0
     not_verified: int = 0
     unchecked: int = 0
@@ -81,14 +94,16 @@ class RepairStats:
 
     def summary(self) -> str:
         """The one-line summary the CLI prints at the end."""
+        resolver = self.resolver
         return (
-            f"{self.rows:,} row{'' if self.rows == 1 else 's'}, {self.with_candidates:,} with "
+            f"{plural(self.rows, 'row')}, {self.with_candidates:,} with "
             f"candidate repairs: {self.verified:,} verified, {self.not_verified:,} not found, "
             f"{self.unchecked:,} unchecked, {self.own_exists:,} left alone (their own DOI "
-            f"exists); {self.resolver.requests:,} requests in {self.resolver.elapsed:.1f}s, "
-            f"{self.resolver.retries:,} retries, {self.resolver.cache_hits:,} cache hits"
-            + (f", {self.resolver.short_dois:,} shortDOIs looked up"
-               if self.resolver.short_dois else "")
+            f"exists); {plural(resolver.requests, 'request')} in {resolver.elapsed:.1f}s, "
+            f"{plural(resolver.retries, 'retry', 'retries')}, "
+            f"{plural(resolver.cache_hits, 'cache hit')}"
+            + (f", {plural(resolver.short_dois, 'shortDOI')} looked up"
+               if resolver.short_dois else "")
         )
 
 
@@ -171,13 +186,12 @@ class _Plan:
     def results(self, verify: bool, stats: RepairStats) -> list[RepairResult]:
         out = [self._decide(row, verify) for row in range(len(self.values))]
         stats.rows = len(out)
-        stats.with_candidates = sum(1 for r in out if r.candidates)
         stats.own_exists = sum(1 for r in out if r.own_status in EXISTS)
         stats.verified = sum(1 for r in out if r.verified is True)
         stats.not_verified = sum(1 for r in out if r.verified is False)
-        stats.unchecked = sum(
-            1 for r in out if r.candidates and r.verified is None and r.own_status not in EXISTS
-        )
+        stats.unchecked = sum(1 for r in out if _unchecked(r))
+        stats.with_candidates = (stats.verified + stats.not_verified + stats.unchecked
+                                 + stats.own_exists)
         return out
 
     def _decide(self, row: int, verify: bool) -> RepairResult:
@@ -187,7 +201,7 @@ class _Plan:
             return self._expanded(value, short) if verify else RepairResult(value, short_doi=short)
         if not candidates:
             return RepairResult(value)
-        shown = next((c for c in candidates if not c.verify_only), None)
+        shown = offered_offline(candidates)
         if not verify:
             return _suggest(value, candidates, shown, None)
         own = self.own_status(row)
@@ -232,6 +246,15 @@ class _Plan:
         error = None if verified is not None else f"could not check {answer.doi}: {answer.error}"
         return RepairResult(value, answer.doi, SHORT_DOI_RULE, verified, (repair,),
                             error=error, short_doi=short)
+
+
+def _unchecked(result: RepairResult) -> bool:
+    """A row with a suggestion the proxy did not check (``--no-verify``, or it failed), or
+    whose own DOI it could not check; a row whose only candidates guess freely and were not
+    found (or not asked) shows nothing, and is not counted."""
+    if result.verified is not None or result.own_status in EXISTS:
+        return False
+    return result.suggestion is not None or bool(result.candidates and result.error)
 
 
 def _suggest(

@@ -10,8 +10,10 @@ the report appears when its columns are there, so one function serves every prod
 Statuses are counted on one basis whatever the producer: the distinct DOIs (comparison keys)
 looked up. The CLI writes a row per input cell (a key may repeat, and cells that are not valid
 DOIs are ``invalid``: never sent), the operator a row per key; the first row of each key stands
-for it, and ``invalid`` rows are counted apart, never as looked up. So the same data gives the
-same figures from ``airflow-doi resolve`` and from the DAG.
+for it, and ``invalid`` rows are counted apart, never as looked up. A shortDOI (``10/b6vnmd``) is
+sent: its rows carry the key of the DOI it aliases, or, when it has none (no such shortDOI, no
+DOI named, the proxy failing), the shortDOI's own key, which is what was asked. So the same
+data gives the same figures from ``airflow-doi resolve`` and from the DAG.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import pyarrow.compute as pc
 
 from airflow_doi.columns import to_large_string
 from airflow_doi.repair.rules import REPAIR_COLUMNS
-from airflow_doi.report.figures import value_counts
+from airflow_doi.report.figures import top_counts, value_counts
 from airflow_doi.resolver.result import STATUSES
+from airflow_doi.syntax import ascii_upper, short_doi
 
 __all__ = ["FAILED_STATUSES", "ResolutionFigures", "resolution_figures"]
 
@@ -34,8 +37,9 @@ __all__ = ["FAILED_STATUSES", "ResolutionFigures", "resolution_figures"]
 FAILED_STATUSES: Final[tuple[str, ...]] = ("not_found", "error")
 #: Rows shown in the failures and repairs tables.
 TOP_ROWS: Final[int] = 15
-#: Columns naming the DOI of a row, best first; the first one present is shown. A failure is
-#: shown by its DOI; a repair by the cell as written (the damage is what it repairs).
+#: Columns naming the DOI of a row, best first; the first one not empty on a row is shown. A
+#: failure is shown by its DOI (a shortDOI that named none, by the cell); a repair by the cell
+#: as written (the damage is what it repairs).
 _DOI_COLUMNS: Final[tuple[str, ...]] = ("doi", "input", "doi_key", "key")
 #: Columns holding a row's comparison key, best first (the operator's, the CLI's).
 _KEY_COLUMNS: Final[tuple[str, ...]] = ("doi_key", "key")
@@ -56,7 +60,8 @@ class ResolutionFigures:
 
     rows: int = 0
     #: ``status -> DOIs`` (distinct keys looked up), :data:`STATUSES` order; ``invalid`` never.
-    #: ``agencies`` is ``agency -> DOIs`` likewise (Which RA?).
+    #: ``agencies`` is ``agency -> DOIs`` likewise (Which RA?). Each holds the commonest few
+    #: and the others summed (:func:`~airflow_doi.report.figures.top_counts`).
     statuses: dict[str, int] | None = None
     #: Distinct keys looked up (a status other than ``invalid``), and of them ``resolved``.
     looked_up: int = 0
@@ -69,7 +74,8 @@ class ResolutionFigures:
     #: ``(doi, status, error, rows)``: the failures with the most rows first (rows of the DOI
     #: column holding the key, when the report has it; else rows of the table).
     failure_examples: list[tuple[str, str, str, int]] = field(default_factory=list)
-    #: ``error -> DOIs`` among failed DOIs with an error text (timeouts, HTTP 500 ...).
+    #: ``error -> DOIs`` among failed DOIs with an error text (timeouts, HTTP 500 ...), the
+    #: commonest few and the others summed.
     failure_reasons: dict[str, int] = field(default_factory=dict)
     repairs_proposed: int | None = None
     repairs_verified: int | None = None
@@ -93,7 +99,7 @@ def resolution_figures(table: pa.Table, key_rows: pa.Table | None = None) -> Res
     text = {name: to_large_string(table[name]) for name in table.column_names}
     figures = ResolutionFigures(rows=table.num_rows)
     if "status" in text:
-        _statuses(figures, text, _first(text, _DOI_COLUMNS), key_rows)
+        _statuses(figures, text, _shown(text), key_rows)
     if "ra" in text:
         figures.agencies = _agencies(text)
     if _SUGGESTION in text:
@@ -124,12 +130,14 @@ def _agencies(text: dict[str, Any]) -> dict[str, int]:
     agency = _nonempty(text["ra"])
     key = _keys(text)
     if key is None:
-        return value_counts(agency)
+        return top_counts(value_counts(agency))
     named = pa.table({
         "key": key, "ra": agency, "row": pa.array(np.arange(len(agency), dtype=np.int64)),
     }).filter(pc.and_(pc.is_valid(key), pc.is_valid(agency)))
     first = named.group_by("key").aggregate([("row", "min")])["row_min"]
-    return value_counts(pc.take(named["ra"], pc.index_in(first, value_set=named["row"])))
+    return top_counts(
+        value_counts(pc.take(named["ra"], pc.index_in(first, value_set=named["row"])))
+    )
 
 
 def _keys(text: dict[str, Any]) -> Any:
@@ -148,6 +156,39 @@ def _nonempty(values: Any) -> Any:
     return pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.large_string()), trimmed)
 
 
+def _short_doi_keys(key: Any, status: Any, text: dict[str, Any]) -> Any:
+    """``key``, with the key of the shortDOI it holds on each row that was sent without a DOI
+    of its own: ``resolve`` asked the proxy for the shortDOI (its key), which does not exist,
+    names no DOI or could not be expanded; such a row is one of the keys looked up."""
+    cells = _first(text, ("input", "doi"))
+    if cells is None:
+        return key
+    key = _combined(key)
+    unkeyed = pc.fill_null(pc.and_(pc.is_null(key), pc.invert(
+        pc.is_in(status, value_set=pa.array(["invalid", ""], pa.large_string())))), False)
+    rows = pc.indices_nonzero(unkeyed)
+    if not len(rows):
+        return key
+    held = [short_doi(cell) for cell in pc.take(_combined(cells), rows).to_pylist()]
+    return pc.replace_with_mask(key, unkeyed, pa.array(
+        [None if handle is None else ascii_upper(handle) for handle in held],
+        pa.large_string()))
+
+
+def _combined(values: Any) -> Any:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _shown(text: dict[str, Any]) -> Any:
+    """What names each row's DOI: the first of :data:`_DOI_COLUMNS` that is not empty on it (the
+    cell as written, for a row whose shortDOI named no DOI); None without any such column."""
+    present = [text[name] for name in _DOI_COLUMNS if name in text]
+    if not present:
+        return None
+    return pc.coalesce(*(pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.large_string()),
+                                    values) for values in present))
+
+
 def _statuses(
     figures: ResolutionFigures, text: dict[str, Any], shown: Any, key_rows: pa.Table | None
 ) -> None:
@@ -155,6 +196,8 @@ def _statuses(
     key = _keys(text)
     if key is None:  # nothing names the DOI of a row: each row stands for itself
         key = pc.cast(pa.array(np.arange(len(status))), pa.large_string())
+    else:
+        key = _short_doi_keys(key, _combined(status), text)
     sent = pc.fill_null(pc.and_(pc.is_valid(key), pc.not_equal(status, "invalid")), False)
     figures.not_sent = len(status) - int(pc.sum(sent).as_py() or 0)
     rows = pa.table({
@@ -166,16 +209,17 @@ def _statuses(
     counted = rows.group_by("key").aggregate([("row", "min"), ([], "count_all")])
     per_key = rows.take(pc.index_in(counted["row_min"], value_set=rows["row"]))
     per_key = per_key.append_column("rows", counted["count_all"])
-    figures.statuses = value_counts(per_key["status"], STATUSES)
+    statuses = value_counts(per_key["status"], STATUSES)
+    figures.statuses = top_counts(statuses)
     figures.looked_up = per_key.num_rows
     # Found in the registry: resolved, or (an existence-only run) registered.
-    figures.resolved = figures.statuses.get("resolved", 0) + figures.statuses.get("registered", 0)
+    figures.resolved = statuses.get("resolved", 0) + statuses.get("registered", 0)
     failed = pc.is_in(per_key["status"], value_set=pa.array(FAILED_STATUSES))
     figures.failures = int(pc.sum(failed).as_py() or 0)
     if not figures.failures:
         return
     failures = per_key.filter(failed)
-    figures.failure_reasons = value_counts(failures["error"])
+    figures.failure_reasons = top_counts(value_counts(failures["error"]))
     if key_rows is not None:  # the rows of the DOI column, where it holds the key
         found = pc.index_in(failures["key"], value_set=key_rows["key"])
         column_rows = pc.take(key_rows["rows"], found)

@@ -57,6 +57,7 @@ __all__ = [
     "KeyedBatch",
     "answer_rows",
     "aresolve",
+    "ask_aliases",
     "awhich_ra",
     "blocking_twin",
     "resolve",
@@ -69,6 +70,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 #: Seconds between two looks at a key another process has claimed in the shared cache.
 CLAIM_POLL = 0.1
+#: Longest agency name kept from a Which RA? answer (as safe text).
+AGENCY_CHARS = 60
 
 
 def _config(config: ResolverConfig | None, overrides: dict[str, Any]) -> ResolverConfig:
@@ -319,38 +322,16 @@ class _Batch(KeyedBatch):
     async def expand(self, shorts: dict[str, str]) -> dict[str, Any]:
         """shortDOIs through the proxy's REST API (only their ``HS_ALIAS`` values), under the
         batch's gates; each answer is cached like any other, under the shortDOI's key."""
-        from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp
-        from airflow_doi.resolver.retry import GaveUpError  # the resolve extra: tenacity
-
         self.stats.short_dois = len(shorts)
         found: dict[str, Any] = {}
         if self.cache is not None:
             for key, answer in self.cache.fresh(list(shorts), datetime.now(timezone.utc)).items():
                 found[key] = _expanded(shorts[key], answer, answer.attempts, cached=True)
-        todo = [(key, handle) for key, handle in shorts.items() if key not in found]
-        if not todo:
-            return found
-
-        async def one(client: Any, key: str, handle: str) -> None:
-            try:
-                answer, attempts = await self.policy.run(lambda: client.get_alias(handle, key))
-            except (GaveUpError, ProxyError) as error:
-                self.stats.short_doi_requests += error.attempts
-                found[key] = ResolutionResult(
-                    None, None, None, status="error", attempts=error.attempts,
-                    http_status=error.http_status, error=f"the shortDOI {handle} could not be "
-                    f"expanded: {error.reason}")
-                return
-            self.stats.short_doi_requests += attempts
-            if self.cache is not None:
-                self.cache.store(CachedAnswer(key=key, doi=handle, attempts=attempts,
-                                              **answer_fields(answer)))
-            found[key] = _expanded(handle, answer, attempts)
-
-        async with self.client() as client:
-            for start in range(0, len(todo), self.pending_limit):
-                await asyncio.gather(*(one(client, key, handle)
-                                       for key, handle in todo[start:start + self.pending_limit]))
+        todo = {key: handle for key, handle in shorts.items() if key not in found}
+        if todo:
+            async with self.client() as client:
+                found.update(await ask_aliases(todo, client, self.policy, self.stats,
+                                               self.cache, self.pending_limit))
         return found
 
     def usable(self, answer: CachedAnswer) -> bool:
@@ -413,7 +394,7 @@ class _Batch(KeyedBatch):
                 doi = todo[key]
                 agency = entry.get("RA")
                 if isinstance(agency, str) and agency.strip():
-                    self.agencies[key] = server_text(agency.strip(), 60)
+                    self.agencies[key] = server_text(agency.strip(), AGENCY_CHARS)
                     if existence_only:
                         results[key] = self._settled(doi, key, "registered", now, share)
                 elif str(entry.get("status", "")).lower() == "doi does not exist":
@@ -486,6 +467,40 @@ class _Batch(KeyedBatch):
             None, doi, key, attempts=attempts, error=answer.refusal, url_raw=answer.url_raw,
             **carried,
         )
+
+
+async def ask_aliases(shorts: dict[str, str], client: Any, policy: Any, stats: ResolverStats,
+                      cache: ResolverCache | None, at_once: int) -> dict[str, Any]:
+    """For each shortDOI of ``shorts`` (its key -> the handle as written): the DOI it aliases,
+    or the :class:`ResolutionResult` of its rows when there is none (no such shortDOI, no DOI
+    named, the proxy failing). Asked on ``client`` (a :class:`~airflow_doi.resolver.client.
+    ProxyClient`) under ``policy``'s gates, ``at_once`` at a time; the requests counted in
+    ``stats``, each answer kept in ``cache`` (when given) under the shortDOI's key."""
+    from airflow_doi.resolver.client import ProxyError  # the resolve extra: aiohttp
+    from airflow_doi.resolver.retry import GaveUpError  # the resolve extra: tenacity
+
+    found: dict[str, Any] = {}
+
+    async def one(key: str, handle: str) -> None:
+        try:
+            answer, attempts = await policy.run(lambda: client.get_alias(handle, key))
+        except (GaveUpError, ProxyError) as error:
+            stats.short_doi_requests += error.attempts
+            found[key] = ResolutionResult(
+                None, None, None, status="error", attempts=error.attempts,
+                http_status=error.http_status, error=f"the shortDOI {handle} could not be "
+                f"expanded: {error.reason}")
+            return
+        stats.short_doi_requests += attempts
+        if cache is not None:
+            cache.store(CachedAnswer(key=key, doi=handle, attempts=attempts,
+                                     **answer_fields(answer)))
+        found[key] = _expanded(handle, answer, attempts)
+
+    todo = list(shorts.items())
+    for start in range(0, len(todo), at_once):
+        await asyncio.gather(*(one(key, handle) for key, handle in todo[start:start + at_once]))
+    return found
 
 
 def _expanded(handle: str, answer: Any, attempts: int, *, cached: bool = False) -> Any:
@@ -684,9 +699,10 @@ async def awhich_ra(
                     if not isinstance(echoed, str):
                         continue
                     if isinstance(ra, str):
-                        answers[ascii_upper(echoed)] = (ra, None)
+                        answers[ascii_upper(echoed)] = (server_text(ra, AGENCY_CHARS), None)
                     else:
-                        answers[ascii_upper(echoed)] = (None, str(entry.get("status", "Unknown")))
+                        answers[ascii_upper(echoed)] = (
+                            None, server_text(entry.get("status", "Unknown")))
         finally:
             await batch.limiter.aclose()
     out: list[dict[str, Any]] = []
