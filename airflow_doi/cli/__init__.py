@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 from airflow_doi._install import pip_install
 from airflow_doi._version import __version__
+from airflow_doi.cli._files import StandardInputError, shown, standard_input
+from airflow_doi.cli._parser import Parser
 from airflow_doi.files import BEFORE_PUT_IN_PLACE
 
 #: Subcommand modules, in the order ``--help`` lists them.
@@ -60,6 +62,11 @@ LOGGER = "airflow_doi"
 _MARKUP = re.compile(r":[a-z]+:`~?([^`]*)`|``([^`]*)``")
 
 
+#: A help text that already says its default (``(default: ...)``, ``default: none``, or
+#: ``%(default)s``): :class:`HelpFormatter` adds none.
+_STATED = re.compile(r"%\(default\)|\bdefault\b")
+
+
 def plain(text: str) -> str:
     """``text`` without Sphinx markup, as a terminal should show it."""
     return _MARKUP.sub(lambda match: match.group(1) or match.group(2) or "", text)
@@ -68,9 +75,9 @@ def plain(text: str) -> str:
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions kept as written but plain; every option's default shown after its help.
 
-    ``ArgumentDefaultsHelpFormatter`` would also print ``(default: None)`` and
-    ``(default: False)``, which say nothing; those are left out here, as is a default the
-    help text already states.
+    ``ArgumentDefaultsHelpFormatter`` would also print ``(default: None)``, ``(default: )``
+    and ``(default: False)``, which say nothing; those are left out here, as is a default
+    the help text already states.
     """
 
     def _format_text(self, text: str) -> str:
@@ -81,11 +88,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             not action.option_strings
-            or "%(default)" in text
-            or "(default" in text
+            or _STATED.search(text)
             or default is None
             or default is False
             or default == []
+            or default == ""
             or default is argparse.SUPPRESS
         ):
             return text
@@ -105,7 +112,7 @@ def missing_extra_message(module: str | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="airflow-doi",
         description="DOIs per ANSI/NISO Z39.84: normalize, resolve, enrich, SQL.",
         formatter_class=HelpFormatter,
@@ -145,7 +152,7 @@ class _OneLine(logging.Formatter):
         self.command = command
 
     def format(self, record: logging.LogRecord) -> str:
-        message = " ".join(record.getMessage().split())
+        message = " ".join(shown(record.getMessage()).split())
         return f"airflow-doi {self.command}: {record.levelname.lower()}: {message}"
 
 
@@ -219,8 +226,9 @@ def _leave_now(code: int) -> None:
 
 def interrupted(args: argparse.Namespace) -> str:
     """What a Ctrl-C left behind, in one line: an output appears only once complete (and a
-    Ctrl-C from then on is ignored), so the output was not written; a --cache keeps every
-    answer already in."""
+    Ctrl-C from then on is ignored), so the output was not written; the cache (``--cache``,
+    or the default one a command that asks the proxy keeps) holds every answer already in,
+    and ``--no-cache`` none."""
     output = getattr(args, "output", None)
     if output is None:
         return "interrupted (Ctrl-C): stopped before it was done"
@@ -234,6 +242,9 @@ def interrupted(args: argparse.Namespace) -> str:
                 or getattr(args, "updates_since", None) else "")
         text += (f"; the cache {cache} keeps every answer already in{read}, so running the "
                  "same command again asks only for the rest")
+    elif getattr(args, "no_cache", False):
+        text += ("; with --no-cache no answer was kept: running it again asks for every DOI "
+                 "(without --no-cache the answers are kept for a run started again)")
     return text
 
 
@@ -242,12 +253,16 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     with _log_to_stderr(args.command):
         try:
-            return int(args.func(args) or 0)
+            with standard_input(args):  # IN "-"
+                return int(args.func(args) or 0)
         except KeyboardInterrupt:
             print(f"airflow-doi {args.command}: {interrupted(args)}", file=sys.stderr)
             raise
         except BrokenPipeError:
             return 0
+        except StandardInputError as error:
+            print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
         except ModuleNotFoundError as error:
             if getattr(args, "debug", False):
                 raise
@@ -257,8 +272,19 @@ def _run(argv: Sequence[str] | None) -> int:
         except Exception as error:  # a clear one-line message, never a traceback, for users
             if getattr(args, "debug", False):
                 raise
-            print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
+            from airflow_doi.resolver.config import scrub
+
+            said = scrub(str(error), *_urls_given(args))  # a driver may echo a DSN
+            print(f"airflow-doi {args.command}: error: {shown(said)}", file=sys.stderr)
             return 1
+
+
+def _urls_given(args: argparse.Namespace) -> list[str]:
+    """Every URL the command line gave (a DSN, ``--redis-url``...): their credentials are
+    never said back."""
+    values = [v for value in vars(args).values()
+              for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return [str(v) for v in values if "://" in str(v)]
 
 
 if __name__ == "__main__":

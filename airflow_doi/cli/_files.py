@@ -10,19 +10,46 @@ any install).
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 #: Exit status when the input cannot be used as asked.
 EXIT_INPUT = 2
+#: Every option whose file a command reads (IN first), as (argument, what the file is to the
+#: user): the --output of none may be one of them (:func:`check_output`).
+READ_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("input", "the input file"),
+    ("cache", "the --cache file"),
+    ("resolution", "the --resolution file"),
+    ("metadata", "the --metadata file"),
+    ("snapshot", "a --snapshot file"),
+)
+#: IN that means standard input, and what messages call it.
+STDIN = "-"
+STDIN_SHOWN = "standard input"
+#: The first bytes of a Parquet file (standard input has no extension to go by).
+_PARQUET_MAGIC = b"PAR1"
+#: Copies of standard input, by path -> what messages call them; kept after the copy is
+#: removed, for the messages printed on the way out.
+_SPOOLED: dict[str, str] = {}
+
+
+class StandardInputError(ValueError):
+    """Standard input cannot be read or kept for the run (said as is, exit 2)."""
 
 
 def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
                      escaped: str | None = None) -> None:
     """IN, --column, --output and the format, encoding and delimiter flags; ``escaped`` names
     the columns --escape-formulas guards when that is not the default wording."""
-    parser.add_argument("input", type=Path, metavar="IN", help="CSV (or .csv.gz) or Parquet file")
+    parser.add_argument("input", type=Path, metavar="IN",
+                        help="CSV (or .csv.gz) or Parquet file; - reads standard input")
     parser.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT",
         help="file to write (.parquet/.pq/.parq: Parquet, anything else: CSV on the input's "
@@ -40,7 +67,7 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
     )
     parser.add_argument(
         "--input-format", choices=("csv", "parquet"), default=None,
-        help="input format (default: from IN's extension)",
+        help=INPUT_FORMAT_HELP,
     )
     parser.add_argument(
         "--format", choices=("csv", "parquet"), default=None,
@@ -66,6 +93,11 @@ def add_file_options(parser: argparse.ArgumentParser, *, escape_default: bool,
         help=f"in CSV output, put a ' before cells of {what} that start with = + - @, tab or "
         "carriage return, so a spreadsheet shows them instead of running them as formulas",
     )
+
+
+#: --input-format's help, for every command that reads a file.
+INPUT_FORMAT_HELP = ("input format (default: from IN's extension; for standard input, from "
+                     "its first bytes)")
 
 
 def add_mkdir_option(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +127,106 @@ def csv_options(args: argparse.Namespace) -> Any:
     return CsvOptions(encoding=args.encoding, delimiter=args.delimiter, na_values=na_values)
 
 
+def files_read(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Every file the command of ``args`` reads, as (what it is, its path): IN (the database
+    file of a ``sqlite:///`` or ``duckdb:///`` IN), --cache, --resolution, --metadata,
+    each --snapshot."""
+    from airflow_doi.db.connect import database_file, is_database_url
+
+    found: list[tuple[str, Path]] = []
+    for name, what in READ_OPTIONS:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            if item is None or os.fspath(item) == STDIN:  # a stream, no file to write over
+                continue
+            if is_database_url(item):
+                path = database_file(str(item))
+                if path is not None:
+                    found.append(("the input database", path))
+            else:
+                found.append((what, Path(item)))
+    return found
+
+
+def check_output(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read, an --output the command cannot write: one of the
+    files it reads (:func:`files_read`), a directory, a missing folder without --mkdir
+    (``TableInputError``, see :func:`~airflow_doi.files.write.check_output`)."""
+    from airflow_doi.files import write
+
+    write.check_output(None, args.output, mkdir=args.mkdir, reads=files_read(args))
+
+
 def say(command: str, text: str) -> None:
-    print(f"airflow-doi {command}: {text}", file=sys.stderr)
+    print(f"airflow-doi {command}: {shown(text)}", file=sys.stderr)
+
+
+def shown(text: str) -> str:
+    """``text`` as the user should read it: a copy of standard input named as they gave it."""
+    for path, name in _SPOOLED.items():
+        text = text.replace(path, name)
+    return text
+
+
+def given(path: str | os.PathLike[str]) -> str:
+    """IN as the user typed it (``-`` for standard input), for a command line to suggest."""
+    return STDIN if os.fspath(path) in _SPOOLED else os.fspath(path)
+
+
+def output_shown(path: str | os.PathLike[str]) -> str:
+    """OUT as messages name it: ``-`` is standard output."""
+    return "standard output" if os.fspath(path) == STDIN else os.fspath(path)
+
+
+@contextmanager
+def standard_input(args: argparse.Namespace) -> Iterator[None]:
+    """With IN ``-``: standard input copied, as bytes, into a temporary file for the run, and
+    IN pointing at it (a file is read more than once: its encoding and separator found, then
+    read, then copied out beside the results); Parquet is told by its first bytes. Any other
+    IN is left alone. Messages name the copy standard input (:func:`shown`)."""
+    source = getattr(args, "input", None)
+    if source is None or os.fspath(source) != STDIN:
+        yield
+        return
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise StandardInputError(f"IN is - but this process has no {STDIN_SHOWN}; pass a file")
+    if sys.stdin.isatty():
+        say(args.command, f"reading IN from the terminal ({STDIN_SHOWN}): type or paste the "
+            "rows, then Ctrl-D")
+    folder, copy, head = _spool(stream)
+    try:
+        if head.startswith(_PARQUET_MAGIC) and getattr(args, "input_format", None) is None:
+            args.input_format = "parquet"
+        args.input = Path(copy) if isinstance(source, Path) else copy
+        yield
+    finally:
+        args.input = source
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _spool(stream: Any) -> tuple[str, str, bytes]:
+    """``stream`` copied to a new file in a new temporary folder: the folder, the file and
+    its first bytes."""
+    folder = ""
+    try:
+        folder = os.path.realpath(tempfile.mkdtemp(prefix="airflow-doi-stdin-"))
+        copy = os.path.join(folder, STDIN_SHOWN)
+        _SPOOLED[copy] = STDIN_SHOWN
+        with open(copy, "xb") as out:
+            head: bytes = stream.read(len(_PARQUET_MAGIC))
+            out.write(head)
+            shutil.copyfileobj(stream, out)
+    except BaseException as error:  # a full disk, or a Ctrl-C while reading: nothing left
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        if not isinstance(error, OSError):
+            raise
+        raise StandardInputError(
+            f"{STDIN_SHOWN} cannot be kept in a temporary file for the run "
+            f"({error.strerror or error}): set TMPDIR to a folder with room, or pass a file"
+        ) from None
+    return folder, copy, head
 
 
 def input_error(command: str, error: Exception) -> int:

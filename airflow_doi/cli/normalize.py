@@ -18,9 +18,12 @@ from typing import Any
 
 from airflow_doi.cli._files import (
     add_file_options,
+    check_output,
     csv_options,
+    given,
     input_error,
     output_encoding,
+    output_shown,
     report_reading,
     say,
 )
@@ -77,7 +80,7 @@ def register(subparsers: Any) -> None:
         "derived from --column when the input already has one of them",
     )
     parser.add_argument(
-        "--base-url", default=None, help=f"resolver base for doi_url (default {DEFAULT_BASE_URL})"
+        "--base-url", default=None, help=f"resolver base for doi_url (default: {DEFAULT_BASE_URL})"
     )
     parser.set_defaults(func=run)
 
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         encoding = output_encoding(args)
+        check_output(args)
         summary, reader = normalize_table(
             args.input, args.output, column=args.column, decode=args.decode,
             chunk_rows=args.chunk_size, input_format=args.input_format, output_format=args.format,
@@ -106,16 +110,18 @@ def run(args: argparse.Namespace) -> int:
         )
     except TableInputError as error:
         return input_error("normalize", error)
-    say("normalize", f"{args.output}: {summary.line()}")
+    say("normalize", f"{output_shown(args.output)}: {summary.line()}")
     damaged = summary.damaged
     if damaged.rows:
-        shown = "; ".join(f"{doi!r} (likely {repair.doi}, {repair.rule})"
-                          for doi, repair, _ in damaged.examples(3))
+        # A decomposed cell looks like its twin on a terminal: its code points are spelled.
+        shown = "; ".join(
+            f"{ascii(doi) if 'decomposed_unicode' in repair.rules else repr(doi)} (likely "
+            f"{repair.doi}, {repair.rule})" for doi, repair, _ in damaged.examples(3))
         cells = "1 valid cell looks" if damaged.rows == 1 else f"{damaged.rows:,} valid cells look"
         say("normalize", f"note: {cells} damaged (valid per the standard, but a repair rule "
             f"changes {'it' if damaged.rows == 1 else 'them'}), e.g. {shown}: airflow-doi repair "
-            f"{args.input} --column {args.column} -o repaired.csv suggests repairs and checks "
-            "them on the proxy")
+            f"{given(args.input)} --column {args.column} -o repaired.csv suggests repairs and "
+            "checks them on the proxy")
     if summary.added and summary.added[0] != (args.prefix or "") + NORMALIZE_COLUMNS[0]:
         say("normalize", f"note: {args.input} already has a column named as one of ours, so "
             f"the added columns are {', '.join(summary.added)} (--prefix chooses others)")

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from airflow_doi.words import plural
+
 __all__ = ["register", "run"]
 
 
@@ -226,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
                          sorted(stats["agency_requests"].items())) or "none"
     lists = ", ".join(f"{name} {count:,}" for name, count in
                       sorted(stats["list_requests"].items())) or "none"
-    print(f"served {stats['requests']:,} API requests, {stats['cn_requests']:,} content "
-          f"negotiation requests; agencies: {agencies}; list queries: {lists}",
+    print(f"served {plural(stats['requests'], 'API request')}, "
+          f"{plural(stats['cn_requests'], 'content negotiation request')}; agencies: "
+          f"{agencies}; list queries: {lists}",
           file=sys.stderr)
     return 0

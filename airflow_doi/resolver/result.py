@@ -14,6 +14,8 @@ from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Final
 
+from airflow_doi.words import plural
+
 __all__ = [
     "COLUMNS",
     "MAX_TTL_SECONDS",
@@ -98,11 +100,6 @@ def expires_after(now: datetime, seconds: float) -> datetime:
         return now + timedelta(seconds=seconds)
     except (OverflowError, ValueError):  # ``now`` itself is within 10 years of year 9999
         return datetime.max.replace(tzinfo=now.tzinfo)
-
-
-def _many(count: int, word: str, plural: str | None = None) -> str:
-    """``1 request``, ``2 requests`` (``plural`` where it is not the word and an s)."""
-    return f"{count:,} {word if count == 1 else plural or word + 's'}"
 
 
 def iso_text(when: datetime | None) -> str | None:
@@ -218,15 +215,15 @@ class ResolverStats:
         """The one-line summary the CLI prints at the end."""
         counts = " ".join(f"{s}={self.by_status.get(s, 0):,}" for s in self.statuses
                           if s != "registered" or self.by_status.get(s))
-        shorts = (f"; {_many(self.short_dois, 'shortDOI')} looked up through the proxy "
+        shorts = (f"; {plural(self.short_dois, 'shortDOI')} looked up through the proxy "
                   f"({self.short_doi_requests:,} of the requests)" if self.short_dois else "")
         if self.which_ra_requests:
-            shorts += (f"; {_many(self.which_ra_requests, 'Which RA? request')} (of the "
+            shorts += (f"; {plural(self.which_ra_requests, 'Which RA? request')} (of the "
                        "requests) said which keys exist")
         return (
-            f"{_many(self.rows, 'row')}, {_many(self.keys, 'distinct key')}: {counts}; "
-            f"{_many(self.requests, 'request')} in {self.elapsed:.1f}s "
-            f"({self.request_rate:,.1f}/s), {_many(self.retries, 'retry', 'retries')}, "
-            f"{self.throttled:,} throttled, {_many(self.cache_hits, 'cache hit')}, "
-            f"{_many(self.breaker_opens, 'breaker open')}{shorts}"
+            f"{plural(self.rows, 'row')}, {plural(self.keys, 'distinct key')}: {counts}; "
+            f"{plural(self.requests, 'request')} in {self.elapsed:.1f}s "
+            f"({self.request_rate:,.1f}/s), {plural(self.retries, 'retry', 'retries')}, "
+            f"{self.throttled:,} throttled, {plural(self.cache_hits, 'cache hit')}, "
+            f"{plural(self.breaker_opens, 'breaker open')}{shorts}"
         )

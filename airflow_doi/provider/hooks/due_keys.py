@@ -39,6 +39,7 @@ from airflow_doi.provider.hooks.claims import Claim, KeyClaims, Staleness, claim
 from airflow_doi.provider.hooks.sql import connect, dialect_of
 from airflow_doi.provider.hooks.tables import TableShape
 from airflow_doi.provider.progress import ProgressMeter, TaskLog, format_duration
+from airflow_doi.words import plural
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -605,17 +606,17 @@ class _Run:
                 summary.requests_by_earlier_tries, counted - summary.requests)
         statuses = ", ".join(f"{s}={n}" for s, n in sorted(summary.by_status.items()))
         self.log.info(
-            "Stored %d keys in %s in %d batches (%s); %d requests, %d retries, %d keys "
-            "stored by another task meanwhile, %s (%.1f keys/s)",
-            summary.stored_keys, self.results_table, summary.batches, statuses or "none",
-            summary.requests, summary.retries, summary.stored_elsewhere,
-            format_duration(summary.elapsed),
+            "Stored %s in %s in %s (%s); %s, %s, %s stored by another task meanwhile, %s "
+            "(%.1f keys/s)", plural(summary.stored_keys, "key"), self.results_table,
+            plural(summary.batches, "batch", "batches"), statuses or "none",
+            plural(summary.requests, "request"), plural(summary.retries, "retry", "retries"),
+            plural(summary.stored_elsewhere, "key"), format_duration(summary.elapsed),
             summary.stored_keys / summary.elapsed if summary.elapsed else 0.0,
         )
         if summary.by_source:
             self.log.info("By source: %s", "; ".join(
-                f"Which RA? {c['requests']:,} requests" if name == "which_ra"
-                else f"{name} {c['keys']:,} keys in {c['requests']:,} requests"
+                f"Which RA? {plural(c['requests'], 'request')}" if name == "which_ra"
+                else f"{name} {plural(c['keys'], 'key')} in {plural(c['requests'], 'request')}"
                 for name, c in summary.by_source.items()))
 
 
