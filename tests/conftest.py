@@ -54,7 +54,7 @@ def read_output_csv(path: Path, *, raw: bool = False) -> list[dict[str, str]]:
     given beside a column ``doi``); ``raw``: every column as written."""
     import csv
 
-    from airflow_doi.files.read import find_added
+    from airflow_doi.files.names import find_added
     from airflow_doi.metadata.result import METADATA_COLUMNS
     from airflow_doi.resolver.result import COLUMNS
 
@@ -171,6 +171,31 @@ def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
         else:
             assert native_arrow.module() is not None, native_arrow.status()
         yield request.param
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test writes into the real home: the user's cache directory (``XDG_CACHE_HOME``:
+    the answers ``resolve``, ``enrich`` and ``repair`` keep by default) is a folder of the
+    run's, and so is the DuckDB extension's (``AIRFLOW_DOI_CACHE_DIR``, unless set: built
+    once a run, not once a test). Set in this process's environment, so the subprocesses
+    the tests start inherit it; :func:`_user_cache` gives each test a folder of its own."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        if not os.environ.get("AIRFLOW_DOI_CACHE_DIR"):
+            patch.setenv("AIRFLOW_DOI_CACHE_DIR", str(folder / "airflow-doi"))
+        yield folder
+
+
+@pytest.fixture(autouse=True)
+def _user_cache(_session_user_cache: Path, tmp_path_factory: pytest.TempPathFactory,
+                monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own user cache directory (``XDG_CACHE_HOME``), outside its ``tmp_path``:
+    a default cache one test filled is never read by another."""
+    folder = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    return folder
 
 
 _FIGURES = "AIRFLOW_DOI_SYSTEM_FIGURES"

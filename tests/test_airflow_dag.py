@@ -212,12 +212,23 @@ def test_dag_on_duckdb_with_dbt_and_a_fresh_rerun(airflow_home: Path, tmp_path: 
     assert "Normalized catalogue: wrote 0 rows" in second.stdout + second.stderr
     assert "Reading the reasons stored in" in second.stdout + second.stderr
 
-    # Asking for the sample again on a table that now holds rows: refused, nothing deleted.
-    third = _dags_test(env, airflow_home, load_sample=True)
+    # The first run's conf again (#41 item 10), on the catalogue it loaded, which holds
+    # exactly the sample: it succeeds, loading nothing, asking nothing, dbt building again.
+    simulator.reset_counts()
+    third = _dags_test(env, airflow_home, **SAMPLE_RUN)
+    assert _succeeded(third), _explain(third)
     states = _task_states(airflow_home, third)
-    assert states["load_sample_catalogue"] == "failed", _explain(third)
+    assert states["load_sample_catalogue"] == "success" and states["dbt_build"] == "success"
+    assert (f"{SAMPLE_ROWS} rows, exactly the sample: nothing loaded"
+            in third.stdout + third.stderr)
+    assert simulator.request_count == 0 and simulator.cn_requests == 0
+
+    # Asking for the sample in a table that holds other rows: refused, nothing deleted.
+    fourth = _dags_test(env, airflow_home, load_sample=True, catalogue_table="works")
+    states = _task_states(airflow_home, fourth)
+    assert states["load_sample_catalogue"] == "failed", _explain(fourth)
     assert states["normalize"] == "upstream_failed"
-    assert f"already exists and holds {SAMPLE_ROWS} rows" in third.stdout + third.stderr
+    assert "works already exists and holds 3 rows" in fourth.stdout + fourth.stderr
 
     with duckdb.connect(str(path), read_only=True) as conn:
         _assert_catalogue(conn.execute(CATALOGUE_SQL.format("catalogue")).fetchall(),

@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -16,16 +17,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from airflow_doi._user_cache import user_cache_dir
 from airflow_doi.cli import LOGGER
 from airflow_doi.cli._files import (
+    check_output,
     csv_options,
     input_error,
     output_encoding,
+    output_shown,
     report_reading,
     say,
 )
-from airflow_doi.resolver.config import ResolverConfig
+from airflow_doi.resolver.config import ResolverConfig, redact_url, scrub
+from airflow_doi.words import plural
 
 __all__ = [
     "DEFAULT_MAX_ERROR_SHARE",
@@ -35,7 +41,9 @@ __all__ = [
     "add_keep_options",
     "add_proxy_options",
     "ask",
+    "cache_note",
     "check_backends",
+    "default_cache",
     "finish",
     "never_answered",
     "progress_bar",
@@ -43,13 +51,14 @@ __all__ = [
     "proxy_config",
     "read_input",
     "require_network_extra",
+    "sent_again",
     "too_many_errors",
 ]
 
 #: Exit status when too many rows ended in ``status=error``.
 EXIT_ERRORS = 3
-#: Default --max-error-share: a few stragglers on a long run are normal (a re-run with
-#: --cache sends only them again); a dead proxy or a wrong --base-url fails every row.
+#: Default --max-error-share: a few stragglers on a long run are normal (a re-run sends only
+#: them again: the cache keeps the rest); a dead proxy or a wrong --base-url fails every row.
 DEFAULT_MAX_ERROR_SHARE = 0.1
 #: The resolver's defaults, shown and used by the options (stated once, in ResolverConfig).
 _DEFAULTS: dict[str, Any] = {
@@ -83,9 +92,10 @@ _TUNING: tuple[tuple[str, Callable[[str], Any], str], ...] = (
 )
 
 
-def add_keep_options(parser: argparse.ArgumentParser) -> None:
+def add_keep_options(parser: argparse.ArgumentParser, stem: str) -> None:
     """--keep-columns and --prefix: the input's columns carried into a result file (resolve,
-    enrich), and what ours are named when they clash, as normalize names them."""
+    enrich), and what ours are named when they clash: after ``stem``, the command's word
+    (:attr:`Output.stem`)."""
     parser.add_argument(
         "--keep-columns", default=None, metavar="LIST",
         help="comma-separated columns of the input to carry into the output, in the input's "
@@ -94,9 +104,9 @@ def add_keep_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix", default=None,
-        help="prefix for our column names (e.g. r_); default: none, or names derived from "
-        "--column when a kept column already has one of them (doi -> doi_normalized, status "
-        "-> doi_status, ...), as normalize does",
+        help=f"prefix for our column names (e.g. r_); default: none, or, when a kept column "
+        f"already has one of their names (in any case), {stem}_ before each: {stem}_input, "
+        f"{stem}_doi, {stem}_key, {stem}_status, ...",
     )
 
 
@@ -115,7 +125,14 @@ def add_proxy_options(
     for name, kind, text in _TUNING:
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=_DEFAULTS[name],
                             help=text)
-    parser.add_argument("--cache", type=Path, help=cache_help)
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--cache", type=Path, metavar="FILE",
+        help=f"{cache_help}; default: one file per proxy in the user's cache directory "
+        "($XDG_CACHE_HOME/airflow-doi or ~/.cache/airflow-doi, e.g. doi.org.sqlite), so a run "
+        "stopped and started again asks only for what it had not answered")
+    kept.add_argument("--no-cache", action="store_true",
+                      help="keep no answer: every run asks the proxy for every DOI")
     parser.add_argument("--breaker-give-up", type=float,
                         default=_DEFAULTS["breaker_give_up"], help=give_up_help)
     parser.add_argument("--max-error-share", type=_share, default=DEFAULT_MAX_ERROR_SHARE,
@@ -147,13 +164,70 @@ def require_network_extra() -> None:
     import tenacity  # noqa: F401
 
 
-def check_backends(args: argparse.Namespace) -> None:
-    """Open the ``--cache`` file and reach the ``--redis-url`` server before any request:
-    a wrong path or a dead Redis is one clear input error (``ValueError``), not every row
-    ending in ``status=error`` with advice about the proxy."""
+def default_cache(base_url: str) -> Path:
+    """The file a proxy's answers are kept in when neither ``--cache`` nor ``--no-cache`` is
+    given: one per server, in the user's cache directory, named after its host and port
+    (``doi.org.sqlite``, ``127.0.0.1_8080.sqlite``; never a credential). Raises
+    ``RuntimeError`` when there is no home directory to find."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    server = (parts.hostname or "") + (f"_{port}" if port else "")
+    name = re.sub(r"[^a-z0-9.-]", "_", server.lower()).lstrip(".") or "proxy"
+    return user_cache_dir() / f"{name}.sqlite"
+
+
+def _open_default_cache(args: argparse.Namespace) -> None:
+    """Open the default cache (:func:`default_cache`), creating it and its folder on first
+    use (``args.cache_created``). One that cannot be used is a warning and a run without a
+    cache, never a refusal: the user named no file."""
     from airflow_doi.resolver.cache import ResolverCache
 
+    path: Path | None = None
+    try:
+        path = default_cache(args.base_url)
+        existed = path.exists()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ResolverCache(path).close()
+    except (sqlite3.Error, OSError, RuntimeError) as error:
+        where = f" in {path}" if path is not None else ""
+        say(args.command, f"warning: cannot keep the answers{where} ({error}): this run keeps "
+            "none; --cache FILE names a file that can be written, --no-cache says none is "
+            "wanted")
+        return
+    args.cache, args.cache_created = path, not existed
+
+
+def sent_again(args: argparse.Namespace, what: str) -> str:
+    """What a run started again sends: only ``what``, when a cache keeps the rest."""
     if args.cache is not None:
+        return f"the cache {args.cache} keeps the other answers: only {what} are sent again"
+    kept = "--no-cache kept no answer; without it" if args.no_cache else (
+        "no cache kept the answers; with --cache FILE")
+    return f"everything is sent again: {kept} only {what} would be"
+
+
+def cache_note(command: str, args: argparse.Namespace) -> None:
+    """Say where the answers are kept, when this run created the default cache."""
+    if getattr(args, "cache_created", False):
+        say(command, f"note: the answers are kept in {args.cache} (created now): a run "
+            "started again asks only for what is missing or expired (--cache FILE chooses "
+            "the file, --no-cache keeps none)")
+
+
+def check_backends(args: argparse.Namespace, *, cache: bool = True) -> None:
+    """Open the ``--cache`` file and reach the ``--redis-url`` server before any request:
+    a wrong path or a dead Redis is one clear input error (``ValueError``), not every row
+    ending in ``status=error`` with advice about the proxy. Without ``--cache`` or
+    ``--no-cache``, a run that asks the proxy (``cache``) keeps its answers in the default
+    cache (:func:`default_cache`), set as ``args.cache``."""
+    from airflow_doi.resolver.cache import ResolverCache
+
+    if args.cache is None and cache and not args.no_cache:
+        _open_default_cache(args)
+    elif args.cache is not None:
         try:
             ResolverCache(args.cache).close()
         except (sqlite3.Error, OSError) as error:
@@ -172,10 +246,15 @@ def check_backends(args: argparse.Namespace) -> None:
             finally:
                 client.close()
         except (redis.RedisError, ValueError, OSError) as error:
+            # Neither the URL nor what Redis or the client said may show its password.
+            refused = isinstance(error, (redis.AuthenticationError, redis.ResponseError))
+            what, do = (("refused the connection", "correct the user name and password in "
+                         "the URL") if refused else ("cannot be reached",
+                                                     "start it, correct the URL"))
             raise ValueError(
-                f"--redis-url {args.redis_url}: Redis cannot be reached ({error}): start it, "
-                "correct the URL, or leave out --redis-url to keep the rate limit in this "
-                "process"
+                f"--redis-url {redact_url(args.redis_url)}: Redis {what} "
+                f"({scrub(str(error), args.redis_url)}): {do}, or leave out --redis-url to "
+                "keep the rate limit in this process"
             ) from None
 
 
@@ -252,21 +331,21 @@ class Input:
     encoding: Any = None
 
 
-def read_input(args: argparse.Namespace) -> Input:
+def read_input(args: argparse.Namespace, *, cache: bool = True) -> Input:
     """Check the output path, read ``--column`` and reach the backends: every input error
-    (``ValueError``, ``TableInputError``) before the first request."""
+    (``ValueError``, ``TableInputError``) before the first request, and before the default
+    cache is made (for a run that asks the proxy: ``cache``, see :func:`check_backends`)."""
     from airflow_doi.files.jobs import kept_columns, read_cells
     from airflow_doi.files.read import output_format
-    from airflow_doi.files.write import check_output
 
     out_format = output_format(args.output, args.format)
     encoding = output_encoding(args)
-    check_output(args.input, args.output, mkdir=args.mkdir)
+    check_output(args)  # IN, --cache, --snapshot: none may be the output
     values, judged, flags, reader = read_cells(
         args.input, args.column, input_format=args.input_format, options=csv_options(args))
     if getattr(args, "keep_columns", None) is not None:
         kept_columns(reader.names, kept(args), args.input)  # a wrong name: before any request
-    check_backends(args)
+    check_backends(args, cache=cache)
     sent = [None if flags and flags[i] else value for i, value in enumerate(judged)]
     return Input(values, sent, flags, reader, out_format, encoding)
 
@@ -332,7 +411,8 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
             guarded=output.guarded if args.escape_formulas else (), stem=output.stem)
     except TableInputError as error:
         return input_error(command, error)
-    say(command, f"{args.output}: {summary}")
+    say(command, f"{output_shown(args.output)}: {summary}")
+    cache_note(command, args)
     if named and named[0] != (args.prefix or "") + output.columns[0]:
         say(command, f"note: {args.input} already has a column named as one of ours, so ours "
             f"are named {', '.join(named)} (--prefix chooses others)")
@@ -359,8 +439,6 @@ def never_answered(command: str, args: argparse.Namespace, stats: Any,
     rows in error would say the same again), ``advice`` after it."""
     if stats.never_answered is None:
         return False
-    from airflow_doi.resolver.config import redact_url
-
     say(command, f"error: nothing at {redact_url(args.base_url)} answered ("
         f"{stats.never_answered}): stopped after {stats.elapsed:.1f}s instead of waiting "
         f"--breaker-give-up ({args.breaker_give_up:g}s), which is for a proxy that stops "
@@ -380,8 +458,8 @@ def too_many_errors(command: str, args: argparse.Namespace, rows: list[dict[str,
         return False
     if quiet:
         return True
-    say(command, f"error: {failed:,} of {len(tried):,} rows sent ended in {ended} "
+    say(command, f"error: {failed:,} of {plural(len(tried), 'row')} sent ended in {ended} "
         f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
-        f"{args.output} holds every row: {advice}, then run again (with --cache only the "
-        "failed rows are sent again)")
+        f"{output_shown(args.output)} holds every row: {advice}, then run again "
+        f"({sent_again(args, 'the failed rows')})")
     return True

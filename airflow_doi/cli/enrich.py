@@ -14,9 +14,12 @@ from typing import Any
 from airflow_doi.cli import _proxy
 from airflow_doi.cli._files import add_file_options, input_error, say
 from airflow_doi.metadata.config import CROSSREF_URL, DATACITE_URL, SOURCES
+from airflow_doi.words import plural
 
 __all__ = ["register", "run"]
 
+#: What our columns are named after when a kept column has one of their names.
+STEM = "metadata"
 #: The one line of ``airflow-doi --help`` for this command.
 HELP = "registry metadata (title, type, year, journal, ISSN...) for a column of DOIs"
 DESCRIPTION = """\
@@ -33,13 +36,13 @@ parts, or folders of them; recognised by content, read in place, never extracted
 processes at once): every DOI they hold is answered from them (metadata_source
 crossref_snapshot or datacite_snapshot, fetched_at the files' date) and only the others are
 asked of the APIs; --source snapshot asks no API at all (those rows end not_in_snapshot).
-With --cache, a scan interrupted and started again reads only the members it had not finished.
+With the cache, a scan interrupted and started again reads only the members it had not finished.
 
 --updates reads the agencies' update streams first (Crossref's works by from-update-date,
 DataCite's dois by updated, 1,000 records a page): the records of the file's DOIs that changed
 since the --snapshot files' date, or since the last harvest --cache recorded, answer those
 DOIs (metadata_source crossref_updates, datacite_updates); --updates-since DATE (YYYY-MM-DD)
-names the day. A harvest interrupted and started again with --cache goes on from its page.
+names the day. A harvest interrupted and started again with the cache goes on from its page.
 
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, metadata_status,
@@ -53,7 +56,9 @@ datacite_snapshot, crossref_updates, datacite_updates), error, attempts, http_st
 fetched_at, expires_at and csl_json (the record as CSL-JSON, without its reference list).
 metadata_status is ok, not_found (no such DOI), no_metadata (the agency offers no CSL-JSON
 for it), not_in_snapshot (--source snapshot: not in the files, no API asked), invalid (never
-sent; the reason is in error) or error (gave up, or refused: the reason is in error). If a
+sent; the reason is in error) or error (gave up, or refused: the reason is in error). A
+shortDOI (10/b6vnmd) is expanded through the proxy as resolve expands it: its row holds the
+metadata of the DOI it aliases (not_found when no such shortDOI exists or it names no DOI). If a
 kept column already has one of these names (in any case, as a column doi or title), ours are
 named metadata_input, metadata_doi, metadata_key, metadata_status, metadata_title, ...
 instead and stderr says so; --prefix chooses. A CSV output keeps the input's separator and
@@ -61,8 +66,10 @@ line endings, in UTF-8 with a BOM when the input was an Excel-style export (--ou
 encoding chooses).
 
 Redirects are followed only to the hosts of --metadata-host (https only) and at most twice.
-Rows sharing a comparison key cost one request to the proxy and one to the agency. With
---cache, a run started again asks only for keys it has not finished (or that expired).
+Rows sharing a comparison key cost one request to the proxy and one to the agency. The
+answers are kept as they come (by default in the user's cache directory, one file per proxy:
+--cache FILE names it, --no-cache keeps none), so a run stopped and started again asks only for
+keys it has not finished (or that expired).
 
 Exit status: 0 done; 2 the input cannot be used as asked (no such file or column, bad
 option, a missing extra, no data file); 3 the share of sent rows that ended in status error
@@ -82,7 +89,7 @@ GUARDED = (
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("enrich", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
-    _proxy.add_keep_options(parser)
+    _proxy.add_keep_options(parser, STEM)
     add_file_options(parser, escape_default=True,
                      escaped="the input column and every text column the servers filled")
     _proxy.add_proxy_options(
@@ -192,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
         ended="status error", advice="the reasons are in its error column; check --base-url, "
-        "--metadata-host and the servers", stem="metadata")
+        "--metadata-host and the servers", stem=STEM)
     def notes(written: list[dict[str, object]]) -> None:
         _landing_only(written)
         for host, said in sorted(stats.source_health.pools.items()):
@@ -222,16 +229,17 @@ def update_lines(streams: dict[str, Any] | None, error: str | None) -> list[str]
                 "--metadata-host allowlist (--crossref-url, --datacite-url name them)"]
     lines = []
     for name, state in streams.items():
-        pages = f"{state.pages:,} page" + ("" if state.pages == 1 else "s")
-        lines.append(f"update streams: {name} since {state.since}: {pages}, "
-                     f"{state.records:,} changed records read, {state.found:,} of them yours, "
-                     f"{state.requests:,} requests"
-                     + (f" ({state.restarts} restarts: its cursor expired)" if state.restarts
-                        else "") + ("" if state.finished else "; stopped before its end"))
+        lines.append(f"update streams: {name} since {state.since}: "
+                     f"{plural(state.pages, 'page')}, "
+                     f"{plural(state.records, 'changed record')} read, {state.found:,} of them "
+                     f"yours, {plural(state.requests, 'request')}"
+                     + (f" ({plural(state.restarts, 'restart')}: its cursor expired)"
+                        if state.restarts else "")
+                     + ("" if state.finished else "; stopped before its end"))
     if error:
         lines.append(f"error: an update stream stopped before its end ({error}); the rows of "
                      "the pages read are in the output, the other keys keep the files' or "
-                     "the APIs' rows: run again once the API answers (with --cache it goes on "
+                     "the APIs' rows: run again once the API answers (with the cache it goes on "
                      "from its last page); exit status 3")
     return lines
 
@@ -240,17 +248,14 @@ def snapshot_lines(scanned: Any, found: int, left: int, source: str) -> list[str
     """What the scan of the data files read, found and skipped, in a few lines."""
     from airflow_doi.metadata.snapshot.records import EXPECTED, REASONS
 
-    def many(n: int, word: str) -> str:
-        return f"{n:,} {word}" + ("" if n == 1 else "s")
-
     seconds = max(scanned.elapsed, 1e-9)
-    read = (f"data files: {many(scanned.members, 'member')} read"
+    read = (f"data files: {plural(scanned.members, 'member')} read"
             + (f" ({scanned.resumed:,} finished by an earlier run, not read again)"
                if scanned.resumed else "")
-            + f" in {scanned.elapsed:.1f}s by {many(scanned.workers, 'worker')}: "
-            f"{many(scanned.records, 'record')} ({scanned.records / seconds:,.0f}/s, "
+            + f" in {scanned.elapsed:.1f}s by {plural(scanned.workers, 'worker')}: "
+            f"{plural(scanned.records, 'record')} ({scanned.records / seconds:,.0f}/s, "
             f"{scanned.bytes_in / seconds / 1e6:,.1f} MB/s as stored), "
-            f"{many(found, 'key')} found; {many(left, 'key')} "
+            f"{plural(found, 'key')} found; {plural(left, 'key')} "
             + ("not in them (no key asked of an API: --source snapshot)" if source == "snapshot"
                else "left to the APIs"))
     lines = [read]

@@ -13,8 +13,16 @@ import argparse
 from typing import Any
 
 from airflow_doi.cli import _proxy
-from airflow_doi.cli._files import add_file_options, csv_options, input_error, report_reading, say
+from airflow_doi.cli._files import (
+    add_file_options,
+    csv_options,
+    input_error,
+    output_shown,
+    report_reading,
+    say,
+)
 from airflow_doi.repair.rules import REPAIR_COLUMNS
+from airflow_doi.words import plural
 
 __all__ = ["ADDED_COLUMNS", "register", "run"]
 
@@ -37,7 +45,9 @@ The file is read as normalize and resolve read it: the encoding and separator fo
 file (--encoding, --delimiter override), gzip, ragged and huge rows, missing-value markers
 (--na-values), and the same error messages; a CSV output keeps the input's separator and
 line ending. Each distinct DOI is asked once per run, under the same
-rate limit, cache and retry budget as airflow-doi resolve; --cache makes a second run free.
+rate limit, cache and retry budget as airflow-doi resolve; the answers are kept (by default
+in the user's cache directory, one file per proxy; --cache FILE names it, --no-cache keeps
+none), so a second run, or one stopped by Ctrl-C and started again, asks only for the rest.
 The DOI column is held in memory (the rest of the file is streamed). A progress bar is drawn
 only on a terminal.
 
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:
         return input_error("repair", ValueError(f"{error}; check the resolver options"))
     try:
-        read = _proxy.read_input(args)
+        read = _proxy.read_input(args, cache=not args.no_verify)
     except (ValueError, TableInputError) as error:
         return input_error("repair", error)
     cells, reasons = repair_cells(read.sent, read.flags)
@@ -107,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             escape=args.escape_formulas, encoding=read.encoding)
     except TableInputError as error:
         return input_error("repair", error)
-    say("repair", f"{args.output}: {stats.summary()}")
+    say("repair", f"{output_shown(args.output)}: {stats.summary()}")
+    _proxy.cache_note("repair", args)
     bad = reasons.count(BAD_ENCODING)
     if bad and args.column not in repaired:  # a Parquet binary column kept as binary
         repaired[args.column] = bad
@@ -121,10 +132,11 @@ def run(args: argparse.Namespace) -> int:
     if checked and undecided / checked > args.max_error_share:
         if unanswered:  # said, with the same advice
             return _proxy.EXIT_ERRORS
-        say("repair", f"error: the proxy could not decide {undecided:,} of {checked:,} rows "
-            f"with candidate repairs ({undecided / checked:.1%}, above --max-error-share "
-            f"{args.max_error_share:g}); {args.output} holds every row, those unverified: "
-            "check --base-url and the proxy, then run again (with --cache only the undecided "
-            "DOIs are sent again), or pass --no-verify for the suggestions without the proxy")
+        say("repair", f"error: the proxy could not decide {undecided:,} of "
+            f"{plural(checked, 'row')} with candidate repairs ({undecided / checked:.1%}, "
+            f"above --max-error-share {args.max_error_share:g}); {output_shown(args.output)} "
+            "holds every row, those unverified: check --base-url and the proxy, then run again "
+            f"({_proxy.sent_again(args, 'the undecided DOIs')}), or pass --no-verify for the "
+            "suggestions without the proxy")
         return _proxy.EXIT_ERRORS
     return 0

@@ -15,6 +15,8 @@ from airflow_doi.cli._files import add_file_options, input_error
 
 __all__ = ["register", "run"]
 
+#: What our columns are named after when a kept column has one of their names.
+STEM = "resolution"
 #: The one line of ``airflow-doi --help`` for this command.
 HELP = "resolve a column of DOIs through the doi.org proxy REST API"
 DESCRIPTION = """\
@@ -23,17 +25,21 @@ Resolve a column of DOIs through the doi.org proxy REST API (or any proxy at --b
 Writes one row per input row, in order: the input's columns (all of them, as normalize keeps
 them, or those of --keep-columns), then input (the cell as text), doi, key, status, url,
 response_code, http_status, attempts, error, resolved_at, expires_at, url_raw (the URL
-exactly as the proxy sent it; url holds it only when it is a safe http(s) URL), agency (who
-registered the DOI, when doi.org's Which RA? was asked). status is resolved, registered
+as the proxy sent it, control characters and lone surrogates as escapes such as \\x07 or
+\\udcff, at most 2,048 characters; url holds it only when it is a safe http(s) URL of at most
+2,048 characters, never cut), agency (who registered the DOI, when doi.org's Which RA? was
+asked). status is resolved, registered
 (--existence-only: the DOI exists, its URL not asked), no_values, not_found, invalid (never
 sent; the reason is in error: bad_encoding
 for a cell that is not UTF-8, malformed_row for a CSV row with the wrong number of fields)
 or error (the resolver gave up; the reason is in error). If a kept column already has one of
 these names (in any case, as a column doi), ours are named resolution_input, resolution_doi,
 resolution_key, resolution_status, ... instead and stderr says so; --prefix chooses. Rows
-sharing a comparison key cost one request. The file is read as normalize reads it: same
-encodings, delimiters, gzip and error messages; a CSV output keeps its separator and line
-endings, in UTF-8 with a BOM when the input was an Excel-style export (--output-encoding
+sharing a comparison key cost one request. Answers are kept as they come (by default in the
+user's cache directory, one file per proxy: --cache FILE names it, --no-cache keeps none), so
+a run stopped and started again asks only for the rest. The file is read as normalize reads
+it: same encodings, delimiters, gzip and error messages; a CSV output keeps its separator and
+line endings, in UTF-8 with a BOM when the input was an Excel-style export (--output-encoding
 chooses).
 
 A progress bar is drawn only on a terminal; warnings (the proxy failing, the breaker opening
@@ -47,7 +53,7 @@ option, a missing extra); 3 the share of sent rows that ended in status=error is
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("resolve", help=HELP, description=DESCRIPTION)
     parser.add_argument("--column", default="doi", help="column holding the DOIs (default: doi)")
-    _proxy.add_keep_options(parser)
+    _proxy.add_keep_options(parser, STEM)
     add_file_options(parser, escape_default=True)
     _proxy.add_proxy_options(
         parser,
@@ -108,4 +114,4 @@ def _output() -> _proxy.Output:
     return _proxy.Output(
         COLUMNS, integers=("response_code", "http_status", "attempts"),
         guarded=("input", "url", "url_raw", "error"), status="status", ended="status=error",
-        advice="check --base-url and the proxy", stem="resolution")
+        advice="check --base-url and the proxy", stem=STEM)

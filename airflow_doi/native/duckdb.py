@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_doi._user_cache import user_cache_dir
 from airflow_doi.native import digest_of, sources
 
 if TYPE_CHECKING:
@@ -107,10 +108,7 @@ def _platform() -> str:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("AIRFLOW_DOI_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "airflow-doi"
-    )
-    return Path(base) / "duckdb"
+    return Path(os.environ.get("AIRFLOW_DOI_CACHE_DIR") or user_cache_dir()) / "duckdb"
 
 
 def build(

@@ -32,6 +32,7 @@ __all__ = [
     "ReasonFigure",
     "compute_figures",
     "forms_of",
+    "top_counts",
     "value_counts",
 ]
 
@@ -44,6 +45,8 @@ TOP_GROUPS: Final[int] = 25
 EXAMPLES_PER_REASON: Final[int] = 3
 SPELLINGS_PER_GROUP: Final[int] = 6
 TOP_PREFIXES: Final[int] = 12
+#: Values a chart or a list of counts shows one by one; the rest are one entry, the others.
+TOP_VALUES: Final[int] = 10
 
 _TEXT: Final[pa.DataType] = pa.large_string()
 #: The wrapper tests of :func:`airflow_doi.syntax._unwrap`, as RE2 on the left-trimmed cell; a
@@ -182,6 +185,22 @@ def value_counts(
     ordered = {name: found.pop(name, 0) for name in order if zeros or name in found}
     ordered.update(sorted(found.items(), key=lambda item: (-item[1], item[0])))
     return ordered
+
+
+def top_counts(counts: dict[str, int], limit: int = TOP_VALUES) -> dict[str, int]:
+    """The first ``limit`` entries of ``counts`` (in its order: :func:`value_counts` puts the
+    known names first, then the commonest), and when there are more, one last entry that sums
+    them, ``(N others)``: a chart of any input has at most ``limit + 1`` bars, and its bars
+    still add up to the whole."""
+    items = list(counts.items())
+    kept = dict(items[:limit])
+    rest = items[limit:]
+    if rest:
+        label = f"({len(rest):,} others)"
+        while label in kept:  # a value of the data spelled so: never merged with it
+            label = f"({label})"
+        kept[label] = sum(count for _, count in rest)
+    return kept
 
 
 def _reasons(table: pa.Table) -> list[ReasonFigure]:

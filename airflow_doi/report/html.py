@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import base64
 import html
+import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Final
 
 from airflow_doi.presentation import to_url
 from airflow_doi.report.charts import PALETTE, bar_chart
-from airflow_doi.report.figures import Figures
+from airflow_doi.report.figures import TOP_VALUES, Figures
 from airflow_doi.report.metadata import MAX_YEAR_BARS, RETRACTION, MetadataFigures, UpdatedWork
 from airflow_doi.report.resolution import FAILED_STATUSES, ResolutionFigures
 from airflow_doi.syntax import TRIM_CHARS, InvalidDoiError
+from airflow_doi.words import plural
 
 __all__ = ["CSP", "render_html", "text"]
 
@@ -89,7 +91,9 @@ def cell(value: str | None) -> str:
     core = shown.strip(TRIM_CHARS)
     start = shown.find(core) if core else len(shown)
     parts = [_mark_space(c) for c in shown[:start]]
-    parts += [_mark_invisible(c) for c in core]
+    # Decomposed (e + U+0301): its combining marks shown, or it looks like its composed twin.
+    decomposed = not unicodedata.is_normalized("NFC", core)
+    parts += [_mark_invisible(c, decomposed) for c in core]
     parts += [_mark_space(c) for c in shown[start + len(core):]]
     if len(value) > MAX_CELL:
         parts.append(f'<span class="mark">… ({len(value):,} characters)</span>')
@@ -100,8 +104,9 @@ def _mark_space(char: str) -> str:
     return '<span class="mark">␣</span>' if char == " " else _code_point(char)
 
 
-def _mark_invisible(char: str) -> str:
-    if char.isprintable() and char not in TRIM_CHARS:
+def _mark_invisible(char: str, decomposed: bool = False) -> str:
+    if (char.isprintable() and char not in TRIM_CHARS
+            and not (decomposed and unicodedata.combining(char))):
         return text(char)
     return " " if char == " " else _code_point(char)
 
@@ -121,11 +126,6 @@ def doi_link(doi: str) -> str:
 
 def number(value: int) -> str:
     return f"{value:,}"
-
-
-def plural(count: int, one: str, many: str = "") -> str:
-    """The count and the word it takes: ``1 work``, ``0 works``, ``2,000 rows``."""
-    return f"{number(count)} {one if count == 1 else many or one + 's'}"
 
 
 def share(part: int, whole: int) -> str:
@@ -167,7 +167,12 @@ def _pair(charts: Sequence[str]) -> str:
 
 def _times(counts: Iterable[tuple[str, int]]) -> str:
     """``name ×count, ...`` as HTML."""
-    return ", ".join(f"{text(name)} ×{number(count)}" for name, count in counts)
+    return ", ".join(f"{_cut(name)} ×{number(count)}" for name, count in counts)
+
+
+def _cut(value: str, limit: int = MAX_CELL) -> str:
+    """Text from the data, escaped, cut after ``limit`` characters."""
+    return text(value) if len(value) <= limit else f"{text(value[:limit])}…"
 
 
 def _cells(cells: Iterable[tuple[str, int]]) -> str:
@@ -365,13 +370,13 @@ def _failures(resolution: ResolutionFigures) -> str:
                 if without else "")
         return f'{title}<p class="ok">Every DOI looked up was found{said}.</p>'
     rows = [
-        [doi_link(doi) if doi else cell(doi), f"<code>{text(status)}</code>", text(error),
+        [doi_link(doi) if doi else cell(doi), f"<code>{_cut(status)}</code>", _cut(error),
          number(n)]
         for doi, status, error, n in resolution.failure_examples
     ]
     reasons = ""
     if resolution.failure_reasons:
-        listed = _times(list(resolution.failure_reasons.items())[:8])
+        listed = _times(resolution.failure_reasons.items())
         reasons = f'<p class="hint">Errors: {listed}</p>'
     return title + reasons + _table(["DOI", "status", "error", "rows"], rows)
 
@@ -384,7 +389,7 @@ def _repairs(resolution: ResolutionFigures) -> str:
     if not proposed:
         return title
     rows = [
-        [cell(c), doi_link(s), f"<code>{text(rule)}</code>",
+        [cell(c), doi_link(s), f"<code>{_cut(rule)}</code>",
          '<span class="yes">yes</span>' if ok else '<span class="no">no</span>']
         for c, s, rule, ok in resolution.repair_examples
     ]
@@ -395,21 +400,19 @@ def _plain(value: str | None, limit: int = MAX_TITLE) -> str:
     """Server-supplied text, escaped and cut; an empty value as a mark."""
     if not value:
         return '<span class="mark">(none)</span>'
-    if len(value) <= limit:
-        return text(value)
-    return f"{text(value[:limit])}…"
+    return _cut(value, limit)
 
 
 def _metadata(metadata: MetadataFigures | None) -> str:
     if metadata is None:
         return ""
     lead = (
-        f"{number(metadata.keys)} DOIs (distinct comparison keys) in the metadata table; "
+        f"{plural(metadata.keys, 'DOI')} (distinct comparison keys) in the metadata table; "
         f"{number(metadata.ok)} ({share(metadata.ok, metadata.keys)}) with metadata from "
         "their registration agency (CSL-JSON through doi.org)."
     )
     if metadata.rows != metadata.keys:
-        lead += (f" Read from {number(metadata.rows)} rows; "
+        lead += (f" Read from {plural(metadata.rows, 'row')}; "
                  f"{plural(metadata.rows_without_key, 'row')} without a valid DOI left "
                  "out.")
     parts = [f'<p class="lead">{lead}</p>']
@@ -445,17 +448,37 @@ def _top(title: str, shown: int, distinct: int) -> str:
     return f"{title} (top {shown} of {number(distinct)})" if distinct > shown else title
 
 
+#: Spans the years chart groups by, finest first (the first that gives at most
+#: :data:`MAX_YEAR_BARS` bars is drawn), with the word its title takes.
+YEAR_SPANS: Final[tuple[tuple[int, str], ...]] = (
+    (1, "year"), (10, "decade"), (100, "century"), (1000, "millennium"),
+)
+
+
+def _year_bars(years: dict[int, int]) -> tuple[list[str], list[int], str]:
+    """Labels, counts and title of the years chart: by year, else by the finest span that
+    keeps it to :data:`MAX_YEAR_BARS` bars (years run from 1 to 9999: ten millennia)."""
+    span, word = next(
+        (item for item in YEAR_SPANS if len({year // item[0] for year in years}) <= MAX_YEAR_BARS),
+        YEAR_SPANS[-1],
+    )
+    bars: dict[str, int] = {}
+    for year, count in years.items():
+        label = _span_label(year // span * span, span)
+        bars[label] = bars.get(label, 0) + count
+    return list(bars), list(bars.values()), f"DOIs by {word} issued"
+
+
+def _span_label(start: int, span: int) -> str:
+    """``1999``, ``1990s``, ``1900–1999``."""
+    if span == 1:
+        return str(start)
+    return f"{start}s" if span == 10 else f"{start}–{start + span - 1}"
+
+
 def _years(metadata: MetadataFigures) -> str:
     years = metadata.years or {}
-    if len(years) > MAX_YEAR_BARS:
-        decades: dict[str, int] = {}
-        for year, count in years.items():
-            label = f"{year // 10 * 10}s"
-            decades[label] = decades.get(label, 0) + count
-        labels, values, title = list(decades), list(decades.values()), "DOIs by decade issued"
-    else:
-        labels = [str(year) for year in years]
-        values, title = list(years.values()), "DOIs by year issued"
+    labels, values, title = _year_bars(years)
     span = f" ({min(years)}–{max(years)})" if years else ""
     note = (f'<p class="hint">With metadata but no year: {number(metadata.no_year)}.</p>'
             if metadata.no_year else "")
@@ -491,11 +514,17 @@ def _updated(metadata: MetadataFigures) -> str:
 
 
 def _update_list(work: UpdatedWork) -> str:
+    """The notices of a work, retractions first; the first :data:`TOP_VALUES`, then how many
+    more there are."""
     items = []
-    for kind, doi in work.updates:
+    ranked = sorted(work.updates, key=lambda update: update[0].lower() != RETRACTION)
+    for kind, doi in ranked[:TOP_VALUES]:
         tone = "retraction" if kind.lower() == RETRACTION else "no"
-        label = f'<span class="{tone}">{text(kind)}</span>'
+        label = f'<span class="{tone}">{_cut(kind)}</span>'
         items.append(f"{label} {doi_link(doi)}" if doi else label)
+    more = len(work.updates) - TOP_VALUES
+    if more > 0:
+        items.append(f'<span class="mark">… {plural(more, "more notice")}</span>')
     return "<br>".join(items)
 
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from airflow_doi.columns import to_large_string
 from airflow_doi.metadata.result import METADATA_STATUSES
-from airflow_doi.report.figures import value_counts
+from airflow_doi.report.figures import TOP_VALUES, top_counts, value_counts
 
 __all__ = [
     "METADATA_STATUSES",
@@ -43,7 +43,7 @@ READ_COLUMNS: Final[tuple[str, ...]] = (
     "container_title", "publisher", "updated_by", "update_to",
 )
 #: Rows of the journal, publisher and type tables; rows of the retracted-or-corrected list.
-TOP_NAMES: Final[int] = 10
+TOP_NAMES: Final[int] = TOP_VALUES
 TOP_UPDATED: Final[int] = 50
 #: Years shown one by one up to this many distinct years; by decade beyond.
 MAX_YEAR_BARS: Final[int] = 30
@@ -78,7 +78,8 @@ class MetadataFigures:
     keys: int = 0
     #: Rows without a key, or never asked (cells that are not valid DOIs, in the CLI's output).
     rows_without_key: int = 0
-    #: ``metadata_status -> keys``, :data:`METADATA_STATUSES` first.
+    #: ``metadata_status -> keys``, :data:`METADATA_STATUSES` first. This and each count of
+    #: names below hold the commonest few and the others summed (``top_counts``).
     statuses: dict[str, int] = field(default_factory=dict)
     #: ``csl_type -> keys``, the commonest :data:`TOP_NAMES`; ``distinct_types`` of all.
     types: dict[str, int] | None = None
@@ -139,11 +140,12 @@ def metadata_figures(table: pa.Table) -> MetadataFigures:
     figures.keys = len(first)
     figures.rows_without_key = figures.rows - int(pc.sum(pc.is_valid(key)).as_py() or 0)
     keys = {name: pc.take(values, first) for name, values in text.items()}
-    figures.statuses = value_counts(_trimmed(keys["metadata_status"]), METADATA_STATUSES)
+    statuses = value_counts(_trimmed(keys["metadata_status"]), METADATA_STATUSES)
+    figures.statuses = top_counts(statuses)
     if "csl_type" in keys:
         types = value_counts(_trimmed(keys["csl_type"]))
         figures.distinct_types = len(types)
-        figures.types = dict(list(types.items())[:TOP_NAMES])
+        figures.types = top_counts(types, TOP_NAMES)
     if "year" in keys or "issued" in keys:
         _years(figures, keys)
     for name, target in (("container_title", "containers"), ("publisher", "publishers")):
@@ -214,12 +216,13 @@ def _updates(value: str) -> tuple[tuple[str, str], ...]:
 
 
 def _type_counts(values: list[str]) -> dict[str, int]:
-    """``type -> keys`` (a key counted once per type it has), commonest first."""
+    """``type -> keys`` (a key counted once per type it has), commonest first: the few
+    commonest and the others summed."""
     counted: dict[str, int] = {}
     for value in values:
         for kind in dict.fromkeys(kind.lower() for kind, _ in _updates(value)):
             counted[kind] = counted.get(kind, 0) + 1
-    return dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
+    return top_counts(dict(sorted(counted.items(), key=lambda item: (-item[1], item[0]))))
 
 
 def _updated(figures: MetadataFigures, keys: dict[str, Any]) -> None:

@@ -31,13 +31,13 @@ from airflow_doi.db.connect import (
     open_read_only,
 )
 from airflow_doi.db.statements import column_names, quote_identifier, require_columns
+from airflow_doi.files.names import find_added
 from airflow_doi.files.read import (
     MALFORMED_FLAG,
     CsvOptions,
     TableInputError,
     TableReader,
     detect_format,
-    find_added,
     read_table,
     reading_notes,
     require_column,
@@ -45,6 +45,7 @@ from airflow_doi.files.read import (
 )
 from airflow_doi.resolver.config import redact_url
 from airflow_doi.syntax import cell_text
+from airflow_doi.words import plural
 
 #: SQL_SCHEMES is db.connect's, still exported where it was first.
 __all__ = ["SQL_SCHEMES", "Column", "as_table", "read_column", "read_resolution_table"]
@@ -121,7 +122,8 @@ def read_resolution_table(
         ]
         if reader.flags_malformed and reader.malformed_count:
             raise TableInputError(
-                f"{path}: {reader.malformed_count} rows have the wrong number of fields "
+                f"{path}: {plural(reader.malformed_count, 'row has', 'rows have')} the wrong "
+                "number of fields "
                 f"(e.g. {reader.malformed[0]}): fix the file and run again"
             )
         if not batches:

@@ -16,7 +16,9 @@ Params (all optional):
   ``doi_valid`` and ``doi_reason``; it never deletes a row.
 * ``load_sample`` (default false): create the table and load ``examples/data/catalogue.csv``
   into it (the demo sets it). It only ever loads into a table that does not exist yet, or
-  exists with no rows: a table that holds rows fails the task, untouched, with a message;
+  exists with no rows; a table that already holds exactly the sample (an earlier run's) is
+  left as it is, so the same conf runs again; a table that holds other rows fails the task,
+  untouched, with a message;
 * ``run_dbt`` (default false): build the example project ``examples/dbt`` (its seed
   ``reading_list`` and models ``stg_catalogue``, ``stg_reading_list``,
   ``reading_list_holdings``, ``reading_list_metadata`` (joined to ``doi_metadata`` on
@@ -67,6 +69,7 @@ import tempfile
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import AssetAlias, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -99,12 +102,25 @@ TABLE = "{{ params.catalogue_table }}"
 COLUMN = "{{ params.doi_column }}"
 
 
+def _holds_exactly(cursor: Any, quoted: str, columns: tuple[str, ...],
+                   rows: list[tuple[int, str, str | None]]) -> bool:
+    """Whether the table's ``columns`` hold exactly ``rows``, in any order (the columns a run
+    added beside them are not compared)."""
+    cursor.execute(f"SELECT {', '.join(quote_identifier(c) for c in columns)} FROM {quoted}")
+    try:
+        held = [(int(r[0]), r[1], r[2]) for r in cursor.fetchall()]
+    except (TypeError, ValueError):  # a record_id that is no number: not the sample's
+        return False
+    return sorted(held, key=repr) == sorted(rows, key=repr)
+
+
 @task(outlets=[CATALOGUE_TABLES])
 def load_sample_catalogue() -> int:
     """Load the sample CSV into a new (or empty) catalogue table, every value bound.
 
     Never into a table that holds rows: those are someone's data, and the sample is only a
-    demonstration. Such a table fails the task without a retry and is left as it was.
+    demonstration. Such a table fails the task without a retry and is left as it was, unless
+    it holds exactly the sample (an earlier run loaded it): then there is nothing to load.
     """
     context = get_current_context()
     params = context["params"]
@@ -126,14 +142,19 @@ def load_sample_catalogue() -> int:
         )
         cursor.execute(f"SELECT COUNT(*) FROM {quoted}")
         (existing,) = cursor.fetchone()
+        missing = missing_columns(cursor, table, columns,
+                                  case_sensitive=dialect.case_sensitive_identifiers)
+        if existing == len(rows) and not missing and _holds_exactly(cursor, quoted, columns,
+                                                                   rows):
+            print(f"load_sample: {table} already holds {existing} rows, exactly the sample: "
+                  "nothing loaded")
+            return 0
         if existing:
             raise AirflowFailException(
                 f"load_sample: {table} already exists and holds {existing} rows; the sample is "
                 "loaded only into a new or empty table, and yours was left untouched. Run "
                 "with load_sample=false to enrich it, or name another catalogue_table."
             )
-        missing = missing_columns(cursor, table, columns,
-                                  case_sensitive=dialect.case_sensitive_identifiers)
         if missing:
             raise AirflowFailException(
                 f"load_sample: the empty table {table} has no column {', '.join(missing)} for "
