@@ -22,6 +22,11 @@ aggregate the same (``max``): the figure is the share of ``upper()``'s speed. ``
 the speed baseline: it is *not* a correct key. It also prints the SQL that one
 ``doi_key`` macro call expands to, inline and with the functions present (``dbt compile``).
 
+For the DuckDB macros and PostgreSQL it also times ``doi_url`` against ``doi_key`` in the same
+session (issue #41 item 12: ``doi_url/doi_key`` under :data:`URL_TARGET`), over 100,000 bare
+DOIs, over the messy column, and over 100 copies of a hostile 10,000-character DOI
+(non-ASCII, ``%``, ``<`` and dot segments: every step of the URL encoding).
+
     .venv/bin/python bench/sql.py [--rows 1000000] [--repeat 5] [--sql-root DIR]
                                   [--skip-native] [--skip-postgres] [--skip-spark] [--skip-dbt]
 
@@ -78,6 +83,16 @@ TARGETS = {
 }
 
 
+#: Issue #41 item 12: doi_url at most this many times doi_key's time, same values and session.
+URL_TARGET = 5.0
+#: The values doi_url is timed on (table name -> rows, the SQL of value ``i``): bare DOIs (the
+#: issue's figure), and a 10,000-character DOI needing every step of the encoding.
+URL_TABLES = {
+    "bare": (100_000, "'10.' || (1000 + i % 9000) || '/j.Cell.' || i"),
+    "long": (100, "'10.1000/' || repeat('aé%<b/./', 1249)"),
+}
+
+
 def best_of(repeat: int, run: Callable[[], object]) -> float:
     timings = []
     for _ in range(repeat):
@@ -98,6 +113,21 @@ def report(label: str, rows: int, upper: float, key: float) -> float:
         flush=True,
     )
     return ratio
+
+
+def url_ratios(label: str, repeat: int, execute: Callable[[str], object],
+               tables: tuple[str, ...]) -> dict[str, float]:
+    """``doi_url`` time / ``doi_key`` time over each table's column ``x``, printed; by table."""
+    ratios = {}
+    for table in tables:
+        key = best_of(repeat, lambda t=table: execute(f"SELECT max(doi_key(x)) FROM {t}"))
+        url = best_of(repeat, lambda t=table: execute(f"SELECT max(doi_url(x)) FROM {t}"))
+        ratio = ratios[table] = url / key
+        verdict = "met" if ratio <= URL_TARGET else "NOT met"
+        print(f"{label:<18} {table:<6} doi_key {key * 1000:>9,.1f} ms  doi_url {url * 1000:>9,.1f}"
+              f" ms  doi_url/doi_key = {ratio:.2f}  (target {URL_TARGET:.0f}: {verdict})",
+              flush=True)
+    return ratios
 
 
 def dbt_inline_body(sql_root: Path, adapter: str, value: str) -> str:
@@ -131,8 +161,13 @@ def bench_duckdb(rows: int, repeat: int, sql_root: Path, mode: str) -> float:
     query = KEY_QUERY.format(key=key)
     upper = best_of(repeat, lambda: con.execute(UPPER_QUERY).fetchall())
     doi_key = best_of(repeat, lambda: con.execute(query).fetchall())
+    ratio = report(label, rows, upper, doi_key)
+    if mode == "macros":
+        for table, (count, value) in URL_TABLES.items():
+            con.execute(f"CREATE TABLE {table} AS SELECT {value} AS x FROM range({count}) t(i)")
+        url_ratios(label, repeat, lambda q: con.execute(q).fetchall(), (*URL_TABLES, "messy"))
     con.close()
-    return report(label, rows, upper, doi_key)
+    return ratio
 
 
 def bench_postgres(rows: int, repeat: int, dsn: str, sql_root: Path) -> float:
@@ -152,9 +187,16 @@ def bench_postgres(rows: int, repeat: int, dsn: str, sql_root: Path) -> float:
             query = KEY_QUERY.format(key="doi_key(x)")
             upper = best_of(repeat, lambda: con.execute(UPPER_QUERY).fetchall())
             key = best_of(repeat, lambda: con.execute(query).fetchall())
+            ratio = report("postgres", rows, upper, key)
+            for table, (count, value) in URL_TABLES.items():
+                con.execute(f"CREATE TABLE {table} AS SELECT {value} AS x"
+                            f" FROM generate_series(0, {count - 1:d}) i")
+                con.execute(f"ANALYZE {table}")
+            url_ratios("postgres", repeat, lambda q: con.execute(q).fetchall(),
+                       (*URL_TABLES, "messy"))
         finally:
             con.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    return report("postgres", rows, upper, key)
+    return ratio
 
 
 def local_spark(app: str) -> Any:

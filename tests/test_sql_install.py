@@ -54,16 +54,22 @@ SCHEMA_DIALECTS = {"bigquery": 11, "databricks": 5, "duckdb": 11, "mariadb": 13,
 @pytest.mark.parametrize("dialect", sorted(SCHEMA_DIALECTS))
 def test_print_with_a_schema_qualifies_every_definition_and_call(dialect: str) -> None:
     """``sql print DIALECT --schema S``: what a warehouse user pastes (BigQuery needs a dataset
-    for persistent functions): every function is created in S and every call of one is S's."""
+    for persistent functions): every function is created in S and every call of one is S's,
+    S quoted as the dialect quotes (MariaDB and PostgreSQL take a name alone)."""
     import re
 
-    result = _cli("print", dialect, "--schema", "cat.doi")
+    from airflow_doi.db.install import schema_name
+
+    schema = "doi" if dialect in ("mariadb", "postgres") else "cat.doi"
+    result = _cli("print", dialect, "--schema", schema)
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    created = re.findall(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|MACRO) ([\w.]+)\(", text, re.M)
+    created = re.findall(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|MACRO) ([\w.`\"]+)\(", text,
+                         re.M)
     assert len(created) == SCHEMA_DIALECTS[dialect], created
-    assert all(name.startswith("cat.doi.") for name in created), created
-    bare = {name.removeprefix("cat.doi.") for name in created}
+    prefix = schema_name(dialect, schema) + "."
+    assert all(name.startswith(prefix) for name in created), created
+    bare = {name.removeprefix(prefix) for name in created}
     unqualified = re.findall(r"(?<![\w.])(" + "|".join(bare) + r")\(", text, re.I)
     assert not unqualified, unqualified[:5]
     assert "TEMP FUNCTION" not in text
@@ -144,10 +150,12 @@ def test_install_into_an_existing_duckdb_file(tmp_path: Path) -> None:
 
 
 def test_install_mistakes_are_explained_and_leave_nothing_behind(tmp_path: Path) -> None:
-    missing = tmp_path / "typo.duckdb"
-    _user_error(_cli("install", f"duckdb:///{missing}"), "no DuckDB file at",
-                "create an empty database there first", "duckdb.connect(")
-    assert not missing.exists()
+    # A new file is created, as `duckdb FILE` does (tests/test_sql_names.py); a typo in its
+    # directory is refused.
+    missing = tmp_path / "typo" / "new.duckdb"
+    _user_error(_cli("install", f"duckdb:///{missing}"), "there is no directory",
+                "check the path")
+    assert not missing.parent.exists()
     _user_error(_cli("install", "oracle://scott:tiger@db/orcl"), "give a postgresql://",
                 "oracle://db/orcl")  # the password is never echoed
     _user_error(_cli("install", "postgresql://nobody:secret@127.0.0.1:1/test"),

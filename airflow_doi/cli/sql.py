@@ -26,8 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from airflow_doi.cli._files import input_error, say
-from airflow_doi.db.install import InstallError, in_schema, install, shipped_dialects, shipped_sql
-from airflow_doi.resolver.config import redact_url
+from airflow_doi.db.install import (
+    DIALECT_ALIASES,
+    InstallError,
+    in_schema,
+    install,
+    shipped_dialects,
+    shipped_sql,
+    sql_dialect,
+)
+from airflow_doi.resolver.config import redact_url, scrub
+from airflow_doi.words import plural
 
 #: The one line of ``airflow-doi --help`` for this command.
 HELP = "generated SQL functions and dbt macro bodies"
@@ -78,7 +87,9 @@ def _generate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _print_arguments(parser: argparse.ArgumentParser) -> None:
     known = shipped_dialects()
-    parser.add_argument("dialect", help=f"{', '.join(known[:-1])} or {known[-1]}")
+    aliases = ", ".join(f"{alias} for {target}" for alias, target in DIALECT_ALIASES.items())
+    parser.add_argument("dialect", help=f"{', '.join(known[:-1])} or {known[-1]} (also "
+                        f"{aliases})")
     parser.add_argument(
         "--schema", help="create every function in this schema (or database.schema; on "
         "BigQuery a dataset, and the functions become persistent instead of TEMP) and "
@@ -170,11 +181,15 @@ def _generated(dialect: str) -> str:
 
 def run_print(args: argparse.Namespace) -> int:
     try:
-        text = _generated(args.dialect)
+        dialect = sql_dialect(args.dialect)
+        text = _generated(dialect)
         if args.schema is not None:
-            text = in_schema(args.dialect, text, args.schema)
+            text = in_schema(dialect, text, args.schema)
     except ValueError as error:
         return input_error("sql print", error)
+    if dialect == "mariadb" and args.dialect.strip().lower() == "mysql":
+        say("sql print", "note: the MariaDB 10.5+ functions (MySQL 8's regular expressions "
+            "differ: there, use the operators' mode='python' or airflow_doi in Python)")
     sys.stdout.write(text)
     return 0
 
@@ -188,9 +203,9 @@ def run_install(args: argparse.Namespace) -> int:
     dialect, _extra = INSTALL_SCHEMES[scheme]
     try:
         count, where = install(args.url, dialect, _generated(dialect), schema=args.schema)
-    except (InstallError, ValueError) as error:
-        return input_error("sql install", ValueError(str(error)))
-    say("sql install", f"{count} functions created or replaced in {where}")
+    except (InstallError, ValueError) as error:  # what a driver said, without the password
+        return input_error("sql install", ValueError(scrub(str(error), args.url)))
+    say("sql install", f"{plural(count, 'function')} created or replaced in {where}")
     return 0
 
 
@@ -219,10 +234,12 @@ _ACTIONS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None],
         "create the DOI functions in a PostgreSQL, DuckDB or MariaDB database",
         "Create (or replace) doi_normalize, doi_key, doi_is_valid, doi_reason, doi_url and "
         "their doi__* helpers in a database, e.g. airflow-doi sql install "
-        "postgresql://user@host/db --schema doi. Nothing else is created or changed; a "
-        "second run changes nothing.\n\nURL: postgresql://..., duckdb:///path/file.duckdb, "
+        "postgresql://user@host/db --schema doi. Nothing else is created or changed (but "
+        "the --schema, and a DuckDB file that does not exist yet, as duckdb FILE would); a "
+        "second run changes nothing. The schema is quoted as given in every statement.\n\n"
+        "URL: postgresql://..., duckdb:///path/file.duckdb, "
         "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
-        "2 a bad URL, an unreachable or refusing database, or a missing extra.",
+        "2 a bad URL or --schema, an unreachable or refusing database, or a missing extra.",
         _install_arguments, run_install,
     ),
     "dbt-package": (

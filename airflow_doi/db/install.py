@@ -2,9 +2,16 @@
 (``airflow-doi sql print`` and ``sql install``).
 
 Only ``CREATE OR REPLACE`` statements of our own file are run, so installing twice changes
-nothing and a newer version replaces an older one; the only other thing created is the schema
-the user asks for with ``schema=`` (``CREATE SCHEMA IF NOT EXISTS``). A DuckDB file must
-already exist: a typo in a path must not leave a new empty database behind.
+nothing and a newer version replaces an older one; the only other things created are the schema
+the user asks for with ``schema=`` (``CREATE SCHEMA IF NOT EXISTS``) and, as ``duckdb FILE``
+does, a DuckDB file that does not exist yet (said so; a typo in a *directory* is refused, and a
+file this install created is removed again when the install fails).
+
+A dialect is named by its directory under ``sql/`` or as people write it (:func:`sql_dialect`:
+``postgresql``, ``pg``, ``mysql``). A schema name goes through one rule wherever it is written
+(:func:`schema_name`: the ``CREATE SCHEMA``, the functions' names and the calls between them):
+checked first, so a name a dialect cannot take is refused before anything is created, then
+quoted as that dialect quotes, so a reserved word (``order``) is a name like any other.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from airflow_doi.db.connect import database_path
-from airflow_doi.resolver.config import redact_url
+from airflow_doi.resolver.config import redact_url, scrub
 
 __all__ = [
     "NORMALIZE_FUNCTIONS",
@@ -25,8 +32,11 @@ __all__ = [
     "mariadb_statements",
     "normalized_columns",
     "qualified",
+    "quote_name",
+    "schema_name",
     "shipped_dialects",
     "shipped_sql",
+    "sql_dialect",
     "statements",
 ]
 
@@ -57,49 +67,94 @@ def shipped_dialects() -> list[str]:
     return sorted(entry.name for entry in shipped.iterdir() if entry.is_dir())
 
 
-def shipped_sql(dialect: str) -> str:
-    """The generated ``doi_functions.sql`` of ``dialect`` as shipped in the package
-    (``airflow_doi/sql_files`` is the repository's ``sql/``; the test suite holds it equal to
-    the generator's output). Raises ``ValueError`` naming the known dialects."""
+#: Names people write for a dialect -> the generated file's dialect. ``mysql`` names the
+#: MariaDB file (MySQL 8 itself is refused by :func:`install_mariadb`, and its header says so).
+DIALECT_ALIASES: dict[str, str] = {"postgresql": "postgres", "pg": "postgres", "mysql": "mariadb"}
+
+
+def sql_dialect(name: str) -> str:
+    """The generated file's dialect for ``name`` as people write it (any case, an alias of
+    :data:`DIALECT_ALIASES`). Raises ``ValueError`` naming the known dialects and aliases."""
     known = shipped_dialects()
+    wanted = name.strip().lower() if isinstance(name, str) else name
+    dialect = DIALECT_ALIASES.get(wanted, wanted)
     if dialect not in known:
-        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(known)}")
-    return (files("airflow_doi") / "sql_files" / dialect / "doi_functions.sql").read_text(
+        aliases = ", ".join(f"{alias} for {target}" for alias, target in DIALECT_ALIASES.items())
+        raise ValueError(f"unknown dialect {name!r}; known: {', '.join(known)} (also {aliases})")
+    return dialect
+
+
+def shipped_sql(dialect: str) -> str:
+    """The generated ``doi_functions.sql`` of ``dialect`` (any name :func:`sql_dialect` takes)
+    as shipped in the package (``airflow_doi/sql_files`` is the repository's ``sql/``; the
+    test suite holds it equal to the generator's output). Raises ``ValueError`` naming the
+    known dialects."""
+    name = sql_dialect(dialect)
+    return (files("airflow_doi") / "sql_files" / name / "doi_functions.sql").read_text(
         encoding="utf-8")
 
 
-_QUALIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 #: Dialects whose functions only live in a session: no schema can hold them.
 _SESSION_ONLY = {"spark": "TEMPORARY functions", "sqlite": "Python functions registered"
                  " on a connection (airflow_doi.db.sqlite)"}
+#: Identifier quotes that are not the standard's double quote.
+_QUOTES = {"mariadb": "`", "bigquery": "`", "databricks": "`", "spark": "`"}
+#: Dotted parts a schema name may have (default 2: ``database.schema``), and why not more.
+_SCHEMA_PARTS: dict[str, tuple[int, str]] = {
+    "mariadb": (1, "MariaDB has no schemas inside a database: the functions go into one "
+                   "database, named alone"),
+    "postgres": (1, "PostgreSQL cannot create a schema in another database: name the schema "
+                    "alone (the URL names the database)"),
+}
+#: Dialects that fold an unquoted name to upper case: a quoted name is upper-cased first, so
+#: that it is the name the user's unquoted ``doi`` means there (``DOI``).
+_FOLD_UPPER = frozenset({"snowflake"})
+
+
+def quote_name(dialect: str, name: str) -> str:
+    """One identifier as ``dialect`` quotes it (a quote inside doubled): the one spelling of a
+    name every statement here writes."""
+    quote = _QUOTES.get(dialect, '"')
+    if dialect in _FOLD_UPPER:
+        name = name.upper()
+    return quote + name.replace(quote, quote * 2) + quote
+
+
+def schema_name(dialect: str, schema: str, label: str = "--schema") -> str:
+    """``schema`` (``name``, or ``database.name`` where the dialect has both) checked and
+    quoted as ``dialect`` writes it: what ``CREATE SCHEMA``, the functions' names and the calls
+    between them all use. Raises ``ValueError`` saying why, naming ``label`` (the option or
+    parameter the name came from), before anything is created."""
+    parts = schema.split(".") if isinstance(schema, str) else [schema]
+    limit, why = _SCHEMA_PARTS.get(dialect, (2, "a schema name has at most two parts"))
+    if not all(isinstance(p, str) and _IDENTIFIER.fullmatch(p) for p in parts):
+        shape = "a plain name" if limit == 1 else "a plain name or database.name"
+        raise ValueError(f"{label} {schema!r} is not {shape} (letters, digits and _)")
+    if len(parts) > limit:
+        raise ValueError(f"{label} {schema!r}: {why}, e.g. {label} {parts[-1]}")
+    return ".".join(quote_name(dialect, part) for part in parts)
 
 
 def in_schema(dialect: str, text: str, schema: str) -> str:
     """The generated file of ``dialect`` creating every function in ``schema`` (``name`` or
-    ``database.name``), every call between them qualified; BigQuery's ``TEMP`` functions
-    become persistent ones. Raises ``ValueError`` saying why where that cannot be done."""
-    if not _QUALIFIER.fullmatch(schema):
-        raise ValueError(
-            f"--schema {schema!r} is not a plain name or database.name (letters, digits, _)"
-        )
+    ``database.name``, :func:`schema_name`), every call between them qualified; BigQuery's
+    ``TEMP`` functions become persistent ones. Raises ``ValueError`` saying why where that
+    cannot be done."""
+    dialect = sql_dialect(dialect)
     if dialect in _SESSION_ONLY:
         raise ValueError(
             f"{dialect}'s functions are {_SESSION_ONLY[dialect]}: no schema can hold them; "
             "print it without --schema"
         )
+    qualifier = schema_name(dialect, schema)
     if dialect == "bigquery":
         text = re.sub(r"^CREATE TEMP FUNCTION ", "CREATE OR REPLACE FUNCTION ", text, flags=re.M)
-    return qualified(text, schema)
-
-
-def _schema(schema: str | None) -> str | None:
-    if schema is not None and not _IDENTIFIER.fullmatch(schema):
-        raise InstallError(f"--schema {schema!r} is not a plain name (letters, digits and _)")
-    return schema
+    return qualified(text, qualifier)
 
 
 def qualified(text: str, schema: str) -> str:
-    """``text`` with every function it defines, and every call of one, in ``schema``.
+    """``text`` with every function it defines, and every call of one, in ``schema`` (as
+    written: :func:`schema_name`'s answer).
 
     DuckDB binds the names in a macro body where it is called, and PostgreSQL never looks in
     ``pg_temp`` for an unqualified function: in another schema than the caller's, the bodies'
@@ -114,83 +169,113 @@ def _count(text: str) -> int:
     return len(re.findall(r"^CREATE OR REPLACE ", text, re.MULTILINE))
 
 
+#: A schema as the user wrote it and as :func:`schema_name` quotes it for the dialect.
+Schema = tuple[str, str] | None
+
+
 def install(url: str, dialect: str, text: str, *, schema: str | None = None) -> tuple[int, str]:
     """Run ``text`` (the generated file of ``dialect``) against ``url``; returns the number of
     functions and where they went (for the user; the URL's password is never shown)."""
 
-    schema = _schema(schema)
     shown = redact_url(url)
+    try:
+        dialect = sql_dialect(dialect)
+        quoted = schema_name(dialect, schema) if schema is not None else None
+    except ValueError as error:
+        raise InstallError(str(error)) from None
+    where = (schema, quoted) if schema is not None and quoted is not None else None
     if dialect == "duckdb":
-        return _duckdb(url, text, schema, shown)
+        return _duckdb(url, text, where, shown)
     if dialect == "postgres":
-        return _postgres(url, text, schema, shown)
+        return _postgres(url, text, where, shown)
     if dialect == "mariadb":
-        return _mariadb(url, text, schema, shown)
+        return _mariadb(url, text, where, shown)
     raise InstallError(f"installing {dialect} functions is not supported")
 
 
-def _said(error: BaseException) -> str:
-    """What the server or driver said, on one line (no password: drivers do not echo it)."""
+def _said(error: BaseException, url: str) -> str:
+    """What the server or driver said, on one line, without the credentials of ``url``
+    (libpq echoes a malformed percent-encoded password, and may name the URL)."""
     words = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
-    return words or type(error).__name__
+    return scrub(words, url) or type(error).__name__
 
 
-def _duckdb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
+def _duckdb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
     import duckdb
-
 
     try:
         path = database_path(url)  # duckdb:///rel, duckdb:////abs
     except ValueError as error:
         raise InstallError(f"{shown}: {error}") from None
-    if not path.is_file():
-        raise InstallError(f"{shown}: no DuckDB file at {path}: check the path "
-                           "(duckdb:///relative.duckdb, duckdb:////absolute/path.duckdb), or "
-                           "create an empty database there first: python -c \"import duckdb; "
-                           f"duckdb.connect('{path}').close()\"")
+    new = not path.exists()
+    if new and not path.parent.is_dir():
+        raise InstallError(f"{shown}: there is no directory {path.parent} for a new DuckDB file "
+                           f"{path.name}: check the path (duckdb:///relative.duckdb, "
+                           "duckdb:////absolute/path.duckdb)")
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error:
         raise InstallError(f"{shown}: cannot open {path} as a DuckDB database (is it another "
                            "file, or open in another process?)") from None
+    done = False
     try:
-        if schema:
-            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            text = qualified(text, schema)
-        con.execute(text)
+        count = _duckdb_run(con, text, schema)
+        done = True
+    except duckdb.Error as error:
+        raise InstallError(f"{shown}: DuckDB refused the functions ({_said(error, url)})"
+                           ) from None
     finally:
         con.close()
-    return _count(text), f"schema {schema or 'main'} of {path}"
+        if new and not done:  # the file this run made, for functions it could not create
+            for leftover in (path, path.with_name(path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+    place = f"schema {schema[0] if schema else 'main'} of {path}"
+    return count, place + (" (a new DuckDB file, created now)" if new else "")
 
 
-def _postgres(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
+def _duckdb_run(con: Any, text: str, schema: Schema) -> int:
+    """The file (and the schema) in one transaction: all of it, or nothing."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if schema:
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema[1]}")
+            text = qualified(text, schema[1])
+        con.execute(text)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return _count(text)
+
+
+def _postgres(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
     import psycopg
 
     try:
         con = psycopg.connect(url, connect_timeout=10)
     except psycopg.Error as error:
-        raise InstallError(f"{shown}: cannot connect ({_said(error)}): check the host, port, "
+        raise InstallError(f"{shown}: cannot connect ({_said(error, url)}): check the host, port, "
                            "user, password and database name, and that the server is running"
                            ) from None
     try:
         with con.transaction():
             if schema:
-                con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                # Quoted like the schema it creates: unquoted, PostgreSQL would look for
+                # Quoted like every name (schema_name): unquoted, PostgreSQL would look for
                 # "trial_up" where "Trial_Up" was created.
-                text = qualified(text, f'"{schema}"')
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema[1]}")
+                text = qualified(text, schema[1])
             con.execute(text.encode("utf-8"))
-            row = (schema,) if schema else con.execute("SELECT current_schema()").fetchone()
+            row = (schema[0],) if schema else con.execute("SELECT current_schema()").fetchone()
     except psycopg.errors.InsufficientPrivilege:
         raise InstallError(f"{shown}: the user may not create functions there: use "
                            "--schema with a schema it owns, or another user") from None
     except psycopg.Error as error:
         old = con.info.server_version < 140000
-        raise InstallError(f"{shown}: the server refused the functions ({_said(error)})"
+        raise InstallError(f"{shown}: the server refused the functions ({_said(error, url)})"
                            + ("; PostgreSQL 14 or newer is needed" if old else "")) from None
     finally:
         con.close()
-    return _count(text), f"schema {row[0] if row else schema} of {shown}"
+    return _count(text), f"schema {row[0] if row else '(current)'} of {shown}"
 
 
 def statements(text: str) -> list[str]:
@@ -253,11 +338,11 @@ def mariadb_refusal(error: BaseException, database: str) -> str:
     return f"the server refused the functions (error {code}); MariaDB 10.5 or newer is needed"
 
 
-def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, str]:
+def _mariadb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
     import pymysql  # type: ignore[import-untyped,unused-ignore]
 
     parsed = urlparse(url)
-    database = schema or unquote(parsed.path.lstrip("/"))
+    database = schema[0] if schema else unquote(parsed.path.lstrip("/"))
     if not database:
         raise InstallError(f"{shown}: name the database, in the URL (mysql://user@host/db) "
                            "or with --schema")
@@ -268,15 +353,15 @@ def _mariadb(url: str, text: str, schema: str | None, shown: str) -> tuple[int, 
             charset="utf8mb4", connect_timeout=10, autocommit=True,
         )
     except pymysql.Error as error:
-        raise InstallError(f"{shown}: cannot connect ({_said(error)}): check the host, port, "
-                           "user, password and database name, and that the server is running"
-                           ) from None
+        raise InstallError(f"{shown}: cannot connect ({_said(error, url)}): check the host, "
+                           "port, user, password and database name, and that the server is "
+                           "running") from None
     try:
         with con.cursor() as cursor:
             if schema:
-                cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}` CHARACTER SET utf8mb4")
+                cursor.execute(f"CREATE DATABASE IF NOT EXISTS {schema[1]} CHARACTER SET utf8mb4")
             try:
-                cursor.execute("USE `{}`".format(database.replace("`", "``")))
+                cursor.execute(f"USE {quote_name('mariadb', database)}")
             except pymysql.err.OperationalError:
                 raise InstallError(f"{shown}: there is no database {database!r} (or the user "
                                    "may not use it): check the name, or pass --schema to "

@@ -33,6 +33,7 @@ from airflow_doi.db.install import (
     install_mariadb,
     mariadb_refusal,
     qualified,
+    schema_name,
     shipped_sql,
 )
 from airflow_doi.db.sqlite import register
@@ -79,7 +80,10 @@ def plan(
 ) -> Plan:
     """Push down when asked (``sql``) or possible (``auto``); ``sql`` that cannot be honoured
     is an error naming what to change, never a silent fallback. ``functions_schema``: the
-    database MariaDB's functions go into (see the module docstring)."""
+    database MariaDB's functions go into (see the module docstring), checked by the rule of
+    every schema name (:func:`~airflow_doi.db.install.schema_name`) before anything is made."""
+    if engine == "mysql" and functions_schema:
+        schema_name("mariadb", functions_schema, "functions_schema")
     if mode == "python":
         return Plan(False, "in the worker, page by page (mode='python')")
     problem = None
@@ -132,8 +136,7 @@ def column_sql(
     if engine == "mysql":
         if not functions_schema:
             raise ValueError("MariaDB push-down needs functions_schema")
-        _install_mariadb(conn, functions_schema)
-        schema = dialect.quote(functions_schema)
+        schema = _install_mariadb(conn, functions_schema)
         return {name: f"{schema}.{name}({source})" for name in FUNCTIONS}
     try:
         import sqlglot  # noqa: F401  (the generator's, and _text_argument's)
@@ -203,14 +206,15 @@ def from_normalized(engine: str, doi: str, table: str | None = None) -> tuple[st
     return derive(DIALECTS[name], exp.column(doi, table=table, quoted=True))
 
 
-def _install_mariadb(conn: Any, schema: str) -> None:
+def _install_mariadb(conn: Any, schema: str) -> str:
     """The generated MariaDB functions, created or replaced in the database ``schema`` (made
     if missing: the user named it), every name and call qualified with it, so the task's
-    connection keeps its own current database."""
+    connection keeps its own current database; returns the name as written (quoted)."""
+    quoted = schema_name("mariadb", schema, "functions_schema")  # before anything is made
     try:
         with conn.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}` CHARACTER SET utf8mb4")
-            install_mariadb(cursor, qualified(shipped_sql("mariadb"), f"`{schema}`"))
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4")
+            install_mariadb(cursor, qualified(shipped_sql("mariadb"), quoted))
     except InstallError:
         raise
     except Exception as error:  # the driver's (PyMySQL or mysqlclient): say it in our words
@@ -218,6 +222,7 @@ def _install_mariadb(conn: Any, schema: str) -> None:
             raise
         raise InstallError(f"functions_schema {schema!r}: {mariadb_refusal(error, schema)}; "
                            "or use mode='python'") from None
+    return quoted
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from airflow_doi.db.install import DIALECT_ALIASES
 from airflow_doi.sqlgen.dialects import DIALECTS, Dialect
 from airflow_doi.sqlgen.render import dbt_macros_docs, dbt_macros_file, functions_file
 
@@ -23,11 +24,14 @@ DBT_GENERATED_DIR = Path("dbt_doi/macros/_generated")
 
 
 def generate(dialect: str) -> str:
-    """The text of ``sql/<dialect>/doi_functions.sql``."""
+    """The text of ``sql/<dialect>/doi_functions.sql`` (``dialect`` as people write it too:
+    ``postgresql``, ``pg``, ``mysql``; see :func:`airflow_doi.db.install.sql_dialect`)."""
     try:
-        return functions_file(DIALECTS[dialect])
+        return functions_file(DIALECTS[DIALECT_ALIASES.get(dialect.lower(), dialect.lower())])
     except KeyError:
-        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}") from None
+        aliases = ", ".join(f"{alias} for {target}" for alias, target in DIALECT_ALIASES.items())
+        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)} (also "
+                         f"{aliases})") from None
 
 
 def generated_files() -> dict[Path, str]:

@@ -16,8 +16,10 @@ calls, because no two engines agree on them (see :mod:`airflow_doi.sqlgen.dialec
     uses ``\\1`` for the first group.
 ``DOI__PCT_DECODE(s)``
     percent-decode a string already checked against :data:`UTF8_ESCAPES` (``+`` stays ``+``).
-``DOI__ESCAPE_NON_ASCII(s)``
-    replace every non-ASCII character by its UTF-8 bytes as ``%XX`` (upper-case hex).
+``DOI__URL_ENCODE(n)``
+    a normalized DOI with each :data:`URL_ESCAPED` character and each non-ASCII character as
+    its UTF-8 bytes in ``%XX`` (upper-case hex); by default :func:`escape_url_chars`, then the
+    dialect's escaper of non-ASCII characters (``DOI__ESCAPE_NON_ASCII``).
 ``DOI__ASCII_UPPER(s)``
     the key of a value already proven printable ASCII (an engine may use a faster upper-casing
     there); everything else gets ``TRANSLATE`` with the 26 letters.
@@ -223,6 +225,29 @@ RESERVED: Final[str] = "^[^/]*/./"
 #: Characters ``doi_url`` escapes, ``%`` first so that no escape is escaped twice.
 URL_ESCAPED: Final[str] = "%" + "".join(c for c in MANDATORY + RECOMMENDED if c != "%")
 
+
+def char_class(chars: str) -> str:
+    """A bracket class of the printable-ASCII ``chars``, runs as ranges (no character that
+    needs escaping inside a class: callers pass none of ``\\ ] ^ -`` at a run's edge)."""
+    points = sorted(ord(c) for c in chars)
+    runs: list[list[int]] = []
+    for point in points:
+        if runs and point == runs[-1][1] + 1:
+            runs[-1][1] = point
+        else:
+            runs.append([point, point])
+    return "[" + "".join(
+        chr(a) if a == b else f"{chr(a)}{chr(b)}" if b == a + 1 else f"{chr(a)}-{chr(b)}"
+        for a, b in runs) + "]"
+
+
+#: A character ``doi_url`` writes as it is: printable ASCII outside :data:`URL_ESCAPED`.
+URL_PLAIN: Final[str] = char_class("".join(
+    chr(c) for c in range(0x21, 0x7F) if chr(c) not in URL_ESCAPED))
+#: Where a DOI's URL path is the DOI itself: nothing to escape, and no ``/.`` that could
+#: start a dot segment (:data:`~airflow_doi.presentation.DOT_SEGMENT_REWRITES`).
+DOT_SEGMENT_START: Final[str] = "/."
+
 PUBLIC_FUNCTIONS: Final[tuple[str, ...]] = (
     "doi_normalize",
     "doi_key",
@@ -389,14 +414,21 @@ def reason_of(dt: exp.Expression) -> exp.Expression:
     )
 
 
-def url_path(n: exp.Expression) -> exp.Expression:
-    """``presentation.encode_path``: the IDF sets, non-ASCII as UTF-8 %XX, then dot segments."""
+def escape_url_chars(n: exp.Expression) -> exp.Expression:
+    """Every character of :data:`URL_ESCAPED` in ``n`` as ``%XX`` (``%`` first)."""
     escaped = n
     for char in URL_ESCAPED:
         escaped = exp.Anonymous(
             this="REPLACE", expressions=[escaped, lit(char), lit(f"%{ord(char):02X}")]
         )
-    escaped = exp.Anonymous(this="DOI__ESCAPE_NON_ASCII", expressions=[escaped])
+    return escaped
+
+
+def url_path(n: exp.Expression) -> exp.Expression:
+    """``presentation.encode_path``: the IDF sets and non-ASCII characters as UTF-8 ``%XX``
+    (``DOI__URL_ENCODE``: by default :func:`escape_url_chars`, then the dialect's escaper of
+    non-ASCII characters), then dot segments."""
+    escaped: exp.Expression = exp.Anonymous(this="DOI__URL_ENCODE", expressions=[n])
     for pattern, replacement in DOT_SEGMENT_REWRITES:
         escaped = re_replace(escaped, pattern, replacement)
     return escaped
@@ -457,6 +489,18 @@ def prefixed_urn(s: exp.Expression) -> exp.Expression:
 def _starts_10(s: exp.Expression, suffix_class: str) -> exp.Expression:
     # The literal "10." test first: it lets every wrapped value skip the rest.
     return _and(starts(s.copy(), DIRECTORY), plain_doi(s.copy(), suffix_class))
+
+
+def _literal_shapes(s: exp.Expression, only: str | None = None) -> list[exp.If]:
+    """The cheapest shortcuts, as ``exp.If(condition, DOI)``: a printable-ASCII bare DOI, and
+    each of :data:`FAST_PREFIXES` before one; ``only``, when given, is the bracket class (a
+    part of every branch's own) each character of the DOI must be in."""
+    branches = [exp.If(this=_starts_10(s, only or PRINTABLE), true=s.copy())]
+    for prefix, suffix_class in FAST_PREFIXES:
+        rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
+        condition = prefixed_doi(s.copy(), prefix, only or suffix_class)
+        branches.append(exp.If(this=condition, true=rest))
+    return branches
 
 
 Answer = Callable[[exp.Expression], exp.Expression]
@@ -526,11 +570,7 @@ def _fast_branches(
     def urn(condition: exp.Expression) -> exp.If:
         return exp.If(this=condition, true=answer(_call("DOI__URN_SLASH", urn_rest.copy())))
 
-    branches = [exp.If(this=_starts_10(s, PRINTABLE), true=answer(s.copy()))]
-    for prefix, suffix_class in FAST_PREFIXES:
-        rest = exp.Substring(this=s.copy(), start=exp.Literal.number(len(prefix) + 1))
-        condition = prefixed_doi(s.copy(), prefix, suffix_class)
-        branches.append(exp.If(this=condition, true=answer(rest)))
+    branches = [exp.If(this=b.this, true=answer(b.args["true"])) for b in _literal_shapes(s)]
     branches.extend(_escaped_url_branches(s, answer))
     branches.append(urn(prefixed_urn(s.copy())))
     if hopeless is not None:
@@ -623,7 +663,21 @@ def doi_reason(s: exp.Expression, parts: Parts) -> exp.Expression:
 
 
 def doi_url(s: exp.Expression, parts: Parts) -> exp.Expression:
-    return _concat(lit(BASE_URL), url_path(doi_normalize(s, parts)))
+    """For the common spellings of a DOI (:func:`_literal_shapes`) whose every character is
+    :data:`URL_PLAIN` and that holds no :data:`DOT_SEGMENT_START` (no prefix holds one): the
+    base URL and the DOI, nothing to encode. Everything else: the encoded path of
+    ``doi_normalize``'s answer (the same answer for these, at several times the cost)."""
+    no_dot_segment = exp.EQ(
+        this=exp.StrPosition(this=s.copy(), substr=lit(DOT_SEGMENT_START)),
+        expression=exp.Literal.number(0),
+    )
+    shortcuts = [
+        exp.If(this=_and(branch.this, no_dot_segment.copy()),
+               true=_concat(lit(BASE_URL), branch.args["true"]))
+        for branch in _literal_shapes(s, URL_PLAIN)
+    ]
+    encoded = _concat(lit(BASE_URL), url_path(doi_normalize(s, parts)))
+    return exp.Case(ifs=shortcuts, default=encoded)
 
 
 BUILDERS: Final[dict[str, Builder]] = {

@@ -431,24 +431,60 @@ CREATE TEMP FUNCTION doi_reason(s STRING) RETURNS STRING AS (
 );
 
 CREATE TEMP FUNCTION doi_url(s STRING) RETURNS STRING AS (
-  'https://doi.org/' || REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      (
-        SELECT
-          STRING_AGG(
-            
-              IF(
-                REGEXP_CONTAINS(doi__run, '^[\\x00-\\x7F]'),
-                doi__run,
-                REGEXP_REPLACE(TRANSLATE(TO_HEX(CAST(doi__run AS BYTES)), 'abcdef', 'ABCDEF'), '(..)', '%\\1')
-              ),
-              ''
-            
-            ORDER BY
-              doi__at
-          )
-        FROM UNNEST(REGEXP_EXTRACT_ALL(
-          REPLACE(
+  CASE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_CONTAINS(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || s
+    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 17)
+    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 19)
+    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 20)
+    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 16)
+    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+    AND INSTR(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    ELSE 'https://doi.org/' || REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        (
+          SELECT
+            STRING_AGG(
+              
+                IF(
+                  REGEXP_CONTAINS(doi__run, '^[\\x00-\\x7F]'),
+                  doi__run,
+                  REGEXP_REPLACE(TRANSLATE(TO_HEX(CAST(doi__run AS BYTES)), 'abcdef', 'ABCDEF'), '(..)', '%\\1')
+                ),
+                ''
+              
+              ORDER BY
+                doi__at
+            )
+          FROM UNNEST(REGEXP_EXTRACT_ALL(
             REPLACE(
               REPLACE(
                 REPLACE(
@@ -464,117 +500,119 @@ CREATE TEMP FUNCTION doi_url(s STRING) RETURNS STRING AS (
                                     REPLACE(
                                       REPLACE(
                                         REPLACE(
-                                          CASE
-                                            WHEN SUBSTRING(s, 1, 3) = '10.'
-                                            AND REGEXP_CONTAINS(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                            THEN s
-                                            WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                            THEN SUBSTRING(s, 17)
-                                            WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                            THEN SUBSTRING(s, 19)
-                                            WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                            THEN SUBSTRING(s, 20)
-                                            WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                            THEN SUBSTRING(s, 16)
-                                            WHEN SUBSTRING(s, 1, 4) = 'doi:'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                            THEN SUBSTRING(s, 5)
-                                            WHEN SUBSTRING(s, 1, 5) = 'doi: '
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                            THEN SUBSTRING(s, 6)
-                                            WHEN SUBSTRING(s, 1, 4) = 'DOI:'
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                            THEN SUBSTRING(s, 5)
-                                            WHEN SUBSTRING(s, 1, 5) = 'DOI: '
-                                            AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                            THEN SUBSTRING(s, 6)
-                                            WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
-                                            AND REGEXP_CONTAINS(s, '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
-                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
-                                            WHEN INSTR(s, '10.') = 0 AND INSTR(s, '%') = 0
-                                            THEN NULL
-                                            WHEN SUBSTRING(s, 1, 3) = '10.'
-                                            AND REGEXP_CONTAINS(
-                                              s,
-                                              '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-                                            )
-                                            THEN s
-                                            WHEN REGEXP_CONTAINS(
-                                              s,
-                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
-                                            )
-                                            THEN REGEXP_EXTRACT(
-                                              s,
-                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
-                                            )
-                                            WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
-                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
-                                            WHEN REGEXP_CONTAINS(
-                                              s,
-                                              '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
-                                            )
-                                            THEN doi__normalized(doi__url_dt(s))
-                                            ELSE doi__normalized(doi__decode(doi__unwrap(s)))
-                                          END,
-                                          '%',
-                                          '%25'
+                                          REPLACE(
+                                            CASE
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_CONTAINS(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                              THEN s
+                                              WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                              THEN SUBSTRING(s, 17)
+                                              WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                              THEN SUBSTRING(s, 19)
+                                              WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                              THEN SUBSTRING(s, 20)
+                                              WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                              THEN SUBSTRING(s, 16)
+                                              WHEN SUBSTRING(s, 1, 4) = 'doi:'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'doi: '
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                              THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                              AND REGEXP_CONTAINS(SUBSTRING(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                              THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                              AND REGEXP_CONTAINS(s, '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
+                                              WHEN INSTR(s, '10.') = 0 AND INSTR(s, '%') = 0
+                                              THEN NULL
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_CONTAINS(
+                                                s,
+                                                '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+                                              )
+                                              THEN s
+                                              WHEN REGEXP_CONTAINS(
+                                                s,
+                                                '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
+                                              )
+                                              THEN REGEXP_EXTRACT(
+                                                s,
+                                                '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
+                                              )
+                                              WHEN REGEXP_CONTAINS(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/')
+                                              WHEN REGEXP_CONTAINS(
+                                                s,
+                                                '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+                                              )
+                                              THEN doi__normalized(doi__url_dt(s))
+                                              ELSE doi__normalized(doi__decode(doi__unwrap(s)))
+                                            END,
+                                            '%',
+                                            '%25'
+                                          ),
+                                          '"',
+                                          '%22'
                                         ),
-                                        '"',
-                                        '%22'
+                                        '#',
+                                        '%23'
                                       ),
-                                      '#',
-                                      '%23'
+                                      ' ',
+                                      '%20'
                                     ),
-                                    ' ',
-                                    '%20'
+                                    '?',
+                                    '%3F'
                                   ),
-                                  '?',
-                                  '%3F'
+                                  '<',
+                                  '%3C'
                                 ),
-                                '<',
-                                '%3C'
+                                '>',
+                                '%3E'
                               ),
-                              '>',
-                              '%3E'
+                              '{',
+                              '%7B'
                             ),
-                            '{',
-                            '%7B'
+                            '}',
+                            '%7D'
                           ),
-                          '}',
-                          '%7D'
+                          '^',
+                          '%5E'
                         ),
-                        '^',
-                        '%5E'
+                        '[',
+                        '%5B'
                       ),
-                      '[',
-                      '%5B'
+                      ']',
+                      '%5D'
                     ),
-                    ']',
-                    '%5D'
+                    '`',
+                    '%60'
                   ),
-                  '`',
-                  '%60'
+                  '|',
+                  '%7C'
                 ),
-                '|',
-                '%7C'
+                '\\',
+                '%5C'
               ),
-              '\\',
-              '%5C'
+              '+',
+              '%2B'
             ),
-            '+',
-            '%2B'
-          ),
-          '[\\x00-\\x7F]+|[^\\x00-\\x7F]+'
-        )) AS doi__run WITH OFFSET AS doi__at
+            '[\\x00-\\x7F]+|[^\\x00-\\x7F]+'
+          )) AS doi__run WITH OFFSET AS doi__at
+        ),
+        '/([.][.]?)/',
+        '/\\1%2F'
       ),
-      '/([.][.]?)/',
-      '/\\1%2F'
-    ),
-    '/([.][.]?)$',
-    '%2F\\1'
-  )
+      '/([.][.]?)$',
+      '%2F\\1'
+    )
+  END
 );

@@ -953,12 +953,241 @@ CREATE OR REPLACE MACRO doi_reason(s) AS
   END;
 
 CREATE OR REPLACE MACRO doi_url(s) AS
-  'https://doi.org/' || REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      ARRAY_TO_STRING(
+  CASE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_FULL_MATCH(s, '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || s
+    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 17), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 17)
+    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 19), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 19)
+    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 20), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 20)
+    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 16), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 16)
+    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 5), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_FULL_MATCH(SUBSTRING(s, 6), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+    AND STRPOS(s, '/.') = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    ELSE 'https://doi.org/' || REGEXP_REPLACE(
+      REGEXP_REPLACE(
         LIST_TRANSFORM(
-          REGEXP_EXTRACT_ALL(
-            REPLACE(
+          [
+            CASE
+              WHEN SUBSTRING(s, 1, 3) = '10.'
+              AND (
+                s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              THEN s
+              WHEN PREFIX(s, 'https://doi.org/10.')
+              AND (
+                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '%')
+              AND NOT CONTAINS(s, '?')
+              THEN SUBSTRING(s, 17)
+              WHEN PREFIX(s, 'http://dx.doi.org/10.')
+              AND (
+                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '%')
+              AND NOT CONTAINS(s, '?')
+              THEN SUBSTRING(s, 19)
+              WHEN PREFIX(s, 'https://dx.doi.org/10.')
+              AND (
+                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '%')
+              AND NOT CONTAINS(s, '?')
+              THEN SUBSTRING(s, 20)
+              WHEN PREFIX(s, 'http://doi.org/10.')
+              AND (
+                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '%')
+              AND NOT CONTAINS(s, '?')
+              THEN SUBSTRING(s, 16)
+              WHEN PREFIX(s, 'doi:10.')
+              AND (
+                s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              THEN SUBSTRING(s, 5)
+              WHEN SUBSTRING(s, 1, 5) = 'doi: '
+              AND (
+                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+              THEN SUBSTRING(s, 6)
+              WHEN PREFIX(s, 'DOI:10.')
+              AND (
+                s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              THEN SUBSTRING(s, 5)
+              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+              AND (
+                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
+              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
+              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
+              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
+              THEN SUBSTRING(s, 6)
+              WHEN PREFIX(s, 'https://doi.org/10.')
+              AND (
+                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '?')
+              AND NOT CONTAINS(s, '[')
+              AND NOT CONTAINS(s, ']')
+              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+              THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
+              WHEN PREFIX(s, 'http://dx.doi.org/10.')
+              AND (
+                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '?')
+              AND NOT CONTAINS(s, '[')
+              AND NOT CONTAINS(s, ']')
+              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+              THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
+              WHEN PREFIX(s, 'https://dx.doi.org/10.')
+              AND (
+                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '?')
+              AND NOT CONTAINS(s, '[')
+              AND NOT CONTAINS(s, ']')
+              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+              THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
+              WHEN PREFIX(s, 'http://doi.org/10.')
+              AND (
+                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+              )
+              AND STRLEN(s) = LENGTH(s)
+              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
+              AND NOT CONTAINS(s, CHR(127))
+              AND NOT CONTAINS(s, ' ')
+              AND NOT CONTAINS(s, '#')
+              AND NOT CONTAINS(s, '?')
+              AND NOT CONTAINS(s, '[')
+              AND NOT CONTAINS(s, ']')
+              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
+              THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
+              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+              AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
+              WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
+              THEN NULL
+              WHEN SUBSTRING(s, 1, 3) = '10.'
+              AND REGEXP_FULL_MATCH(
+                s,
+                '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+              )
+              THEN s
+              WHEN REGEXP_FULL_MATCH(
+                s,
+                '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
+              )
+              THEN RTRIM(
+                SUBSTRING(s, STRPOS(s, '10.')),
+                CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+              )
+              WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
+              WHEN REGEXP_FULL_MATCH(
+                s,
+                '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+              )
+              THEN DOI__NORMALIZED(DOI__URL_DT(s))
+              ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+            END
+          ],
+          LAMBDA doi__p : CASE
+            WHEN REGEXP_MATCHES(doi__p, '[!$&-*,:;=@]')
+            THEN REPLACE(
               REPLACE(
                 REPLACE(
                   REPLACE(
@@ -968,261 +1197,46 @@ CREATE OR REPLACE MACRO doi_url(s) AS
                           REPLACE(
                             REPLACE(
                               REPLACE(
-                                REPLACE(
-                                  REPLACE(
-                                    REPLACE(
-                                      REPLACE(
-                                        REPLACE(
-                                          REPLACE(
-                                            CASE
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND (
-                                                s GLOB '10.[0-9][0-9][0-9][0-9]/?*' OR s GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              THEN s
-                                              WHEN PREFIX(s, 'https://doi.org/10.')
-                                              AND (
-                                                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '%')
-                                              AND NOT CONTAINS(s, '?')
-                                              THEN SUBSTRING(s, 17)
-                                              WHEN PREFIX(s, 'http://dx.doi.org/10.')
-                                              AND (
-                                                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '%')
-                                              AND NOT CONTAINS(s, '?')
-                                              THEN SUBSTRING(s, 19)
-                                              WHEN PREFIX(s, 'https://dx.doi.org/10.')
-                                              AND (
-                                                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '%')
-                                              AND NOT CONTAINS(s, '?')
-                                              THEN SUBSTRING(s, 20)
-                                              WHEN PREFIX(s, 'http://doi.org/10.')
-                                              AND (
-                                                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '%')
-                                              AND NOT CONTAINS(s, '?')
-                                              THEN SUBSTRING(s, 16)
-                                              WHEN PREFIX(s, 'doi:10.')
-                                              AND (
-                                                s GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              THEN SUBSTRING(s, 5)
-                                              WHEN SUBSTRING(s, 1, 5) = 'doi: '
-                                              AND (
-                                                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
-                                              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
-                                              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
-                                              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
-                                              THEN SUBSTRING(s, 6)
-                                              WHEN PREFIX(s, 'DOI:10.')
-                                              AND (
-                                                s GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              THEN SUBSTRING(s, 5)
-                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
-                                              AND (
-                                                SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR SUBSTRING(s, 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(SUBSTRING(s, 6)) = LENGTH(SUBSTRING(s, 6))
-                                              AND STRLEN(TO_JSON(SUBSTRING(s, 6))) = STRLEN(SUBSTRING(s, 6)) + 2
-                                              AND NOT CONTAINS(SUBSTRING(s, 6), CHR(127))
-                                              AND NOT CONTAINS(SUBSTRING(s, 6), ' ')
-                                              THEN SUBSTRING(s, 6)
-                                              WHEN PREFIX(s, 'https://doi.org/10.')
-                                              AND (
-                                                s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '?')
-                                              AND NOT CONTAINS(s, '[')
-                                              AND NOT CONTAINS(s, ']')
-                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
-                                              THEN TRY(URL_DECODE(SUBSTRING(s, 17)))
-                                              WHEN PREFIX(s, 'http://dx.doi.org/10.')
-                                              AND (
-                                                s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '?')
-                                              AND NOT CONTAINS(s, '[')
-                                              AND NOT CONTAINS(s, ']')
-                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
-                                              THEN TRY(URL_DECODE(SUBSTRING(s, 19)))
-                                              WHEN PREFIX(s, 'https://dx.doi.org/10.')
-                                              AND (
-                                                s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '?')
-                                              AND NOT CONTAINS(s, '[')
-                                              AND NOT CONTAINS(s, ']')
-                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
-                                              THEN TRY(URL_DECODE(SUBSTRING(s, 20)))
-                                              WHEN PREFIX(s, 'http://doi.org/10.')
-                                              AND (
-                                                s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                                OR s GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                              )
-                                              AND STRLEN(s) = LENGTH(s)
-                                              AND STRLEN(TO_JSON(s)) = STRLEN(s) + 2
-                                              AND NOT CONTAINS(s, CHR(127))
-                                              AND NOT CONTAINS(s, ' ')
-                                              AND NOT CONTAINS(s, '#')
-                                              AND NOT CONTAINS(s, '?')
-                                              AND NOT CONTAINS(s, '[')
-                                              AND NOT CONTAINS(s, ']')
-                                              AND NOT REGEXP_MATCHES(s, '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])')
-                                              THEN TRY(URL_DECODE(SUBSTRING(s, 16)))
-                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
-                                              AND REGEXP_FULL_MATCH(s, 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
-                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
-                                              WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
-                                              THEN NULL
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_FULL_MATCH(
-                                                s,
-                                                '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-                                              )
-                                              THEN s
-                                              WHEN REGEXP_FULL_MATCH(
-                                                s,
-                                                '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
-                                              )
-                                              THEN RTRIM(
-                                                SUBSTRING(s, STRPOS(s, '10.')),
-                                                CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
-                                              )
-                                              WHEN REGEXP_FULL_MATCH(s, '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
-                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\1/', 'g')
-                                              WHEN REGEXP_FULL_MATCH(
-                                                s,
-                                                '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
-                                              )
-                                              THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                              ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
-                                            END,
-                                            '%',
-                                            '%25'
-                                          ),
-                                          '"',
-                                          '%22'
-                                        ),
-                                        '#',
-                                        '%23'
-                                      ),
-                                      ' ',
-                                      '%20'
-                                    ),
-                                    '?',
-                                    '%3F'
-                                  ),
-                                  '<',
-                                  '%3C'
-                                ),
-                                '>',
-                                '%3E'
+                                REPLACE(REPLACE(REPLACE(URL_ENCODE(doi__p), '%2F', '/'), '%21', '!'), '%24', '$'),
+                                '%26',
+                                '&'
                               ),
-                              '{',
-                              '%7B'
+                              '%27',
+                              ''''
                             ),
-                            '}',
-                            '%7D'
+                            '%28',
+                            '('
                           ),
-                          '^',
-                          '%5E'
+                          '%29',
+                          ')'
                         ),
-                        '[',
-                        '%5B'
+                        '%2A',
+                        '*'
                       ),
-                      ']',
-                      '%5D'
+                      '%2C',
+                      ','
                     ),
-                    '`',
-                    '%60'
+                    '%3A',
+                    ':'
                   ),
-                  '|',
-                  '%7C'
+                  '%3B',
+                  ';'
                 ),
-                '\',
-                '%5C'
+                '%3D',
+                '='
               ),
-              '+',
-              '%2B'
-            ),
-            '[\x00-\x7F]+|[^\x00-\x7F]+'
-          ),
-          LAMBDA r : CASE WHEN ORD(r) < 128 THEN r ELSE URL_ENCODE(r) END
-        ),
-        ''
+              '%40',
+              '@'
+            )
+            ELSE REPLACE(URL_ENCODE(doi__p), '%2F', '/')
+          END
+        )[1],
+        '/([.][.]?)/',
+        '/\1%2F',
+        'g'
       ),
-      '/([.][.]?)/',
-      '/\1%2F',
+      '/([.][.]?)$',
+      '%2F\1',
       'g'
-    ),
-    '/([.][.]?)$',
-    '%2F\1',
-    'g'
-  );
+    )
+  END;

@@ -808,12 +808,48 @@ CREATE OR REPLACE FUNCTION doi_url(s LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8
 RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 DETERMINISTIC NO SQL
 RETURN
-  CONCAT(
-    'https://doi.org/',
-    REGEXP_REPLACE(
+  CASE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(s, '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', s)
+    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 17), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 17))
+    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 19), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 19))
+    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 20), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 20))
+    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 16), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 16))
+    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 5))
+    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 6))
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 5))
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z') > 0
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 6))
+    ELSE CONCAT(
+      'https://doi.org/',
       REGEXP_REPLACE(
-        DOI__ESCAPE_NON_ASCII(
-          REPLACE(
+        REGEXP_REPLACE(
+          DOI__ESCAPE_NON_ASCII(
             REPLACE(
               REPLACE(
                 REPLACE(
@@ -829,121 +865,123 @@ RETURN
                                     REPLACE(
                                       REPLACE(
                                         REPLACE(
-                                          CASE
-                                            WHEN SUBSTRING(s, 1, 3) = '10.'
-                                            AND REGEXP_INSTR(s, '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
-                                            THEN s
-                                            WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 17), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 17)
-                                            WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 19), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 19)
-                                            WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 20), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 20)
-                                            WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 16), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 16)
-                                            WHEN SUBSTRING(s, 1, 4) = 'doi:'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 5)
-                                            WHEN SUBSTRING(s, 1, 5) = 'doi: '
-                                            AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 6)
-                                            WHEN SUBSTRING(s, 1, 4) = 'DOI:'
-                                            AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 5)
-                                            WHEN SUBSTRING(s, 1, 5) = 'DOI: '
-                                            AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
-                                            THEN SUBSTRING(s, 6)
-                                            WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
-                                            AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
-                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
-                                            WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
-                                            THEN NULL
-                                            WHEN SUBSTRING(s, 1, 3) = '10.'
-                                            AND REGEXP_INSTR(
-                                              s,
-                                              '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-                                            ) > 0
-                                            THEN s
-                                            WHEN REGEXP_INSTR(
-                                              s,
-                                              '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
-                                            ) > 0
-                                            THEN NULLIF(
-                                              REGEXP_REPLACE(
+                                          REPLACE(
+                                            CASE
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_INSTR(s, '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                              THEN s
+                                              WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 17), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 17)
+                                              WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 19), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 19)
+                                              WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 20), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 20)
+                                              WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 16), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 16)
+                                              WHEN SUBSTRING(s, 1, 4) = 'doi:'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'doi: '
+                                              AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+                                              AND REGEXP_INSTR(SUBSTRING(s, 5), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 5)
+                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                              AND REGEXP_INSTR(SUBSTRING(s, 6), '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z') > 0
+                                              THEN SUBSTRING(s, 6)
+                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                              AND REGEXP_INSTR(s, '(?-i)^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
+                                              WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
+                                              THEN NULL
+                                              WHEN SUBSTRING(s, 1, 3) = '10.'
+                                              AND REGEXP_INSTR(
                                                 s,
-                                                '(?-i)(?:^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z)|^[\\s\\S]*',
-                                                '\\1'
-                                              ),
-                                              ''
-                                            )
-                                            WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
-                                            THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
-                                            WHEN REGEXP_INSTR(
-                                              s,
-                                              '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
-                                            ) > 0
-                                            THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                            ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
-                                          END,
-                                          '%',
-                                          '%25'
+                                                '(?-i)^10[.][0-9]+(?:[.][0-9]+)*/[^\\x{00}-\\x{1F}\\x{7F}-\\x{9F}\\x{AD}\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} \\x{85}\\x{A0}\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                              ) > 0
+                                              THEN s
+                                              WHEN REGEXP_INSTR(
+                                                s,
+                                                '(?-i)^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z'
+                                              ) > 0
+                                              THEN NULLIF(
+                                                REGEXP_REPLACE(
+                                                  s,
+                                                  '(?-i)(?:^[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x{09}\\x{0A}\\x{0B}\\x{0C}\\x{0D} ]*\\z)|^[\\s\\S]*',
+                                                  '\\1'
+                                                ),
+                                                ''
+                                              )
+                                              WHEN REGEXP_INSTR(s, '(?-i)^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z') > 0
+                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '(?-i)^([^:]*):', '\\1/')
+                                              WHEN REGEXP_INSTR(
+                                                s,
+                                                '(?-i)^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\\z'
+                                              ) > 0
+                                              THEN DOI__NORMALIZED(DOI__URL_DT(s))
+                                              ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                            END,
+                                            '%',
+                                            '%25'
+                                          ),
+                                          '"',
+                                          '%22'
                                         ),
-                                        '"',
-                                        '%22'
+                                        '#',
+                                        '%23'
                                       ),
-                                      '#',
-                                      '%23'
+                                      ' ',
+                                      '%20'
                                     ),
-                                    ' ',
-                                    '%20'
+                                    '?',
+                                    '%3F'
                                   ),
-                                  '?',
-                                  '%3F'
+                                  '<',
+                                  '%3C'
                                 ),
-                                '<',
-                                '%3C'
+                                '>',
+                                '%3E'
                               ),
-                              '>',
-                              '%3E'
+                              '{',
+                              '%7B'
                             ),
-                            '{',
-                            '%7B'
+                            '}',
+                            '%7D'
                           ),
-                          '}',
-                          '%7D'
+                          '^',
+                          '%5E'
                         ),
-                        '^',
-                        '%5E'
+                        '[',
+                        '%5B'
                       ),
-                      '[',
-                      '%5B'
+                      ']',
+                      '%5D'
                     ),
-                    ']',
-                    '%5D'
+                    '`',
+                    '%60'
                   ),
-                  '`',
-                  '%60'
+                  '|',
+                  '%7C'
                 ),
-                '|',
-                '%7C'
+                '\\',
+                '%5C'
               ),
-              '\\',
-              '%5C'
-            ),
-            '+',
-            '%2B'
-          )
+              '+',
+              '%2B'
+            )
+          ),
+          '(?-i)/([.][.]?)/',
+          '/\\1%2F'
         ),
-        '(?-i)/([.][.]?)/',
-        '/\\1%2F'
-      ),
-      '(?-i)/([.][.]?)\\z',
-      '%2F\\1'
+        '(?-i)/([.][.]?)\\z',
+        '%2F\\1'
+      )
     )
-  )$$
+  END$$
 
 DELIMITER ;

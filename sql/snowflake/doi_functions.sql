@@ -629,12 +629,48 @@ RETURNS NULL ON NULL INPUT
 IMMUTABLE
 AS
 $$
-  'https://doi.org/' || REGEXP_REPLACE(
-    REGEXP_REPLACE(
-      ARRAY_TO_STRING(
-        TRANSFORM(
-          REGEXP_SUBSTR_ALL(
-            REPLACE(
+  CASE
+    WHEN SUBSTRING(s, 1, 3) = '10.'
+    AND REGEXP_INSTR(s, '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || s
+    WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 17), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 17)
+    WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 19), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 19)
+    WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 20), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 20)
+    WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+    AND REGEXP_INSTR(SUBSTRING(s, 16), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 16)
+    WHEN SUBSTRING(s, 1, 4) = 'doi:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'doi: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+    AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 5)
+    WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+    AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+    AND CHARINDEX('/.', s) = 0
+    THEN 'https://doi.org/' || SUBSTRING(s, 6)
+    ELSE 'https://doi.org/' || REGEXP_REPLACE(
+      REGEXP_REPLACE(
+        ARRAY_TO_STRING(
+          TRANSFORM(
+            REGEXP_SUBSTR_ALL(
               REPLACE(
                 REPLACE(
                   REPLACE(
@@ -650,146 +686,148 @@ $$
                                       REPLACE(
                                         REPLACE(
                                           REPLACE(
-                                            CASE
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_INSTR(s, '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN s
-                                              WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 17), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 17)
-                                              WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 19), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 19)
-                                              WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 20), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 20)
-                                              WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 16), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 16)
-                                              WHEN SUBSTRING(s, 1, 4) = 'doi:'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 5)
-                                              WHEN SUBSTRING(s, 1, 5) = 'doi: '
-                                              AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 6)
-                                              WHEN SUBSTRING(s, 1, 4) = 'DOI:'
-                                              AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 5)
-                                              WHEN SUBSTRING(s, 1, 5) = 'DOI: '
-                                              AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN SUBSTRING(s, 6)
-                                              WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
-                                              AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                              WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
-                                              THEN NULL
-                                              WHEN SUBSTRING(s, 1, 3) = '10.'
-                                              AND REGEXP_INSTR(
-                                                s,
-                                                '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-                                                1,
-                                                1,
-                                                0,
-                                                'c'
-                                              ) > 0
-                                              THEN s
-                                              WHEN REGEXP_INSTR(
-                                                s,
-                                                '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                                1,
-                                                1,
-                                                0,
-                                                'c'
-                                              ) > 0
-                                              THEN REGEXP_SUBSTR(
-                                                s,
-                                                '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                                1,
-                                                1,
-                                                'ce',
-                                                4
-                                              )
-                                              WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                              THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                              WHEN REGEXP_INSTR(
-                                                s,
-                                                '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
-                                                1,
-                                                1,
-                                                0,
-                                                'c'
-                                              ) > 0
-                                              THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                              ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
-                                            END,
-                                            '%',
-                                            '%25'
+                                            REPLACE(
+                                              CASE
+                                                WHEN SUBSTRING(s, 1, 3) = '10.'
+                                                AND REGEXP_INSTR(s, '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN s
+                                                WHEN SUBSTRING(s, 1, 16) = 'https://doi.org/'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 17), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 17)
+                                                WHEN SUBSTRING(s, 1, 18) = 'http://dx.doi.org/'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 19), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 19)
+                                                WHEN SUBSTRING(s, 1, 19) = 'https://dx.doi.org/'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 20), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 20)
+                                                WHEN SUBSTRING(s, 1, 15) = 'http://doi.org/'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 16), '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 16)
+                                                WHEN SUBSTRING(s, 1, 4) = 'doi:'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 5)
+                                                WHEN SUBSTRING(s, 1, 5) = 'doi: '
+                                                AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 6)
+                                                WHEN SUBSTRING(s, 1, 4) = 'DOI:'
+                                                AND REGEXP_INSTR(SUBSTRING(s, 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 5)
+                                                WHEN SUBSTRING(s, 1, 5) = 'DOI: '
+                                                AND REGEXP_INSTR(SUBSTRING(s, 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN SUBSTRING(s, 6)
+                                                WHEN SUBSTRING(s, 1, 8) = 'urn:doi:'
+                                                AND REGEXP_INSTR(s, '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                                WHEN CHARINDEX('10.', s) = 0 AND CHARINDEX('%', s) = 0
+                                                THEN NULL
+                                                WHEN SUBSTRING(s, 1, 3) = '10.'
+                                                AND REGEXP_INSTR(
+                                                  s,
+                                                  '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                                  1,
+                                                  1,
+                                                  0,
+                                                  'c'
+                                                ) > 0
+                                                THEN s
+                                                WHEN REGEXP_INSTR(
+                                                  s,
+                                                  '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                                  1,
+                                                  1,
+                                                  0,
+                                                  'c'
+                                                ) > 0
+                                                THEN REGEXP_SUBSTR(
+                                                  s,
+                                                  '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                                  1,
+                                                  1,
+                                                  'ce',
+                                                  4
+                                                )
+                                                WHEN REGEXP_INSTR(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                                THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                                WHEN REGEXP_INSTR(
+                                                  s,
+                                                  '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+                                                  1,
+                                                  1,
+                                                  0,
+                                                  'c'
+                                                ) > 0
+                                                THEN DOI__NORMALIZED(DOI__URL_DT(s))
+                                                ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                              END,
+                                              '%',
+                                              '%25'
+                                            ),
+                                            '"',
+                                            '%22'
                                           ),
-                                          '"',
-                                          '%22'
+                                          '#',
+                                          '%23'
                                         ),
-                                        '#',
-                                        '%23'
+                                        ' ',
+                                        '%20'
                                       ),
-                                      ' ',
-                                      '%20'
+                                      '?',
+                                      '%3F'
                                     ),
-                                    '?',
-                                    '%3F'
+                                    '<',
+                                    '%3C'
                                   ),
-                                  '<',
-                                  '%3C'
+                                  '>',
+                                  '%3E'
                                 ),
-                                '>',
-                                '%3E'
+                                '{',
+                                '%7B'
                               ),
-                              '{',
-                              '%7B'
+                              '}',
+                              '%7D'
                             ),
-                            '}',
-                            '%7D'
+                            '^',
+                            '%5E'
                           ),
-                          '^',
-                          '%5E'
+                          '[',
+                          '%5B'
                         ),
-                        '[',
-                        '%5B'
+                        ']',
+                        '%5D'
                       ),
-                      ']',
-                      '%5D'
+                      '`',
+                      '%60'
                     ),
-                    '`',
-                    '%60'
+                    '|',
+                    '%7C'
                   ),
-                  '|',
-                  '%7C'
+                  '\\',
+                  '%5C'
                 ),
-                '\\',
-                '%5C'
+                '+',
+                '%2B'
               ),
-              '+',
-              '%2B'
+              '[\x01-\x7f]+|[^\x01-\x7f]+'
             ),
-            '[\x01-\x7f]+|[^\x01-\x7f]+'
+            r -> IFF(
+              REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
+              CAST(r AS VARCHAR),
+              REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
+            )
           ),
-          r -> IFF(
-            REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
-            CAST(r AS VARCHAR),
-            REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
-          )
+          ''
         ),
-        ''
+        '/([.][.]?)/',
+        '/\\1%2F',
+        1,
+        0,
+        'c'
       ),
-      '/([.][.]?)/',
-      '/\\1%2F',
+      '/([.][.]?)$',
+      '%2F\\1',
       1,
       0,
       'c'
-    ),
-    '/([.][.]?)$',
-    '%2F\\1',
-    1,
-    0,
-    'c'
-  )
+    )
+  END
 $$;

@@ -799,14 +799,50 @@ RETURN
 CREATE OR REPLACE TEMPORARY FUNCTION doi_url(s STRING)
 RETURNS STRING
 RETURN
-  CONCAT(
-    'https://doi.org/',
-    REGEXP_REPLACE(
+  CASE
+    WHEN STARTSWITH(s, '10.')
+    AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', s)
+    WHEN STARTSWITH(s, 'https://doi.org/')
+    AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 17))
+    WHEN STARTSWITH(s, 'http://dx.doi.org/')
+    AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 19))
+    WHEN STARTSWITH(s, 'https://dx.doi.org/')
+    AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 20))
+    WHEN STARTSWITH(s, 'http://doi.org/')
+    AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 16))
+    WHEN STARTSWITH(s, 'doi:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 5))
+    WHEN STARTSWITH(s, 'doi: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 6))
+    WHEN STARTSWITH(s, 'DOI:')
+    AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 5))
+    WHEN STARTSWITH(s, 'DOI: ')
+    AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\\z'
+    AND LOCATE('/.', s) = 0
+    THEN CONCAT('https://doi.org/', SUBSTRING(s, 6))
+    ELSE CONCAT(
+      'https://doi.org/',
       REGEXP_REPLACE(
-        ARRAY_JOIN(
-          TRANSFORM(
-            REGEXP_EXTRACT_ALL(
-              REPLACE(
+        REGEXP_REPLACE(
+          ARRAY_JOIN(
+            TRANSFORM(
+              REGEXP_EXTRACT_ALL(
                 REPLACE(
                   REPLACE(
                     REPLACE(
@@ -822,169 +858,95 @@ RETURN
                                         REPLACE(
                                           REPLACE(
                                             REPLACE(
-                                              CASE
-                                                WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-                                                THEN s
-                                                WHEN STARTSWITH(s, 'https://doi.org/')
-                                                AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-                                                THEN SUBSTRING(s, 17)
-                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
-                                                AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-                                                THEN SUBSTRING(s, 19)
-                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
-                                                AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-                                                THEN SUBSTRING(s, 20)
-                                                WHEN STARTSWITH(s, 'http://doi.org/')
-                                                AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
-                                                THEN SUBSTRING(s, 16)
-                                                WHEN STARTSWITH(s, 'doi:')
-                                                AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-                                                THEN SUBSTRING(s, 5)
-                                                WHEN STARTSWITH(s, 'doi: ')
-                                                AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-                                                THEN SUBSTRING(s, 6)
-                                                WHEN STARTSWITH(s, 'DOI:')
-                                                AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-                                                THEN SUBSTRING(s, 5)
-                                                WHEN STARTSWITH(s, 'DOI: ')
-                                                AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
-                                                THEN SUBSTRING(s, 6)
-                                                WHEN STARTSWITH(s, 'https://doi.org/')
-                                                AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
-                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
-                                                WHEN STARTSWITH(s, 'http://dx.doi.org/')
-                                                AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
-                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
-                                                WHEN STARTSWITH(s, 'https://dx.doi.org/')
-                                                AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
-                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
-                                                WHEN STARTSWITH(s, 'http://doi.org/')
-                                                AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
-                                                AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                                THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
-                                                WHEN STARTSWITH(s, 'urn:doi:')
-                                                AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
-                                                THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-                                                WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
-                                                THEN NULL
-                                                WHEN STARTSWITH(s, '10.')
-                                                AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
-                                                THEN s
-                                                WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
-                                                THEN NULLIF(
-                                                  REGEXP_EXTRACT(
-                                                    s,
-                                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
-                                                  ),
-                                                  ''
-                                                )
-                                                WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
-                                                THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
-                                                WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
-                                                THEN TRANSFORM(
-                                                  ARRAY(
-                                                    REGEXP_REPLACE(
-                                                      REGEXP_REPLACE(
-                                                        COALESCE(
-                                                          CONCAT(
-                                                            'K',
-                                                            URL_DECODE(
-                                                              REPLACE(
-                                                                CASE
-                                                                  WHEN LOCATE(
-                                                                    '%',
-                                                                    REGEXP_REPLACE(
-                                                                      s,
-                                                                      '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                                                                      ''
-                                                                    )
-                                                                  ) = 0
-                                                                  THEN SUBSTRING(s, LOCATE('10.', s))
-                                                                END,
-                                                                '+',
-                                                                '%2B'
-                                                              )
-                                                            )
-                                                          ),
-                                                          'E'
-                                                        ),
-                                                        '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-                                                        'K'
-                                                      ),
-                                                      '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                      ''
-                                                    )
-                                                  ),
-                                                  doi__dt -> NULLIF(
+                                              REPLACE(
+                                                CASE
+                                                  WHEN STARTSWITH(s, '10.') AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                  THEN s
+                                                  WHEN STARTSWITH(s, 'https://doi.org/')
+                                                  AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
+                                                  THEN SUBSTRING(s, 17)
+                                                  WHEN STARTSWITH(s, 'http://dx.doi.org/')
+                                                  AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
+                                                  THEN SUBSTRING(s, 19)
+                                                  WHEN STARTSWITH(s, 'https://dx.doi.org/')
+                                                  AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
+                                                  THEN SUBSTRING(s, 20)
+                                                  WHEN STARTSWITH(s, 'http://doi.org/')
+                                                  AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\\z'
+                                                  THEN SUBSTRING(s, 16)
+                                                  WHEN STARTSWITH(s, 'doi:')
+                                                  AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                  THEN SUBSTRING(s, 5)
+                                                  WHEN STARTSWITH(s, 'doi: ')
+                                                  AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                  THEN SUBSTRING(s, 6)
+                                                  WHEN STARTSWITH(s, 'DOI:')
+                                                  AND SUBSTRING(s, 5) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                  THEN SUBSTRING(s, 5)
+                                                  WHEN STARTSWITH(s, 'DOI: ')
+                                                  AND SUBSTRING(s, 6) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\\z'
+                                                  THEN SUBSTRING(s, 6)
+                                                  WHEN STARTSWITH(s, 'https://doi.org/')
+                                                  AND SUBSTRING(s, 17) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                  AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN URL_DECODE(REPLACE(SUBSTRING(s, 17), '+', '%2B'))
+                                                  WHEN STARTSWITH(s, 'http://dx.doi.org/')
+                                                  AND SUBSTRING(s, 19) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                  AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN URL_DECODE(REPLACE(SUBSTRING(s, 19), '+', '%2B'))
+                                                  WHEN STARTSWITH(s, 'https://dx.doi.org/')
+                                                  AND SUBSTRING(s, 20) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                  AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN URL_DECODE(REPLACE(SUBSTRING(s, 20), '+', '%2B'))
+                                                  WHEN STARTSWITH(s, 'http://doi.org/')
+                                                  AND SUBSTRING(s, 16) RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[!$-&\'->@-Z^-~]+\\z'
+                                                  AND NOT s RLIKE '%(?:\\z|[^2-7]|[2-7]\\z|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN URL_DECODE(REPLACE(SUBSTRING(s, 16), '+', '%2B'))
+                                                  WHEN STARTSWITH(s, 'urn:doi:')
+                                                  AND s RLIKE '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+                                                  THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
+                                                  WHEN LOCATE('10.', s) = 0 AND LOCATE('%', s) = 0
+                                                  THEN NULL
+                                                  WHEN STARTSWITH(s, '10.')
+                                                  AND s RLIKE '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z'
+                                                  THEN s
+                                                  WHEN s RLIKE '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
+                                                  THEN NULLIF(
                                                     REGEXP_EXTRACT(
-                                                      doi__dt,
-                                                      '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                      s,
+                                                      '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*\\z'
                                                     ),
                                                     ''
                                                   )
-                                                )[0]
-                                                ELSE TRANSFORM(
-                                                  ARRAY(
-                                                    REGEXP_REPLACE(
-                                                      REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              CONCAT(
-                                                                '0',
-                                                                REGEXP_REPLACE(
-                                                                  s,
-                                                                  '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
-                                                                  ''
-                                                                )
-                                                              ),
-                                                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
-                                                              '1$1'
-                                                            ),
-                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                            '1$1/'
-                                                          ),
-                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                          '1'
-                                                        ),
-                                                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                        '2'
-                                                      ),
-                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                      '1'
-                                                    )
-                                                  ),
-                                                  doi__u -> TRANSFORM(
+                                                  WHEN s RLIKE '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\\z'
+                                                  THEN REGEXP_REPLACE(SUBSTRING(s, 9), '^([^:]*):', '$1/')
+                                                  WHEN s RLIKE '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*\\z'
+                                                  THEN TRANSFORM(
                                                     ARRAY(
                                                       REGEXP_REPLACE(
                                                         REGEXP_REPLACE(
                                                           COALESCE(
-                                                            NULLIF(
-                                                              REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
-                                                              ''
-                                                            ),
-                                                            CASE
-                                                              WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
-                                                              AND LOCATE(
-                                                                '%',
-                                                                REGEXP_REPLACE(
-                                                                  REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
-                                                                  '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
-                                                                  ''
-                                                                )
-                                                              ) = 0
-                                                              THEN CONCAT(
-                                                                'K',
-                                                                URL_DECODE(
-                                                                  REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                                                            CONCAT(
+                                                              'K',
+                                                              URL_DECODE(
+                                                                REPLACE(
+                                                                  CASE
+                                                                    WHEN LOCATE(
+                                                                      '%',
+                                                                      REGEXP_REPLACE(
+                                                                        s,
+                                                                        '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                        ''
+                                                                      )
+                                                                    ) = 0
+                                                                    THEN SUBSTRING(s, LOCATE('10.', s))
+                                                                  END,
+                                                                  '+',
+                                                                  '%2B'
                                                                 )
                                                               )
-                                                              WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
-                                                              THEN 'E'
-                                                            END
+                                                            ),
+                                                            'E'
                                                           ),
                                                           '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
                                                           'K'
@@ -1001,66 +963,142 @@ RETURN
                                                       ''
                                                     )
                                                   )[0]
-                                                )[0]
-                                              END,
-                                              '%',
-                                              '%25'
+                                                  ELSE TRANSFORM(
+                                                    ARRAY(
+                                                      REGEXP_REPLACE(
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
+                                                              REGEXP_REPLACE(
+                                                                CONCAT(
+                                                                  '0',
+                                                                  REGEXP_REPLACE(
+                                                                    s,
+                                                                    '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                                    ''
+                                                                  )
+                                                                ),
+                                                                '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*\\z',
+                                                                '1$1'
+                                                              ),
+                                                              '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                              '1$1/'
+                                                            ),
+                                                            '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                            '1'
+                                                          ),
+                                                          '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+                                                          '2'
+                                                        ),
+                                                        '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                        '1'
+                                                      )
+                                                    ),
+                                                    doi__u -> TRANSFORM(
+                                                      ARRAY(
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            COALESCE(
+                                                              NULLIF(
+                                                                REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), '(?s)^(K.*)\\z'),
+                                                                ''
+                                                              ),
+                                                              CASE
+                                                                WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') RLIKE '^1'
+                                                                AND LOCATE(
+                                                                  '%',
+                                                                  REGEXP_REPLACE(
+                                                                    REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'),
+                                                                    '%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]',
+                                                                    ''
+                                                                  )
+                                                                ) = 0
+                                                                THEN CONCAT(
+                                                                  'K',
+                                                                  URL_DECODE(
+                                                                    REPLACE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1'), 2), '+', '%2B')
+                                                                  )
+                                                                )
+                                                                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)\\z)', 'K$1') IS NULL
+                                                                THEN 'E'
+                                                              END
+                                                            ),
+                                                            '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                            'K'
+                                                          ),
+                                                          '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+\\z',
+                                                          ''
+                                                        )
+                                                      ),
+                                                      doi__dt -> NULLIF(
+                                                        REGEXP_EXTRACT(
+                                                          doi__dt,
+                                                          '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)\\z'
+                                                        ),
+                                                        ''
+                                                      )
+                                                    )[0]
+                                                  )[0]
+                                                END,
+                                                '%',
+                                                '%25'
+                                              ),
+                                              '"',
+                                              '%22'
                                             ),
-                                            '"',
-                                            '%22'
+                                            '#',
+                                            '%23'
                                           ),
-                                          '#',
-                                          '%23'
+                                          ' ',
+                                          '%20'
                                         ),
-                                        ' ',
-                                        '%20'
+                                        '?',
+                                        '%3F'
                                       ),
-                                      '?',
-                                      '%3F'
+                                      '<',
+                                      '%3C'
                                     ),
-                                    '<',
-                                    '%3C'
+                                    '>',
+                                    '%3E'
                                   ),
-                                  '>',
-                                  '%3E'
+                                  '{',
+                                  '%7B'
                                 ),
-                                '{',
-                                '%7B'
+                                '}',
+                                '%7D'
                               ),
-                              '}',
-                              '%7D'
+                              '^',
+                              '%5E'
                             ),
-                            '^',
-                            '%5E'
+                            '[',
+                            '%5B'
                           ),
-                          '[',
-                          '%5B'
+                          ']',
+                          '%5D'
                         ),
-                        ']',
-                        '%5D'
+                        '`',
+                        '%60'
                       ),
-                      '`',
-                      '%60'
+                      '|',
+                      '%7C'
                     ),
-                    '|',
-                    '%7C'
+                    '\\',
+                    '%5C'
                   ),
-                  '\\',
-                  '%5C'
+                  '+',
+                  '%2B'
                 ),
-                '+',
-                '%2B'
+                '([\\x00-\\x7F]+|[^\\x00-\\x7F]+)'
               ),
-              '([\\x00-\\x7F]+|[^\\x00-\\x7F]+)'
+              r -> CASE WHEN r RLIKE '^[\\x00-\\x7F]' THEN r ELSE URL_ENCODE(r) END
             ),
-            r -> CASE WHEN r RLIKE '^[\\x00-\\x7F]' THEN r ELSE URL_ENCODE(r) END
+            ''
           ),
-          ''
+          '/([.][.]?)/',
+          '/$1%2F'
         ),
-        '/([.][.]?)/',
-        '/$1%2F'
-      ),
-      '/([.][.]?)\\z',
-      '%2F$1'
+        '/([.][.]?)\\z',
+        '%2F$1'
+      )
     )
-  );
+  END;

@@ -452,14 +452,50 @@ RETURNS VARCHAR
 DETERMINISTIC
 RETURNS NULL ON NULL INPUT
 RETURN
-  CONCAT(
-    'https://doi.org/',
-    REGEXP_REPLACE(
+  CASE
+    WHEN SUBSTR(s, 1, 3) = '10.'
+    AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', s)
+    WHEN SUBSTR(s, 1, 16) = 'https://doi.org/'
+    AND REGEXP_LIKE(SUBSTR(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 17))
+    WHEN SUBSTR(s, 1, 18) = 'http://dx.doi.org/'
+    AND REGEXP_LIKE(SUBSTR(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 19))
+    WHEN SUBSTR(s, 1, 19) = 'https://dx.doi.org/'
+    AND REGEXP_LIKE(SUBSTR(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 20))
+    WHEN SUBSTR(s, 1, 15) = 'http://doi.org/'
+    AND REGEXP_LIKE(SUBSTR(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 16))
+    WHEN SUBSTR(s, 1, 4) = 'doi:'
+    AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 5))
+    WHEN SUBSTR(s, 1, 5) = 'doi: '
+    AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 6))
+    WHEN SUBSTR(s, 1, 4) = 'DOI:'
+    AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 5))
+    WHEN SUBSTR(s, 1, 5) = 'DOI: '
+    AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+\z')
+    AND STRPOS(s, '/.') = 0
+    THEN CONCAT('https://doi.org/', SUBSTR(s, 6))
+    ELSE CONCAT(
+      'https://doi.org/',
       REGEXP_REPLACE(
-        ARRAY_JOIN(
-          TRANSFORM(
-            REGEXP_EXTRACT_ALL(
-              REPLACE(
+        REGEXP_REPLACE(
+          ARRAY_JOIN(
+            TRANSFORM(
+              REGEXP_EXTRACT_ALL(
                 REPLACE(
                   REPLACE(
                     REPLACE(
@@ -475,120 +511,122 @@ RETURN
                                         REPLACE(
                                           REPLACE(
                                             REPLACE(
-                                              CASE
-                                                WHEN SUBSTR(s, 1, 3) = '10.' AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
-                                                THEN s
-                                                WHEN SUBSTR(s, 1, 16) = 'https://doi.org/'
-                                                AND REGEXP_LIKE(SUBSTR(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
-                                                THEN SUBSTR(s, 17)
-                                                WHEN SUBSTR(s, 1, 18) = 'http://dx.doi.org/'
-                                                AND REGEXP_LIKE(SUBSTR(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
-                                                THEN SUBSTR(s, 19)
-                                                WHEN SUBSTR(s, 1, 19) = 'https://dx.doi.org/'
-                                                AND REGEXP_LIKE(SUBSTR(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
-                                                THEN SUBSTR(s, 20)
-                                                WHEN SUBSTR(s, 1, 15) = 'http://doi.org/'
-                                                AND REGEXP_LIKE(SUBSTR(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
-                                                THEN SUBSTR(s, 16)
-                                                WHEN SUBSTR(s, 1, 4) = 'doi:'
-                                                AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
-                                                THEN SUBSTR(s, 5)
-                                                WHEN SUBSTR(s, 1, 5) = 'doi: '
-                                                AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
-                                                THEN SUBSTR(s, 6)
-                                                WHEN SUBSTR(s, 1, 4) = 'DOI:'
-                                                AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
-                                                THEN SUBSTR(s, 5)
-                                                WHEN SUBSTR(s, 1, 5) = 'DOI: '
-                                                AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
-                                                THEN SUBSTR(s, 6)
-                                                WHEN SUBSTR(s, 1, 8) = 'urn:doi:'
-                                                AND REGEXP_LIKE(s, '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\z')
-                                                THEN REGEXP_REPLACE(SUBSTR(s, 9), '^([^:]*):', '$1/')
-                                                WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
-                                                THEN NULL
-                                                WHEN SUBSTR(s, 1, 3) = '10.'
-                                                AND REGEXP_LIKE(
-                                                  s,
-                                                  '^10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+\z'
-                                                )
-                                                THEN s
-                                                WHEN REGEXP_LIKE(
-                                                  s,
-                                                  '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*\z'
-                                                )
-                                                THEN REGEXP_EXTRACT(
-                                                  s,
-                                                  '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*\z',
-                                                  1
-                                                )
-                                                WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\z')
-                                                THEN REGEXP_REPLACE(SUBSTR(s, 9), '^([^:]*):', '$1/')
-                                                WHEN REGEXP_LIKE(
-                                                  s,
-                                                  '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\z'
-                                                )
-                                                THEN DOI__NORMALIZED(DOI__URL_DT(s))
-                                                ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
-                                              END,
-                                              '%',
-                                              '%25'
+                                              REPLACE(
+                                                CASE
+                                                  WHEN SUBSTR(s, 1, 3) = '10.' AND REGEXP_LIKE(s, '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
+                                                  THEN s
+                                                  WHEN SUBSTR(s, 1, 16) = 'https://doi.org/'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
+                                                  THEN SUBSTR(s, 17)
+                                                  WHEN SUBSTR(s, 1, 18) = 'http://dx.doi.org/'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
+                                                  THEN SUBSTR(s, 19)
+                                                  WHEN SUBSTR(s, 1, 19) = 'https://dx.doi.org/'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
+                                                  THEN SUBSTR(s, 20)
+                                                  WHEN SUBSTR(s, 1, 15) = 'http://doi.org/'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+\z')
+                                                  THEN SUBSTR(s, 16)
+                                                  WHEN SUBSTR(s, 1, 4) = 'doi:'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
+                                                  THEN SUBSTR(s, 5)
+                                                  WHEN SUBSTR(s, 1, 5) = 'doi: '
+                                                  AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
+                                                  THEN SUBSTR(s, 6)
+                                                  WHEN SUBSTR(s, 1, 4) = 'DOI:'
+                                                  AND REGEXP_LIKE(SUBSTR(s, 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
+                                                  THEN SUBSTR(s, 5)
+                                                  WHEN SUBSTR(s, 1, 5) = 'DOI: '
+                                                  AND REGEXP_LIKE(SUBSTR(s, 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+\z')
+                                                  THEN SUBSTR(s, 6)
+                                                  WHEN SUBSTR(s, 1, 8) = 'urn:doi:'
+                                                  AND REGEXP_LIKE(s, '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\z')
+                                                  THEN REGEXP_REPLACE(SUBSTR(s, 9), '^([^:]*):', '$1/')
+                                                  WHEN STRPOS(s, '10.') = 0 AND STRPOS(s, '%') = 0
+                                                  THEN NULL
+                                                  WHEN SUBSTR(s, 1, 3) = '10.'
+                                                  AND REGEXP_LIKE(
+                                                    s,
+                                                    '^10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+\z'
+                                                  )
+                                                  THEN s
+                                                  WHEN REGEXP_LIKE(
+                                                    s,
+                                                    '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*\z'
+                                                  )
+                                                  THEN REGEXP_EXTRACT(
+                                                    s,
+                                                    '^[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*\z',
+                                                    1
+                                                  )
+                                                  WHEN REGEXP_LIKE(s, '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+\z')
+                                                  THEN REGEXP_REPLACE(SUBSTR(s, 9), '^([^:]*):', '$1/')
+                                                  WHEN REGEXP_LIKE(
+                                                    s,
+                                                    '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*\z'
+                                                  )
+                                                  THEN DOI__NORMALIZED(DOI__URL_DT(s))
+                                                  ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                                END,
+                                                '%',
+                                                '%25'
+                                              ),
+                                              '"',
+                                              '%22'
                                             ),
-                                            '"',
-                                            '%22'
+                                            '#',
+                                            '%23'
                                           ),
-                                          '#',
-                                          '%23'
+                                          ' ',
+                                          '%20'
                                         ),
-                                        ' ',
-                                        '%20'
+                                        '?',
+                                        '%3F'
                                       ),
-                                      '?',
-                                      '%3F'
+                                      '<',
+                                      '%3C'
                                     ),
-                                    '<',
-                                    '%3C'
+                                    '>',
+                                    '%3E'
                                   ),
-                                  '>',
-                                  '%3E'
+                                  '{',
+                                  '%7B'
                                 ),
-                                '{',
-                                '%7B'
+                                '}',
+                                '%7D'
                               ),
-                              '}',
-                              '%7D'
+                              '^',
+                              '%5E'
                             ),
-                            '^',
-                            '%5E'
+                            '[',
+                            '%5B'
                           ),
-                          '[',
-                          '%5B'
+                          ']',
+                          '%5D'
                         ),
-                        ']',
-                        '%5D'
+                        '`',
+                        '%60'
                       ),
-                      '`',
-                      '%60'
+                      '|',
+                      '%7C'
                     ),
-                    '|',
-                    '%7C'
+                    '\',
+                    '%5C'
                   ),
-                  '\',
-                  '%5C'
+                  '+',
+                  '%2B'
                 ),
-                '+',
-                '%2B'
+                '[\x00-\x7F]+|[^\x00-\x7F]+'
               ),
-              '[\x00-\x7F]+|[^\x00-\x7F]+'
+              r -> IF(REGEXP_LIKE(r, '^[\x00-\x7F]'), r, URL_ENCODE(r))
             ),
-            r -> IF(REGEXP_LIKE(r, '^[\x00-\x7F]'), r, URL_ENCODE(r))
+            ''
           ),
-          ''
+          '/([.][.]?)/',
+          '/$1%2F'
         ),
-        '/([.][.]?)/',
-        '/$1%2F'
-      ),
-      '/([.][.]?)\z',
-      '%2F$1'
+        '/([.][.]?)\z',
+        '%2F$1'
+      )
     )
-  );
+  END;

@@ -28,6 +28,7 @@ PLACEHOLDERS = frozenset(
         "DOI__RE_REPLACE",
         "DOI__PCT_DECODE",
         "DOI__ESCAPE_NON_ASCII",
+        "DOI__URL_ENCODE",
         "DOI__ASCII_UPPER",
         "DOI__KEY",
         "DOI__STARTS",
@@ -207,6 +208,12 @@ class Dialect:
     def escape_non_ascii(self, value: exp.Expression) -> exp.Expression:
         raise NotImplementedError
 
+    def url_encode(self, value: exp.Expression) -> exp.Expression:
+        """A normalized DOI with :data:`definition.URL_ESCAPED` and every non-ASCII character
+        as UTF-8 ``%XX`` (default: one ``REPLACE`` per character, then
+        :meth:`escape_non_ascii`)."""
+        return self.escape_non_ascii(definition.escape_url_chars(value))
+
     def parse(self, sql: str) -> exp.Expression:
         """Parse a dialect-specific snippet; ``{x}`` placeholders are filled by callers."""
         return cast(exp.Expression, sqlglot.parse_one(sql, read=self.sqlglot_dialect))
@@ -255,6 +262,7 @@ class Dialect:
             "DOI__KEY": self.key,
             "DOI__PCT_DECODE": self.pct_decode,
             "DOI__ESCAPE_NON_ASCII": self.escape_non_ascii,
+            "DOI__URL_ENCODE": self.url_encode,
             "DOI__SIMPLE_DOI": self.simple_doi,
             "DOI__URN_SLASH": self.urn_slash,
             "DOI__PREFIXED_URN": self.prefixed_urn,

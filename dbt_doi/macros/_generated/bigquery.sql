@@ -900,24 +900,84 @@ END
 {%- if call -%}
 {{ call }}
 {%- else -%}
-'https://doi.org/' || REGEXP_REPLACE(
-  REGEXP_REPLACE(
-    (
-      SELECT
-        STRING_AGG(
-          
-            IF(
-              REGEXP_CONTAINS(doi__run, '^[\\x00-\\x7F]'),
-              doi__run,
-              REGEXP_REPLACE(TRANSLATE(TO_HEX(CAST(doi__run AS BYTES)), 'abcdef', 'ABCDEF'), '(..)', '%\\1')
-            ),
-            ''
-          
-          ORDER BY
-            doi__at
-        )
-      FROM UNNEST(REGEXP_EXTRACT_ALL(
-        REPLACE(
+CASE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_CONTAINS(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$')
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || ({{ value }})
+  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 17)
+  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 19)
+  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 20)
+  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 16)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 5),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 6),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 5),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_CONTAINS(
+    SUBSTRING(({{ value }}), 6),
+    '^10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$'
+  )
+  AND INSTR(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  ELSE 'https://doi.org/' || REGEXP_REPLACE(
+    REGEXP_REPLACE(
+      (
+        SELECT
+          STRING_AGG(
+            
+              IF(
+                REGEXP_CONTAINS(doi__run, '^[\\x00-\\x7F]'),
+                doi__run,
+                REGEXP_REPLACE(TRANSLATE(TO_HEX(CAST(doi__run AS BYTES)), 'abcdef', 'ABCDEF'), '(..)', '%\\1')
+              ),
+              ''
+            
+            ORDER BY
+              doi__at
+          )
+        FROM UNNEST(REGEXP_EXTRACT_ALL(
           REPLACE(
             REPLACE(
               REPLACE(
@@ -933,126 +993,75 @@ END
                                   REPLACE(
                                     REPLACE(
                                       REPLACE(
-                                        CASE
-                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                          AND REGEXP_CONTAINS(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                          THEN ({{ value }})
-                                          WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 17)
-                                          WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 19)
-                                          WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 20)
-                                          WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 16)
-                                          WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 5)
-                                          WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 6)
-                                          WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 5)
-                                          WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
-                                          AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
-                                          THEN SUBSTRING(({{ value }}), 6)
-                                          WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
-                                          AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
-                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
-                                          WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
-                                          THEN NULL
-                                          WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                          AND REGEXP_CONTAINS(
-                                            ({{ value }}),
-                                            '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
-                                          )
-                                          THEN ({{ value }})
-                                          WHEN REGEXP_CONTAINS(
-                                            ({{ value }}),
-                                            '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
-                                          )
-                                          THEN REGEXP_EXTRACT(
-                                            ({{ value }}),
-                                            '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
-                                          )
-                                          WHEN REGEXP_CONTAINS(
-                                            ({{ value }}),
-                                            '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
-                                          )
-                                          THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
-                                          WHEN REGEXP_CONTAINS(
-                                            ({{ value }}),
-                                            '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
-                                          )
-                                          THEN (
-                                            SELECT
-                                              REGEXP_EXTRACT(
-                                                doi__dt,
-                                                '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
-                                              )
-                                            FROM (
+                                        REPLACE(
+                                          CASE
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_CONTAINS(({{ value }}), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                            THEN ({{ value }})
+                                            WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 17), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 17)
+                                            WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 19), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 19)
+                                            WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 20), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 20)
+                                            WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 16), '^10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 16)
+                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 5)
+                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 5)
+                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+                                            AND REGEXP_CONTAINS(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+(?:[.][0-9]+)*/[!-~]+$')
+                                            THEN SUBSTRING(({{ value }}), 6)
+                                            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+                                            AND REGEXP_CONTAINS(({{ value }}), '^urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$')
+                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
+                                            WHEN INSTR(({{ value }}), '10.') = 0 AND INSTR(({{ value }}), '%') = 0
+                                            THEN NULL
+                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                            AND REGEXP_CONTAINS(
+                                              ({{ value }}),
+                                              '^10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$'
+                                            )
+                                            THEN ({{ value }})
+                                            WHEN REGEXP_CONTAINS(
+                                              ({{ value }}),
+                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
+                                            )
+                                            THEN REGEXP_EXTRACT(
+                                              ({{ value }}),
+                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\\x09\\x0A\\x0B\\x0C\\x0D ]*$'
+                                            )
+                                            WHEN REGEXP_CONTAINS(
+                                              ({{ value }}),
+                                              '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                            )
+                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/')
+                                            WHEN REGEXP_CONTAINS(
+                                              ({{ value }}),
+                                              '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$'
+                                            )
+                                            THEN (
                                               SELECT
-                                                REGEXP_REPLACE(
+                                                REGEXP_EXTRACT(
+                                                  doi__dt,
+                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
+                                                )
+                                              FROM (
+                                                SELECT
                                                   REGEXP_REPLACE(
-                                                    COALESCE(
-                                                      'K' || (
-                                                        SELECT
-                                                          STRING_AGG(
-                                                            
-                                                              IF(
-                                                                STARTS_WITH(doi__run, '%'),
-                                                                SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
-                                                                doi__run
-                                                              ),
-                                                              ''
-                                                            
-                                                            ORDER BY
-                                                              doi__at
-                                                          )
-                                                        FROM UNNEST(REGEXP_EXTRACT_ALL(
-                                                          CASE
-                                                            WHEN REGEXP_CONTAINS(
-                                                              ({{ value }}),
-                                                              '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
-                                                            )
-                                                            THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
-                                                          END,
-                                                          '(?:%[0-9A-Fa-f]{2})+|[^%]+'
-                                                        )) AS doi__run WITH OFFSET AS doi__at
-                                                      ),
-                                                      'E'
-                                                    ),
-                                                    '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-                                                    'K'
-                                                  ),
-                                                  '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
-                                                  ''
-                                                ) AS doi__dt
-                                            ) AS doi__decoded
-                                          )
-                                          ELSE (
-                                            SELECT
-                                              REGEXP_EXTRACT(
-                                                doi__dt,
-                                                '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
-                                              )
-                                            FROM (
-                                              SELECT
-                                                REGEXP_REPLACE(
-                                                  REGEXP_REPLACE(
-                                                    COALESCE(
-                                                      REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'), '(?s)^(K.*)$'),
-                                                      CASE
-                                                        WHEN REGEXP_CONTAINS(
-                                                          REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'),
-                                                          '^1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
-                                                        )
-                                                        THEN 'K' || (
+                                                    REGEXP_REPLACE(
+                                                      COALESCE(
+                                                        'K' || (
                                                           SELECT
                                                             STRING_AGG(
                                                               
@@ -1067,107 +1076,160 @@ END
                                                                 doi__at
                                                             )
                                                           FROM UNNEST(REGEXP_EXTRACT_ALL(
-                                                            SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'), 2),
+                                                            CASE
+                                                              WHEN REGEXP_CONTAINS(
+                                                                ({{ value }}),
+                                                                '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                              )
+                                                              THEN SUBSTRING(({{ value }}), INSTR(({{ value }}), '10.'))
+                                                            END,
                                                             '(?:%[0-9A-Fa-f]{2})+|[^%]+'
                                                           )) AS doi__run WITH OFFSET AS doi__at
-                                                        )
-                                                        WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1') IS NULL
-                                                        THEN 'E'
-                                                      END
+                                                        ),
+                                                        'E'
+                                                      ),
+                                                      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                      'K'
                                                     ),
-                                                    '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
-                                                    'K'
-                                                  ),
-                                                  '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
-                                                  ''
-                                                ) AS doi__dt
+                                                    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
+                                                    ''
+                                                  ) AS doi__dt
+                                              ) AS doi__decoded
+                                            )
+                                            ELSE (
+                                              SELECT
+                                                REGEXP_EXTRACT(
+                                                  doi__dt,
+                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\\x00-\\x1F\\x7F-\\x9F\\xAD\\x{600}-\\x{605}\\x{61C}\\x{6DD}\\x{70F}\\x{890}-\\x{891}\\x{8E2}\\x{180E}\\x{200B}-\\x{200F}\\x{2028}-\\x{202E}\\x{2060}-\\x{2064}\\x{2066}-\\x{206F}\\x{E000}-\\x{F8FF}\\x{FDD0}-\\x{FDEF}\\x{FEFF}\\x{FFF9}-\\x{FFFB}\\x{FFFE}-\\x{FFFF}\\x{110BD}\\x{110CD}\\x{13430}-\\x{13438}\\x{1BCA0}-\\x{1BCA3}\\x{1D173}-\\x{1D17A}\\x{1FFFE}-\\x{1FFFF}\\x{2FFFE}-\\x{2FFFF}\\x{3FFFE}-\\x{3FFFF}\\x{4FFFE}-\\x{4FFFF}\\x{5FFFE}-\\x{5FFFF}\\x{6FFFE}-\\x{6FFFF}\\x{7FFFE}-\\x{7FFFF}\\x{8FFFE}-\\x{8FFFF}\\x{9FFFE}-\\x{9FFFF}\\x{AFFFE}-\\x{AFFFF}\\x{BFFFE}-\\x{BFFFF}\\x{CFFFE}-\\x{CFFFF}\\x{DFFFE}-\\x{DFFFF}\\x{E0001}\\x{E0020}-\\x{E007F}\\x{EFFFE}-\\x{10FFFF}]+)$'
+                                                )
                                               FROM (
                                                 SELECT
                                                   REGEXP_REPLACE(
                                                     REGEXP_REPLACE(
+                                                      COALESCE(
+                                                        REGEXP_EXTRACT(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'), '(?s)^(K.*)$'),
+                                                        CASE
+                                                          WHEN REGEXP_CONTAINS(
+                                                            REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'),
+                                                            '^1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                          )
+                                                          THEN 'K' || (
+                                                            SELECT
+                                                              STRING_AGG(
+                                                                
+                                                                  IF(
+                                                                    STARTS_WITH(doi__run, '%'),
+                                                                    SAFE_CONVERT_BYTES_TO_STRING(FROM_HEX(REPLACE(doi__run, '%', ''))),
+                                                                    doi__run
+                                                                  ),
+                                                                  ''
+                                                                
+                                                                ORDER BY
+                                                                  doi__at
+                                                              )
+                                                            FROM UNNEST(REGEXP_EXTRACT_ALL(
+                                                              SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1'), 2),
+                                                              '(?:%[0-9A-Fa-f]{2})+|[^%]+'
+                                                            )) AS doi__run WITH OFFSET AS doi__at
+                                                          )
+                                                          WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\\1') IS NULL
+                                                          THEN 'E'
+                                                        END
+                                                      ),
+                                                      '^K[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+',
+                                                      'K'
+                                                    ),
+                                                    '[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
+                                                    ''
+                                                  ) AS doi__dt
+                                                FROM (
+                                                  SELECT
+                                                    REGEXP_REPLACE(
                                                       REGEXP_REPLACE(
                                                         REGEXP_REPLACE(
                                                           REGEXP_REPLACE(
-                                                            '0' || REGEXP_REPLACE(
-                                                              ({{ value }}),
-                                                              '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
-                                                              ''
+                                                            REGEXP_REPLACE(
+                                                              '0' || REGEXP_REPLACE(
+                                                                ({{ value }}),
+                                                                '^[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+|[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{200B}\\x{FEFF}]+$',
+                                                                ''
+                                                              ),
+                                                              '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                              '1\\1'
                                                             ),
-                                                            '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                            '1\\1'
+                                                            '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                            '1\\1/'
                                                           ),
-                                                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                          '1\\1/'
+                                                          '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                          '1'
                                                         ),
-                                                        '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                        '1'
+                                                        '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
+                                                        '2'
                                                       ),
-                                                      '^0[dD][oO][iI]:[\\x09\\x0A\\x0B\\x0C\\x0D \\x85\\xA0\\x{1680}\\x{2000}\\x{2001}\\x{2002}\\x{2003}\\x{2004}\\x{2005}\\x{2006}\\x{2007}\\x{2008}\\x{2009}\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]*',
-                                                      '2'
-                                                    ),
-                                                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                    '1'
-                                                  ) AS doi__u
-                                              ) AS doi__unwrapped
-                                            ) AS doi__decoded
-                                          )
-                                        END,
-                                        '%',
-                                        '%25'
+                                                      '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                      '1'
+                                                    ) AS doi__u
+                                                ) AS doi__unwrapped
+                                              ) AS doi__decoded
+                                            )
+                                          END,
+                                          '%',
+                                          '%25'
+                                        ),
+                                        '"',
+                                        '%22'
                                       ),
-                                      '"',
-                                      '%22'
+                                      '#',
+                                      '%23'
                                     ),
-                                    '#',
-                                    '%23'
+                                    ' ',
+                                    '%20'
                                   ),
-                                  ' ',
-                                  '%20'
+                                  '?',
+                                  '%3F'
                                 ),
-                                '?',
-                                '%3F'
+                                '<',
+                                '%3C'
                               ),
-                              '<',
-                              '%3C'
+                              '>',
+                              '%3E'
                             ),
-                            '>',
-                            '%3E'
+                            '{',
+                            '%7B'
                           ),
-                          '{',
-                          '%7B'
+                          '}',
+                          '%7D'
                         ),
-                        '}',
-                        '%7D'
+                        '^',
+                        '%5E'
                       ),
-                      '^',
-                      '%5E'
+                      '[',
+                      '%5B'
                     ),
-                    '[',
-                    '%5B'
+                    ']',
+                    '%5D'
                   ),
-                  ']',
-                  '%5D'
+                  '`',
+                  '%60'
                 ),
-                '`',
-                '%60'
+                '|',
+                '%7C'
               ),
-              '|',
-              '%7C'
+              '\\',
+              '%5C'
             ),
-            '\\',
-            '%5C'
+            '+',
+            '%2B'
           ),
-          '+',
-          '%2B'
-        ),
-        '[\\x00-\\x7F]+|[^\\x00-\\x7F]+'
-      )) AS doi__run WITH OFFSET AS doi__at
+          '[\\x00-\\x7F]+|[^\\x00-\\x7F]+'
+        )) AS doi__run WITH OFFSET AS doi__at
+      ),
+      '/([.][.]?)/',
+      '/\\1%2F'
     ),
-    '/([.][.]?)/',
-    '/\\1%2F'
-  ),
-  '/([.][.]?)$',
-  '%2F\\1'
-)
+    '/([.][.]?)$',
+    '%2F\\1'
+  )
+END
 {%- endif %}
 {%- endmacro %}

@@ -1397,12 +1397,380 @@ END
 {%- elif var('dbt_doi_duckdb_native', false) -%}
 system.main.doi_url({{ value }})
 {%- else -%}
-'https://doi.org/' || REGEXP_REPLACE(
-  REGEXP_REPLACE(
-    ARRAY_TO_STRING(
+CASE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_FULL_MATCH(({{ value }}), '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+')
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || ({{ value }})
+  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 17),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 17)
+  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 19),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 19)
+  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 20),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 20)
+  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 16),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 16)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 5),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 6),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 5),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_FULL_MATCH(
+    SUBSTRING(({{ value }}), 6),
+    '10[.][0-9]+(?:[.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+'
+  )
+  AND STRPOS(({{ value }}), '/.') = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  ELSE 'https://doi.org/' || REGEXP_REPLACE(
+    REGEXP_REPLACE(
       LIST_TRANSFORM(
-        REGEXP_EXTRACT_ALL(
-          REPLACE(
+        [
+          CASE
+            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+            AND (
+              ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            THEN ({{ value }})
+            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '%')
+            AND NOT CONTAINS(({{ value }}), '?')
+            THEN SUBSTRING(({{ value }}), 17)
+            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '%')
+            AND NOT CONTAINS(({{ value }}), '?')
+            THEN SUBSTRING(({{ value }}), 19)
+            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '%')
+            AND NOT CONTAINS(({{ value }}), '?')
+            THEN SUBSTRING(({{ value }}), 20)
+            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '%')
+            AND NOT CONTAINS(({{ value }}), '?')
+            THEN SUBSTRING(({{ value }}), 16)
+            WHEN PREFIX(({{ value }}), 'doi:10.')
+            AND (
+              ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            THEN SUBSTRING(({{ value }}), 5)
+            WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+            AND (
+              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+            THEN SUBSTRING(({{ value }}), 6)
+            WHEN PREFIX(({{ value }}), 'DOI:10.')
+            AND (
+              ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            THEN SUBSTRING(({{ value }}), 5)
+            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+            AND (
+              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
+              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
+            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
+            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
+            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
+            THEN SUBSTRING(({{ value }}), 6)
+            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '?')
+            AND NOT CONTAINS(({{ value }}), '[')
+            AND NOT CONTAINS(({{ value }}), ']')
+            AND NOT REGEXP_MATCHES(
+              ({{ value }}),
+              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+            )
+            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
+            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '?')
+            AND NOT CONTAINS(({{ value }}), '[')
+            AND NOT CONTAINS(({{ value }}), ']')
+            AND NOT REGEXP_MATCHES(
+              ({{ value }}),
+              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+            )
+            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
+            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '?')
+            AND NOT CONTAINS(({{ value }}), '[')
+            AND NOT CONTAINS(({{ value }}), ']')
+            AND NOT REGEXP_MATCHES(
+              ({{ value }}),
+              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+            )
+            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
+            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
+            AND (
+              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
+              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
+            )
+            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
+            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
+            AND NOT CONTAINS(({{ value }}), CHR(127))
+            AND NOT CONTAINS(({{ value }}), ' ')
+            AND NOT CONTAINS(({{ value }}), '#')
+            AND NOT CONTAINS(({{ value }}), '?')
+            AND NOT CONTAINS(({{ value }}), '[')
+            AND NOT CONTAINS(({{ value }}), ']')
+            AND NOT REGEXP_MATCHES(
+              ({{ value }}),
+              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+            )
+            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
+            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+            AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
+            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
+            WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
+            THEN NULL
+            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+            AND REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
+            )
+            THEN ({{ value }})
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
+            )
+            THEN RTRIM(
+              SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
+              CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
+            )
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
+            )
+            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
+            WHEN REGEXP_FULL_MATCH(
+              ({{ value }}),
+              '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
+            )
+            THEN LIST_TRANSFORM(
+              [
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    COALESCE(
+                      'K' || TRY(
+                        URL_DECODE(
+                          CASE
+                            WHEN REGEXP_FULL_MATCH(
+                              ({{ value }}),
+                              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                            )
+                            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
+                          END
+                        )
+                      ),
+                      'E'
+                    ),
+                    '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+                    'K',
+                    'g'
+                  ),
+                  '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                  '',
+                  'g'
+                )
+              ],
+              LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+                doi__dt,
+                '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+                1
+              )[1]
+            )[1]
+            ELSE LIST_TRANSFORM(
+              [
+                REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        REGEXP_REPLACE(
+                          '0' || REGEXP_REPLACE(
+                            ({{ value }}),
+                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                            '',
+                            'g'
+                          ),
+                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                          '1\1',
+                          'g'
+                        ),
+                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                        '1\1/',
+                        'g'
+                      ),
+                      '^.[uU][rR][nN]:[dD][oO][iI]:',
+                      '1',
+                      'g'
+                    ),
+                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
+                    '2',
+                    'g'
+                  ),
+                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                  '1',
+                  'g'
+                )
+              ],
+              LAMBDA doi__u : LIST_TRANSFORM(
+                [
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      COALESCE(
+                        REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
+                        CASE
+                          WHEN REGEXP_FULL_MATCH(
+                            REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
+                            '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
+                          )
+                          THEN 'K' || TRY(
+                            URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
+                          )
+                          WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                          THEN 'E'
+                        END
+                      ),
+                      '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
+                      'K',
+                      'g'
+                    ),
+                    '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
+                    '',
+                    'g'
+                  )
+                ],
+                LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
+                  doi__dt,
+                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
+                  1
+                )[1]
+              )[1]
+            )[1]
+          END
+        ],
+        LAMBDA doi__p : CASE
+          WHEN REGEXP_MATCHES(doi__p, '[!$&-*,:;=@]')
+          THEN REPLACE(
             REPLACE(
               REPLACE(
                 REPLACE(
@@ -1412,378 +1780,48 @@ system.main.doi_url({{ value }})
                         REPLACE(
                           REPLACE(
                             REPLACE(
-                              REPLACE(
-                                REPLACE(
-                                  REPLACE(
-                                    REPLACE(
-                                      REPLACE(
-                                        REPLACE(
-                                          CASE
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND (
-                                              ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            THEN ({{ value }})
-                                            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '%')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            THEN SUBSTRING(({{ value }}), 17)
-                                            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '%')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            THEN SUBSTRING(({{ value }}), 19)
-                                            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '%')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            THEN SUBSTRING(({{ value }}), 20)
-                                            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '%')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            THEN SUBSTRING(({{ value }}), 16)
-                                            WHEN PREFIX(({{ value }}), 'doi:10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'doi:10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            THEN SUBSTRING(({{ value }}), 5)
-                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-                                            AND (
-                                              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
-                                            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
-                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
-                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
-                                            THEN SUBSTRING(({{ value }}), 6)
-                                            WHEN PREFIX(({{ value }}), 'DOI:10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'DOI:10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            THEN SUBSTRING(({{ value }}), 5)
-                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
-                                            AND (
-                                              SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR SUBSTRING(({{ value }}), 6) GLOB '10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(SUBSTRING(({{ value }}), 6)) = LENGTH(SUBSTRING(({{ value }}), 6))
-                                            AND STRLEN(TO_JSON(SUBSTRING(({{ value }}), 6))) = STRLEN(SUBSTRING(({{ value }}), 6)) + 2
-                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), CHR(127))
-                                            AND NOT CONTAINS(SUBSTRING(({{ value }}), 6), ' ')
-                                            THEN SUBSTRING(({{ value }}), 6)
-                                            WHEN PREFIX(({{ value }}), 'https://doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'https://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            AND NOT CONTAINS(({{ value }}), '[')
-                                            AND NOT CONTAINS(({{ value }}), ']')
-                                            AND NOT REGEXP_MATCHES(
-                                              ({{ value }}),
-                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                            )
-                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 17)))
-                                            WHEN PREFIX(({{ value }}), 'http://dx.doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'http://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            AND NOT CONTAINS(({{ value }}), '[')
-                                            AND NOT CONTAINS(({{ value }}), ']')
-                                            AND NOT REGEXP_MATCHES(
-                                              ({{ value }}),
-                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                            )
-                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 19)))
-                                            WHEN PREFIX(({{ value }}), 'https://dx.doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'https://dx.doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            AND NOT CONTAINS(({{ value }}), '[')
-                                            AND NOT CONTAINS(({{ value }}), ']')
-                                            AND NOT REGEXP_MATCHES(
-                                              ({{ value }}),
-                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                            )
-                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 20)))
-                                            WHEN PREFIX(({{ value }}), 'http://doi.org/10.')
-                                            AND (
-                                              ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9]/?*'
-                                              OR ({{ value }}) GLOB 'http://doi.org/10.[0-9][0-9][0-9][0-9][0-9]/?*'
-                                            )
-                                            AND STRLEN(({{ value }})) = LENGTH(({{ value }}))
-                                            AND STRLEN(TO_JSON(({{ value }}))) = STRLEN(({{ value }})) + 2
-                                            AND NOT CONTAINS(({{ value }}), CHR(127))
-                                            AND NOT CONTAINS(({{ value }}), ' ')
-                                            AND NOT CONTAINS(({{ value }}), '#')
-                                            AND NOT CONTAINS(({{ value }}), '?')
-                                            AND NOT CONTAINS(({{ value }}), '[')
-                                            AND NOT CONTAINS(({{ value }}), ']')
-                                            AND NOT REGEXP_MATCHES(
-                                              ({{ value }}),
-                                              '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
-                                            )
-                                            THEN TRY(URL_DECODE(SUBSTRING(({{ value }}), 16)))
-                                            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
-                                            AND REGEXP_FULL_MATCH(({{ value }}), 'urn:doi:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+')
-                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
-                                            WHEN STRPOS(({{ value }}), '10.') = 0 AND STRPOS(({{ value }}), '%') = 0
-                                            THEN NULL
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_FULL_MATCH(
-                                              ({{ value }}),
-                                              '10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+'
-                                            )
-                                            THEN ({{ value }})
-                                            WHEN REGEXP_FULL_MATCH(
-                                              ({{ value }}),
-                                              '[\x09\x0A\x0B\x0C\x0D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\x09\x0A\x0B\x0C\x0D ]*'
-                                            )
-                                            THEN RTRIM(
-                                              SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.')),
-                                              CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || ' '
-                                            )
-                                            WHEN REGEXP_FULL_MATCH(
-                                              ({{ value }}),
-                                              '[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+'
-                                            )
-                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\1/', 'g')
-                                            WHEN REGEXP_FULL_MATCH(
-                                              ({{ value }}),
-                                              '(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*'
-                                            )
-                                            THEN LIST_TRANSFORM(
-                                              [
-                                                REGEXP_REPLACE(
-                                                  REGEXP_REPLACE(
-                                                    COALESCE(
-                                                      'K' || TRY(
-                                                        URL_DECODE(
-                                                          CASE
-                                                            WHEN REGEXP_FULL_MATCH(
-                                                              ({{ value }}),
-                                                              '(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                                                            )
-                                                            THEN SUBSTRING(({{ value }}), STRPOS(({{ value }}), '10.'))
-                                                          END
-                                                        )
-                                                      ),
-                                                      'E'
-                                                    ),
-                                                    '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-                                                    'K',
-                                                    'g'
-                                                  ),
-                                                  '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                  '',
-                                                  'g'
-                                                )
-                                              ],
-                                              LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
-                                                doi__dt,
-                                                '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-                                                1
-                                              )[1]
-                                            )[1]
-                                            ELSE LIST_TRANSFORM(
-                                              [
-                                                REGEXP_REPLACE(
-                                                  REGEXP_REPLACE(
-                                                    REGEXP_REPLACE(
-                                                      REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          '0' || REGEXP_REPLACE(
-                                                            ({{ value }}),
-                                                            '^[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+|[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                            '',
-                                                            'g'
-                                                          ),
-                                                          '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                          '1\1',
-                                                          'g'
-                                                        ),
-                                                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                        '1\1/',
-                                                        'g'
-                                                      ),
-                                                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                      '1',
-                                                      'g'
-                                                    ),
-                                                    '^0[dD][oO][iI]:[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]*',
-                                                    '2',
-                                                    'g'
-                                                  ),
-                                                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                  '1',
-                                                  'g'
-                                                )
-                                              ],
-                                              LAMBDA doi__u : LIST_TRANSFORM(
-                                                [
-                                                  REGEXP_REPLACE(
-                                                    REGEXP_REPLACE(
-                                                      COALESCE(
-                                                        REGEXP_EXTRACT_ALL(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), '(?s)^(K.*)$', 1)[1],
-                                                        CASE
-                                                          WHEN REGEXP_FULL_MATCH(
-                                                            REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'),
-                                                            '1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*'
-                                                          )
-                                                          THEN 'K' || TRY(
-                                                            URL_DECODE(SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g'), 2))
-                                                          )
-                                                          WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
-                                                          THEN 'E'
-                                                        END
-                                                      ),
-                                                      '^K[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+',
-                                                      'K',
-                                                      'g'
-                                                    ),
-                                                    '[\x09\x0A\x0B\x0C\x0D \x85\xA0\x{1680}\x{2000}\x{2001}\x{2002}\x{2003}\x{2004}\x{2005}\x{2006}\x{2007}\x{2008}\x{2009}\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{200B}\x{FEFF}]+$',
-                                                    '',
-                                                    'g'
-                                                  )
-                                                ],
-                                                LAMBDA doi__dt : REGEXP_EXTRACT_ALL(
-                                                  doi__dt,
-                                                  '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\x00-\x1F\x7F-\x9F\xAD\x{600}-\x{605}\x{61C}\x{6DD}\x{70F}\x{890}-\x{891}\x{8E2}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{2064}\x{2066}-\x{206F}\x{E000}-\x{F8FF}\x{FDD0}-\x{FDEF}\x{FEFF}\x{FFF9}-\x{FFFB}\x{FFFE}-\x{FFFF}\x{110BD}\x{110CD}\x{13430}-\x{13438}\x{1BCA0}-\x{1BCA3}\x{1D173}-\x{1D17A}\x{1FFFE}-\x{1FFFF}\x{2FFFE}-\x{2FFFF}\x{3FFFE}-\x{3FFFF}\x{4FFFE}-\x{4FFFF}\x{5FFFE}-\x{5FFFF}\x{6FFFE}-\x{6FFFF}\x{7FFFE}-\x{7FFFF}\x{8FFFE}-\x{8FFFF}\x{9FFFE}-\x{9FFFF}\x{AFFFE}-\x{AFFFF}\x{BFFFE}-\x{BFFFF}\x{CFFFE}-\x{CFFFF}\x{DFFFE}-\x{DFFFF}\x{E0001}\x{E0020}-\x{E007F}\x{EFFFE}-\x{10FFFF}]+)$',
-                                                  1
-                                                )[1]
-                                              )[1]
-                                            )[1]
-                                          END,
-                                          '%',
-                                          '%25'
-                                        ),
-                                        '"',
-                                        '%22'
-                                      ),
-                                      '#',
-                                      '%23'
-                                    ),
-                                    ' ',
-                                    '%20'
-                                  ),
-                                  '?',
-                                  '%3F'
-                                ),
-                                '<',
-                                '%3C'
-                              ),
-                              '>',
-                              '%3E'
+                              REPLACE(REPLACE(REPLACE(URL_ENCODE(doi__p), '%2F', '/'), '%21', '!'), '%24', '$'),
+                              '%26',
+                              '&'
                             ),
-                            '{',
-                            '%7B'
+                            '%27',
+                            ''''
                           ),
-                          '}',
-                          '%7D'
+                          '%28',
+                          '('
                         ),
-                        '^',
-                        '%5E'
+                        '%29',
+                        ')'
                       ),
-                      '[',
-                      '%5B'
+                      '%2A',
+                      '*'
                     ),
-                    ']',
-                    '%5D'
+                    '%2C',
+                    ','
                   ),
-                  '`',
-                  '%60'
+                  '%3A',
+                  ':'
                 ),
-                '|',
-                '%7C'
+                '%3B',
+                ';'
               ),
-              '\',
-              '%5C'
+              '%3D',
+              '='
             ),
-            '+',
-            '%2B'
-          ),
-          '[\x00-\x7F]+|[^\x00-\x7F]+'
-        ),
-        LAMBDA r : CASE WHEN ORD(r) < 128 THEN r ELSE URL_ENCODE(r) END
-      ),
-      ''
+            '%40',
+            '@'
+          )
+          ELSE REPLACE(URL_ENCODE(doi__p), '%2F', '/')
+        END
+      )[1],
+      '/([.][.]?)/',
+      '/\1%2F',
+      'g'
     ),
-    '/([.][.]?)/',
-    '/\1%2F',
+    '/([.][.]?)$',
+    '%2F\1',
     'g'
-  ),
-  '/([.][.]?)$',
-  '%2F\1',
-  'g'
-)
+  )
+END
 {%- endif %}
 {%- endmacro %}

@@ -4223,12 +4223,104 @@ END
 {%- if call -%}
 {{ call }}
 {%- else -%}
-'https://doi.org/' || REGEXP_REPLACE(
-  REGEXP_REPLACE(
-    ARRAY_TO_STRING(
-      TRANSFORM(
-        REGEXP_SUBSTR_ALL(
-          REPLACE(
+CASE
+  WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+  AND REGEXP_INSTR(({{ value }}), '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$', 1, 1, 0, 'c') > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || ({{ value }})
+  WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 17),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 17)
+  WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 19),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 19)
+  WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 20),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 20)
+  WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 16),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 16)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 5),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 6),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 5),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 5)
+  WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+  AND REGEXP_INSTR(
+    SUBSTRING(({{ value }}), 6),
+    '^10[.][0-9]+([.][0-9]+)*/[!$&-*,-;=@-Z_a-z~]+$',
+    1,
+    1,
+    0,
+    'c'
+  ) > 0
+  AND CHARINDEX('/.', ({{ value }})) = 0
+  THEN 'https://doi.org/' || SUBSTRING(({{ value }}), 6)
+  ELSE 'https://doi.org/' || REGEXP_REPLACE(
+    REGEXP_REPLACE(
+      ARRAY_TO_STRING(
+        TRANSFORM(
+          REGEXP_SUBSTR_ALL(
             REPLACE(
               REPLACE(
                 REPLACE(
@@ -4244,222 +4336,165 @@ END
                                     REPLACE(
                                       REPLACE(
                                         REPLACE(
-                                          CASE
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_INSTR(({{ value }}), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN ({{ value }})
-                                            WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
-                                            AND REGEXP_INSTR(
-                                              SUBSTRING(({{ value }}), 17),
-                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN SUBSTRING(({{ value }}), 17)
-                                            WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
-                                            AND REGEXP_INSTR(
-                                              SUBSTRING(({{ value }}), 19),
-                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN SUBSTRING(({{ value }}), 19)
-                                            WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
-                                            AND REGEXP_INSTR(
-                                              SUBSTRING(({{ value }}), 20),
-                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN SUBSTRING(({{ value }}), 20)
-                                            WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
-                                            AND REGEXP_INSTR(
-                                              SUBSTRING(({{ value }}), 16),
-                                              '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN SUBSTRING(({{ value }}), 16)
-                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
-                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN SUBSTRING(({{ value }}), 5)
-                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
-                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN SUBSTRING(({{ value }}), 6)
-                                            WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
-                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN SUBSTRING(({{ value }}), 5)
-                                            WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
-                                            AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN SUBSTRING(({{ value }}), 6)
-                                            WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
-                                            AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
-                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                            WHEN CHARINDEX('10.', ({{ value }})) = 0
-                                            AND CHARINDEX('%', ({{ value }})) = 0
-                                            THEN NULL
-                                            WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
-                                            AND REGEXP_INSTR(
-                                              ({{ value }}),
-                                              '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN ({{ value }})
-                                            WHEN REGEXP_INSTR(
-                                              ({{ value }}),
-                                              '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN REGEXP_SUBSTR(
-                                              ({{ value }}),
-                                              '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
-                                              1,
-                                              1,
-                                              'ce',
-                                              4
-                                            )
-                                            WHEN REGEXP_INSTR(
-                                              ({{ value }}),
-                                              '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
-                                            WHEN REGEXP_INSTR(
-                                              ({{ value }}),
-                                              '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
-                                              1,
-                                              1,
-                                              0,
-                                              'c'
-                                            ) > 0
-                                            THEN REGEXP_SUBSTR(
-                                              REGEXP_REPLACE(
+                                          REPLACE(
+                                            CASE
+                                              WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                              AND REGEXP_INSTR(({{ value }}), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN ({{ value }})
+                                              WHEN SUBSTRING(({{ value }}), 1, 16) = 'https://doi.org/'
+                                              AND REGEXP_INSTR(
+                                                SUBSTRING(({{ value }}), 17),
+                                                '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN SUBSTRING(({{ value }}), 17)
+                                              WHEN SUBSTRING(({{ value }}), 1, 18) = 'http://dx.doi.org/'
+                                              AND REGEXP_INSTR(
+                                                SUBSTRING(({{ value }}), 19),
+                                                '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN SUBSTRING(({{ value }}), 19)
+                                              WHEN SUBSTRING(({{ value }}), 1, 19) = 'https://dx.doi.org/'
+                                              AND REGEXP_INSTR(
+                                                SUBSTRING(({{ value }}), 20),
+                                                '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN SUBSTRING(({{ value }}), 20)
+                                              WHEN SUBSTRING(({{ value }}), 1, 15) = 'http://doi.org/'
+                                              AND REGEXP_INSTR(
+                                                SUBSTRING(({{ value }}), 16),
+                                                '^10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN SUBSTRING(({{ value }}), 16)
+                                              WHEN SUBSTRING(({{ value }}), 1, 4) = 'doi:'
+                                              AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(({{ value }}), 5)
+                                              WHEN SUBSTRING(({{ value }}), 1, 5) = 'doi: '
+                                              AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(({{ value }}), 6)
+                                              WHEN SUBSTRING(({{ value }}), 1, 4) = 'DOI:'
+                                              AND REGEXP_INSTR(SUBSTRING(({{ value }}), 5), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(({{ value }}), 5)
+                                              WHEN SUBSTRING(({{ value }}), 1, 5) = 'DOI: '
+                                              AND REGEXP_INSTR(SUBSTRING(({{ value }}), 6), '^10[.][0-9]+([.][0-9]+)*/[!-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN SUBSTRING(({{ value }}), 6)
+                                              WHEN SUBSTRING(({{ value }}), 1, 8) = 'urn:doi:'
+                                              AND REGEXP_INSTR(({{ value }}), '^urn:doi:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$', 1, 1, 0, 'c') > 0
+                                              THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                              WHEN CHARINDEX('10.', ({{ value }})) = 0
+                                              AND CHARINDEX('%', ({{ value }})) = 0
+                                              THEN NULL
+                                              WHEN SUBSTRING(({{ value }}), 1, 3) = '10.'
+                                              AND REGEXP_INSTR(
+                                                ({{ value }}),
+                                                '^10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿\t\n\x0b\f\r                  　​﻿]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN ({{ value }})
+                                              WHEN REGEXP_INSTR(
+                                                ({{ value }}),
+                                                '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN REGEXP_SUBSTR(
+                                                ({{ value }}),
+                                                '^[\t\n\x0b\f\r ]*(([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\t\n\x0b\f\r ]*)?(10[.][0-9]+([.][0-9]+)*/[!-"$&->@-~]+)[\t\n\x0b\f\r ]*$',
+                                                1,
+                                                1,
+                                                'ce',
+                                                4
+                                              )
+                                              WHEN REGEXP_INSTR(
+                                                ({{ value }}),
+                                                '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+([.][0-9]+)*:[!-"$&->@-~]+$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN REGEXP_REPLACE(SUBSTRING(({{ value }}), 9), '^([^:]*):', '\\1/', 1, 0, 'c')
+                                              WHEN REGEXP_INSTR(
+                                                ({{ value }}),
+                                                '^([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&\'->@-~]*$',
+                                                1,
+                                                1,
+                                                0,
+                                                'c'
+                                              ) > 0
+                                              THEN REGEXP_SUBSTR(
                                                 REGEXP_REPLACE(
-                                                  COALESCE(
-                                                    'K' || ARRAY_TO_STRING(
-                                                      TRANSFORM(
-                                                        REGEXP_SUBSTR_ALL(
-                                                          CASE
-                                                            WHEN REGEXP_INSTR(
-                                                              ({{ value }}),
-                                                              '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
-                                                              1,
-                                                              1,
-                                                              0,
-                                                              'c'
-                                                            ) > 0
-                                                            THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
-                                                          END,
-                                                          '(%[0-9A-Fa-f]{2})+|[^%]+'
+                                                  REGEXP_REPLACE(
+                                                    COALESCE(
+                                                      'K' || ARRAY_TO_STRING(
+                                                        TRANSFORM(
+                                                          REGEXP_SUBSTR_ALL(
+                                                            CASE
+                                                              WHEN REGEXP_INSTR(
+                                                                ({{ value }}),
+                                                                '^([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                                1,
+                                                                1,
+                                                                0,
+                                                                'c'
+                                                              ) > 0
+                                                              THEN SUBSTRING(({{ value }}), CHARINDEX('10.', ({{ value }})))
+                                                            END,
+                                                            '(%[0-9A-Fa-f]{2})+|[^%]+'
+                                                          ),
+                                                          r -> IFF(
+                                                            LEFT(CAST(r AS VARCHAR), 1) = '%',
+                                                            HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                                                            CAST(r AS VARCHAR)
+                                                          )
                                                         ),
-                                                        r -> IFF(
-                                                          LEFT(CAST(r AS VARCHAR), 1) = '%',
-                                                          HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
-                                                          CAST(r AS VARCHAR)
-                                                        )
+                                                        ''
                                                       ),
-                                                      ''
+                                                      'E'
                                                     ),
-                                                    'E'
+                                                    '^K[\t\n\x0b\f\r                  　​﻿]+',
+                                                    'K',
+                                                    1,
+                                                    0,
+                                                    'c'
                                                   ),
-                                                  '^K[\t\n\x0b\f\r                  　​﻿]+',
-                                                  'K',
+                                                  '[\t\n\x0b\f\r                  　​﻿]+$',
+                                                  '',
                                                   1,
                                                   0,
                                                   'c'
                                                 ),
-                                                '[\t\n\x0b\f\r                  　​﻿]+$',
-                                                '',
+                                                '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
                                                 1,
-                                                0,
-                                                'c'
-                                              ),
-                                              '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
-                                              1,
-                                              1,
-                                              'ce',
-                                              1
-                                            )
-                                            ELSE REGEXP_SUBSTR(
-                                              REGEXP_REPLACE(
+                                                1,
+                                                'ce',
+                                                1
+                                              )
+                                              ELSE REGEXP_SUBSTR(
                                                 REGEXP_REPLACE(
-                                                  COALESCE(
-                                                    REGEXP_SUBSTR(
-                                                      REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  '0' || REGEXP_REPLACE(
-                                                                    ({{ value }}),
-                                                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                                    '',
-                                                                    1,
-                                                                    0,
-                                                                    'c'
-                                                                  ),
-                                                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                  '1\\3',
-                                                                  1,
-                                                                  0,
-                                                                  'cs'
-                                                                ),
-                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                '1\\1/',
-                                                                1,
-                                                                0,
-                                                                'c'
-                                                              ),
-                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                              '1',
-                                                              1,
-                                                              0,
-                                                              'c'
-                                                            ),
-                                                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                            '2',
-                                                            1,
-                                                            0,
-                                                            'c'
-                                                          ),
-                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                          '1',
-                                                          1,
-                                                          0,
-                                                          'c'
-                                                        ),
-                                                        '^([02]|1([^%]*)$)',
-                                                        'K\\2',
-                                                        1,
-                                                        0,
-                                                        'cs'
-                                                      ),
-                                                      '^(K.*)$',
-                                                      1,
-                                                      1,
-                                                      'cse',
-                                                      1
-                                                    ),
-                                                    CASE
-                                                      WHEN REGEXP_INSTR(
+                                                  REGEXP_REPLACE(
+                                                    COALESCE(
+                                                      REGEXP_SUBSTR(
                                                         REGEXP_REPLACE(
                                                           REGEXP_REPLACE(
                                                             REGEXP_REPLACE(
@@ -4510,219 +4545,278 @@ END
                                                           0,
                                                           'cs'
                                                         ),
-                                                        '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                        '^(K.*)$',
                                                         1,
                                                         1,
-                                                        0,
-                                                        'c'
-                                                      ) > 0
-                                                      THEN 'K' || ARRAY_TO_STRING(
-                                                        TRANSFORM(
-                                                          REGEXP_SUBSTR_ALL(
-                                                            SUBSTRING(
+                                                        'cse',
+                                                        1
+                                                      ),
+                                                      CASE
+                                                        WHEN REGEXP_INSTR(
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
                                                               REGEXP_REPLACE(
                                                                 REGEXP_REPLACE(
                                                                   REGEXP_REPLACE(
                                                                     REGEXP_REPLACE(
-                                                                      REGEXP_REPLACE(
-                                                                        REGEXP_REPLACE(
-                                                                          '0' || REGEXP_REPLACE(
-                                                                            ({{ value }}),
-                                                                            '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                                            '',
-                                                                            1,
-                                                                            0,
-                                                                            'c'
-                                                                          ),
-                                                                          '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                          '1\\3',
-                                                                          1,
-                                                                          0,
-                                                                          'cs'
-                                                                        ),
-                                                                        '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                        '1\\1/',
+                                                                      '0' || REGEXP_REPLACE(
+                                                                        ({{ value }}),
+                                                                        '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                        '',
                                                                         1,
                                                                         0,
                                                                         'c'
                                                                       ),
-                                                                      '^.[uU][rR][nN]:[dD][oO][iI]:',
-                                                                      '1',
+                                                                      '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                      '1\\3',
                                                                       1,
                                                                       0,
-                                                                      'c'
+                                                                      'cs'
                                                                     ),
-                                                                    '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                                    '2',
+                                                                    '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                    '1\\1/',
                                                                     1,
                                                                     0,
                                                                     'c'
                                                                   ),
-                                                                  '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:',
                                                                   '1',
                                                                   1,
                                                                   0,
                                                                   'c'
                                                                 ),
-                                                                '^([02]|1([^%]*)$)',
-                                                                'K\\2',
-                                                                1,
-                                                                0,
-                                                                'cs'
-                                                              ),
-                                                              2
-                                                            ),
-                                                            '(%[0-9A-Fa-f]{2})+|[^%]+'
-                                                          ),
-                                                          r -> IFF(
-                                                            LEFT(CAST(r AS VARCHAR), 1) = '%',
-                                                            HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
-                                                            CAST(r AS VARCHAR)
-                                                          )
-                                                        ),
-                                                        ''
-                                                      )
-                                                      WHEN NOT REGEXP_REPLACE(
-                                                        REGEXP_REPLACE(
-                                                          REGEXP_REPLACE(
-                                                            REGEXP_REPLACE(
-                                                              REGEXP_REPLACE(
-                                                                REGEXP_REPLACE(
-                                                                  '0' || REGEXP_REPLACE(
-                                                                    ({{ value }}),
-                                                                    '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
-                                                                    '',
-                                                                    1,
-                                                                    0,
-                                                                    'c'
-                                                                  ),
-                                                                  '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
-                                                                  '1\\3',
-                                                                  1,
-                                                                  0,
-                                                                  'cs'
-                                                                ),
-                                                                '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
-                                                                '1\\1/',
+                                                                '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                                '2',
                                                                 1,
                                                                 0,
                                                                 'c'
                                                               ),
-                                                              '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                              '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
                                                               '1',
                                                               1,
                                                               0,
                                                               'c'
                                                             ),
-                                                            '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
-                                                            '2',
+                                                            '^([02]|1([^%]*)$)',
+                                                            'K\\2',
+                                                            1,
+                                                            0,
+                                                            'cs'
+                                                          ),
+                                                          '^1([^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$',
+                                                          1,
+                                                          1,
+                                                          0,
+                                                          'c'
+                                                        ) > 0
+                                                        THEN 'K' || ARRAY_TO_STRING(
+                                                          TRANSFORM(
+                                                            REGEXP_SUBSTR_ALL(
+                                                              SUBSTRING(
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(
+                                                                    REGEXP_REPLACE(
+                                                                      REGEXP_REPLACE(
+                                                                        REGEXP_REPLACE(
+                                                                          REGEXP_REPLACE(
+                                                                            '0' || REGEXP_REPLACE(
+                                                                              ({{ value }}),
+                                                                              '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                              '',
+                                                                              1,
+                                                                              0,
+                                                                              'c'
+                                                                            ),
+                                                                            '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                            '1\\3',
+                                                                            1,
+                                                                            0,
+                                                                            'cs'
+                                                                          ),
+                                                                          '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                          '1\\1/',
+                                                                          1,
+                                                                          0,
+                                                                          'c'
+                                                                        ),
+                                                                        '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                                        '1',
+                                                                        1,
+                                                                        0,
+                                                                        'c'
+                                                                      ),
+                                                                      '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                                      '2',
+                                                                      1,
+                                                                      0,
+                                                                      'c'
+                                                                    ),
+                                                                    '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                                    '1',
+                                                                    1,
+                                                                    0,
+                                                                    'c'
+                                                                  ),
+                                                                  '^([02]|1([^%]*)$)',
+                                                                  'K\\2',
+                                                                  1,
+                                                                  0,
+                                                                  'cs'
+                                                                ),
+                                                                2
+                                                              ),
+                                                              '(%[0-9A-Fa-f]{2})+|[^%]+'
+                                                            ),
+                                                            r -> IFF(
+                                                              LEFT(CAST(r AS VARCHAR), 1) = '%',
+                                                              HEX_DECODE_STRING(REPLACE(REPLACE(CAST(r AS VARCHAR), '%00', '%01'), '%', '')),
+                                                              CAST(r AS VARCHAR)
+                                                            )
+                                                          ),
+                                                          ''
+                                                        )
+                                                        WHEN NOT REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
+                                                              REGEXP_REPLACE(
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(
+                                                                    '0' || REGEXP_REPLACE(
+                                                                      ({{ value }}),
+                                                                      '^[\t\n\x0b\f\r                  　​﻿]+|[\t\n\x0b\f\r                  　​﻿]+$',
+                                                                      '',
+                                                                      1,
+                                                                      0,
+                                                                      'c'
+                                                                    ),
+                                                                    '^0([hH][tT][tT][pP][sS]?://([dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                    '1\\3',
+                                                                    1,
+                                                                    0,
+                                                                    'cs'
+                                                                  ),
+                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                  '1\\1/',
+                                                                  1,
+                                                                  0,
+                                                                  'c'
+                                                                ),
+                                                                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                                '1',
+                                                                1,
+                                                                0,
+                                                                'c'
+                                                              ),
+                                                              '^0[dD][oO][iI]:[\t\n\x0b\f\r                  　]*',
+                                                              '2',
+                                                              1,
+                                                              0,
+                                                              'c'
+                                                            ),
+                                                            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                            '1',
                                                             1,
                                                             0,
                                                             'c'
                                                           ),
-                                                          '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
-                                                          '1',
+                                                          '^([02]|1([^%]*)$)',
+                                                          'K\\2',
                                                           1,
                                                           0,
-                                                          'c'
-                                                        ),
-                                                        '^([02]|1([^%]*)$)',
-                                                        'K\\2',
-                                                        1,
-                                                        0,
-                                                        'cs'
-                                                      ) IS NULL
-                                                      THEN 'E'
-                                                    END
+                                                          'cs'
+                                                        ) IS NULL
+                                                        THEN 'E'
+                                                      END
+                                                    ),
+                                                    '^K[\t\n\x0b\f\r                  　​﻿]+',
+                                                    'K',
+                                                    1,
+                                                    0,
+                                                    'c'
                                                   ),
-                                                  '^K[\t\n\x0b\f\r                  　​﻿]+',
-                                                  'K',
+                                                  '[\t\n\x0b\f\r                  　​﻿]+$',
+                                                  '',
                                                   1,
                                                   0,
                                                   'c'
                                                 ),
-                                                '[\t\n\x0b\f\r                  　​﻿]+$',
-                                                '',
+                                                '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
                                                 1,
-                                                0,
-                                                'c'
-                                              ),
-                                              '^K(10[.][0-9]+([.][0-9]+)*/[^\x01-\x1f\x7f-­؀-؅؜۝܏࢐-࢑࣢᠎​-‏ -‮⁠-⁤⁦-⁯-﷐-﷯﻿￹-￻￾-￿𑂽𑃍𓐰-𓐸𛲠-𛲣𝅳-𝅺🿾-🿿𯿾-𯿿𿿾-𿿿񏿾-񏿿񟿾-񟿿񯿾-񯿿񿿾-񿿿򏿾-򏿿򟿾-򟿿򯿾-򯿿򿿾-򿿿󏿾-󏿿󟿾-󟿿󠀁󠀠-󠁿󯿾-􏿿]+)$',
-                                              1,
-                                              1,
-                                              'ce',
-                                              1
-                                            )
-                                          END,
-                                          '%',
-                                          '%25'
+                                                1,
+                                                'ce',
+                                                1
+                                              )
+                                            END,
+                                            '%',
+                                            '%25'
+                                          ),
+                                          '"',
+                                          '%22'
                                         ),
-                                        '"',
-                                        '%22'
+                                        '#',
+                                        '%23'
                                       ),
-                                      '#',
-                                      '%23'
+                                      ' ',
+                                      '%20'
                                     ),
-                                    ' ',
-                                    '%20'
+                                    '?',
+                                    '%3F'
                                   ),
-                                  '?',
-                                  '%3F'
+                                  '<',
+                                  '%3C'
                                 ),
-                                '<',
-                                '%3C'
+                                '>',
+                                '%3E'
                               ),
-                              '>',
-                              '%3E'
+                              '{',
+                              '%7B'
                             ),
-                            '{',
-                            '%7B'
+                            '}',
+                            '%7D'
                           ),
-                          '}',
-                          '%7D'
+                          '^',
+                          '%5E'
                         ),
-                        '^',
-                        '%5E'
+                        '[',
+                        '%5B'
                       ),
-                      '[',
-                      '%5B'
+                      ']',
+                      '%5D'
                     ),
-                    ']',
-                    '%5D'
+                    '`',
+                    '%60'
                   ),
-                  '`',
-                  '%60'
+                  '|',
+                  '%7C'
                 ),
-                '|',
-                '%7C'
+                '\\',
+                '%5C'
               ),
-              '\\',
-              '%5C'
+              '+',
+              '%2B'
             ),
-            '+',
-            '%2B'
+            '[\x01-\x7f]+|[^\x01-\x7f]+'
           ),
-          '[\x01-\x7f]+|[^\x01-\x7f]+'
+          r -> IFF(
+            REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
+            CAST(r AS VARCHAR),
+            REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
+          )
         ),
-        r -> IFF(
-          REGEXP_INSTR(CAST(r AS VARCHAR), '^[\x01-\x7f]') > 0,
-          CAST(r AS VARCHAR),
-          REGEXP_REPLACE(HEX_ENCODE(CAST(r AS VARCHAR)), '(..)', '%\\1')
-        )
+        ''
       ),
-      ''
+      '/([.][.]?)/',
+      '/\\1%2F',
+      1,
+      0,
+      'c'
     ),
-    '/([.][.]?)/',
-    '/\\1%2F',
+    '/([.][.]?)$',
+    '%2F\\1',
     1,
     0,
     'c'
-  ),
-  '/([.][.]?)$',
-  '%2F\\1',
-  1,
-  0,
-  'c'
-)
+  )
+END
 {%- endif %}
 {%- endmacro %}
