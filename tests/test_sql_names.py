@@ -216,8 +216,12 @@ def test_doi_url_in_a_database_not_in_utf8_says_why(postgres_dsn: str) -> None:
             con.execute(_sql_file("postgres"))
             assert con.execute("SELECT doi_key(%s)", ["doi:10.1/café"]).fetchone() == (
                 "10.1/CAFé",)
+            # ASCII has the same bytes in every encoding PostgreSQL serves: escaped as in UTF8.
+            for value in ["10.1/a b#c<d>", "doi:10.1000/182", "10.1/x%y"]:
+                assert con.execute("SELECT doi_url(%s)", [value]).fetchone() == (
+                    expected(value).url,), value
             with pytest.raises(psycopg.Error, match="doi_url needs a database whose encoding "
-                               "is UTF8"):
+                               "is UTF8 for a DOI beyond ASCII"):
                 con.execute("SELECT doi_url(%s)", ["10.1/café"])
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:

@@ -29,10 +29,10 @@ _OCTAL_TO_HEX: tuple[tuple[str, str], ...] = (
 )
 
 
-#: What a query calling doi_url says in a database whose encoding is not UTF8 (as the text
-#: PostgreSQL quotes when the cast of it to an integer fails).
-_NOT_UTF8 = ("doi_url needs a database whose encoding is UTF8 (its %XX escapes are the"
-             " bytes PostgreSQL stores); use airflow_doi.to_url in Python there")
+#: What a query calling doi_url on a value beyond ASCII says in a database whose encoding is
+#: not UTF8 (as the text PostgreSQL quotes when the cast of it to an integer fails).
+_NOT_UTF8 = ("doi_url needs a database whose encoding is UTF8 for a DOI beyond ASCII (its %XX"
+             " escapes are the bytes PostgreSQL stores); use airflow_doi.to_url in Python there")
 
 
 def _outside(bracket_class: str) -> str:
@@ -54,9 +54,10 @@ class Postgres(Dialect):
     limitations = (
         "U+0000 cannot be stored in PostgreSQL text at all, so inputs containing it cannot"
         " reach the functions; a decoded %00 is reported as bad_character like any control.",
-        "doi_url needs a database whose encoding is UTF8 (its escapes are the bytes the"
-        " database stores: CONVERT_TO is not immutable, and doi_url must be inlinable); in"
-        " another encoding a query calling it fails with a message saying so.",
+        "doi_url needs a database whose encoding is UTF8 for a DOI with characters beyond"
+        " ASCII (its escapes are the bytes the database stores: CONVERT_TO is not immutable,"
+        " and doi_url must be inlinable); in another encoding such a value fails the query"
+        " with a message saying so, and ASCII DOIs are escaped as everywhere.",
     )
     dbt_adapter = "postgres"
     dbt_binding = "subquery"
@@ -120,9 +121,15 @@ class Postgres(Dialect):
             expression=exp.Literal.number(2))
         # Text first: PostgreSQL converts a bare literal to an integer while it parses the
         # body, and would refuse the CREATE FUNCTION in every database.
-        message = exp.Cast(this=exp.Literal.string(_NOT_UTF8), to=exp.DataType.build("text"))
+        # The value's own empty head joined to it: a constant would be cast (and fail) while
+        # the query is planned, whichever branch a row takes.
+        message = self.snippet(
+            "CAST({m} AS TEXT) || LEFT({x}, 0)", m=exp.Literal.string(_NOT_UTF8), x=value)
         refusal = exp.Cast(this=message, to=exp.DataType.build("int"))
-        return exp.Case(ifs=[exp.If(this=utf8, true=escaped)],
+        # In another encoding a value of ASCII alone has the same bytes, so it is escaped all
+        # the same; only a value with other characters is refused.
+        ascii_only = self.snippet("{x} ~ '^[\\x01-\\x7F]*$'", x=value)
+        return exp.Case(ifs=[exp.If(this=exp.Or(this=utf8, expression=ascii_only), true=escaped)],
                         default=exp.Cast(this=refusal, to=exp.DataType.build("text")))
 
     def create_function(
