@@ -175,26 +175,31 @@ def vector_engine(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """No test writes into the real home: the user's cache directory (``XDG_CACHE_HOME``:
-    the answers ``resolve``, ``enrich`` and ``repair`` keep by default) is a folder of the
-    run's, and so is the DuckDB extension's (``AIRFLOW_DOI_CACHE_DIR``, unless set: built
-    once a run, not once a test). Set in this process's environment, so the subprocesses
-    the tests start inherit it; :func:`_user_cache` gives each test a folder of its own."""
+    """No test writes into the real home: the user's cache directory (the answers
+    ``resolve``, ``enrich`` and ``repair`` keep by default, and the DuckDB extension's build)
+    is a folder of the run's (``XDG_CACHE_HOME``), set in this process's environment so the
+    subprocesses the tests start inherit it; :func:`_user_cache` gives each test a folder of
+    its own, whose ``duckdb`` is the run's (the extension built once a run, not once a test)."""
     folder = tmp_path_factory.mktemp("user-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(folder))
-        if not os.environ.get("AIRFLOW_DOI_CACHE_DIR"):
-            patch.setenv("AIRFLOW_DOI_CACHE_DIR", str(folder / "airflow-doi"))
+        patch.delenv("AIRFLOW_DOI_CACHE_DIR", raising=False)
         yield folder
 
 
 @pytest.fixture(autouse=True)
 def _user_cache(_session_user_cache: Path, tmp_path_factory: pytest.TempPathFactory,
                 monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test's own user cache directory (``XDG_CACHE_HOME``), outside its ``tmp_path``:
-    a default cache one test filled is never read by another."""
+    """Each test's own user cache directory (``AIRFLOW_DOI_CACHE_DIR``, and
+    ``XDG_CACHE_HOME`` beside it), outside its ``tmp_path``: a default cache one test filled is
+    never read by another; the DuckDB extension's folder is the run's."""
     folder = tmp_path_factory.mktemp("xdg-cache")
+    shared = _session_user_cache / "airflow-doi" / "duckdb"
+    shared.mkdir(parents=True, exist_ok=True)
+    (folder / "airflow-doi").mkdir()
+    (folder / "airflow-doi" / "duckdb").symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    monkeypatch.setenv("AIRFLOW_DOI_CACHE_DIR", str(folder / "airflow-doi"))
     return folder
 
 

@@ -1,10 +1,10 @@
 """An interrupted ``resolve``, ``enrich`` or ``repair`` loses no answer it paid for (#41 item 9).
 
 By default each command keeps its answers in the user's cache directory, one file per proxy
-(``$XDG_CACHE_HOME/airflow-doi/127.0.0.1_PORT.sqlite``): a run stopped by Ctrl-C says where
-they are, and the same command started again asks the proxy only for the keys the first run
-had not answered. ``--no-cache`` keeps nothing; ``--cache FILE`` names the file, as before.
-The conftest gives every test a cache directory of its own, which the subprocesses inherit.
+(``$AIRFLOW_DOI_CACHE_DIR/answers/127.0.0.1_PORT_DIGEST.sqlite``): a run stopped by Ctrl-C
+says where they are, and the same command started again asks the proxy only for the keys the
+first run had not answered. ``--no-cache`` keeps nothing; ``--cache FILE`` names the file, as
+before. The conftest gives every test a cache directory of its own, which the subprocesses inherit.
 """
 
 from __future__ import annotations
@@ -33,8 +33,15 @@ def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def default_cache(proxy: ProxySimulator) -> Path:
-    """Where the commands keep a proxy's answers by default: the test's own user cache."""
-    return Path(os.environ["XDG_CACHE_HOME"]) / "airflow-doi" / f"127.0.0.1_{proxy.port}.sqlite"
+    """Where the commands keep the simulator's answers by default: the user's cache
+    directory's ``answers`` folder, a file named after the host, port and a digest of the
+    scheme and path."""
+    from airflow_doi.cli._proxy import default_cache as chosen
+
+    path = chosen(proxy.url)
+    assert path.parent == Path(os.environ["AIRFLOW_DOI_CACHE_DIR"]) / "answers"
+    assert path.name.startswith(f"127.0.0.1_{proxy.port}_") and path.suffix == ".sqlite"
+    return path
 
 
 def stored(path: Path, table: str) -> set[str]:
@@ -146,7 +153,7 @@ def test_no_cache_keeps_nothing(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             assert proxy.request_count == KEYS  # asked again: nothing was kept
             assert "note:" not in done.stderr
-    assert not (Path(os.environ["XDG_CACHE_HOME"]) / "airflow-doi").exists()
+    assert not (Path(os.environ["AIRFLOW_DOI_CACHE_DIR"]) / "answers").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv"]
     refused = cli("resolve", "in.csv", "-o", "out.csv", "--cache", "c.sqlite", "--no-cache",
                   cwd=tmp_path)
@@ -204,7 +211,7 @@ def test_a_cache_directory_that_cannot_be_made_is_a_warning_not_a_refusal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the cache directory would go\n", encoding="utf-8")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("AIRFLOW_DOI_CACHE_DIR", str(blocked))
     write_dois(tmp_path)
     with ProxySimulator(auto_records=True) as proxy:
         done = cli("resolve", "in.csv", "-o", "out.csv", "--base-url", proxy.url, "--rate",
@@ -213,8 +220,8 @@ def test_a_cache_directory_that_cannot_be_made_is_a_warning_not_a_refusal(
         assert proxy.request_count == KEYS
     warning = done.stderr.splitlines()[0]
     assert warning.startswith(
-        f"airflow-doi resolve: warning: cannot keep the answers in {blocked}/airflow-doi/"
-        f"127.0.0.1_{proxy.port}.sqlite (")
+        f"airflow-doi resolve: warning: cannot keep the answers in {default_cache(proxy)} (")
+    assert str(default_cache(proxy)).startswith(f"{blocked}/answers/")
     assert warning.endswith("this run keeps none; --cache FILE names a file that can be "
                             "written, --no-cache says none is wanted")
     assert "note:" not in done.stderr and "Traceback" not in done.stderr
@@ -231,18 +238,41 @@ def test_ctrl_c_with_no_cache_says_nothing_was_kept(tmp_path: Path,
         "airflow-doi resolve: interrupted (Ctrl-C): out.csv was not written (a file appears "
         "only once complete); with --no-cache no answer was kept: running it again asks for "
         "every DOI (without --no-cache the answers are kept for a run started again)")
-    assert not (Path(os.environ["XDG_CACHE_HOME"]) / "airflow-doi").exists()
+    assert not (Path(os.environ["AIRFLOW_DOI_CACHE_DIR"]) / "answers").exists()
 
 
-def test_the_default_cache_is_named_after_the_proxy_alone() -> None:
+def test_the_default_cache_is_named_after_the_proxy_alone(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from airflow_doi.cli._proxy import default_cache
 
-    folder = Path(os.environ["XDG_CACHE_HOME"]) / "airflow-doi"
+    folder = Path(os.environ["AIRFLOW_DOI_CACHE_DIR"]) / "answers"
     assert default_cache("https://doi.org") == folder / "doi.org.sqlite"
-    assert default_cache("http://127.0.0.1:8080/") == folder / "127.0.0.1_8080.sqlite"
-    assert default_cache("https://user:secret@Proxy.Example.org:8443/api") == (
-        folder / "proxy.example.org_8443.sqlite")
-    assert default_cache("http://[::1]:8080") == folder / "__1_8080.sqlite"
+    assert default_cache("https://doi.org/") == folder / "doi.org.sqlite"
+    local = default_cache("http://127.0.0.1:8080/")
+    assert local.parent == folder and local.name.startswith("127.0.0.1_8080_")
+    # Review: two proxies on one host (another scheme, another path) never share a file.
+    assert len({default_cache("https://proxy.corp/a/"), default_cache("https://proxy.corp/b/"),
+                default_cache("http://proxy.corp/a/"), default_cache("https://proxy.corp")}) == 4
+    secret = default_cache("https://user:secret@Proxy.Example.org:8443/api")
+    assert secret.name.startswith("proxy.example.org_8443_") and "secret" not in str(secret)
+    assert default_cache("http://[::1]:8080").name.startswith("__1_8080_")
+    # Review: AIRFLOW_DOI_CACHE_DIR moves every cache (the answers and the DuckDB build).
+    monkeypatch.delenv("AIRFLOW_DOI_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache("https://doi.org") == tmp_path / "airflow-doi/answers/doi.org.sqlite"
+
+
+def test_the_default_cache_is_the_users_alone(tmp_path: Path) -> None:
+    """Review: the answers name every DOI the user asked about; the folder and file are the
+    user's alone (0700, 0600), whoever made the cache directory above them."""
+    write_dois(tmp_path)
+    with ProxySimulator(auto_records=True) as proxy:
+        done = cli("resolve", "in.csv", "-o", "out.csv", "--base-url", proxy.url, "--rate",
+                   "200", *FAST, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        cache = default_cache(proxy)
+    assert cache.stat().st_mode & 0o777 == 0o600
+    assert cache.parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_the_advice_to_run_again_says_what_is_sent_again() -> None:

@@ -210,6 +210,34 @@ def test_scrub_hides_what_a_driver_echoes() -> None:
     assert token not in scrub(f"refused {token}", f"https://{token}@proxy.example/")
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://u:Top?Secret@db.example/cat", "postgresql://u:Top#Secret@db.example/cat",
+    "redis://:Top/Secret@localhost:6379/0", "https://u:Top#Secret@proxy.corp/",
+    "mysql://u:Top?Sec/ret@db.example:3306/cat",
+])
+def test_a_password_holding_a_delimiter_is_hidden_all_the_same(url: str) -> None:
+    """Review: urlsplit ends the userinfo at ``?``, ``#`` or ``/``, where libpq (and Redis)
+    read on to the ``@``: such a password was printed whole."""
+    from airflow_doi.resolver.config import redact_url, scrub
+
+    shown = redact_url(url)
+    assert "Top" not in shown and "Secret" not in shown, shown
+    assert shown.split("://")[1].startswith(("db.example", "localhost", "proxy.corp")), shown
+    said = scrub(f"connecting to {url} failed: bad password {url.split(':')[2].split('@')[0]}",
+                 url)
+    assert "Top" not in said and "Secret" not in said, said
+
+
+def test_a_short_secret_is_hidden_where_it_stands_alone_only() -> None:
+    """Review: a one-letter password turned every ``p`` of a message into ``***``."""
+    from airflow_doi.resolver.config import redact_url, scrub
+
+    said = scrub("https://u:p@h refused: https is down; password p is wrong", "https://u:p@h")
+    assert said == "https://h refused: https is down; password *** is wrong", said
+    assert redact_url("postgresql:///db?host=/tmp&password=x") == (
+        "postgresql:///db?host=/tmp&password=***")  # a socket URL keeps its shape
+
+
 def test_resolver_config_repr_hides_a_redis_password_in_the_query() -> None:
     config = ResolverConfig(redis_url=f"redis://127.0.0.1:6379/0?password={SECRET}")
     assert SECRET not in repr(config)

@@ -200,15 +200,16 @@ def test_doi_url_agrees_with_python_on_hostile_values(
             assert got == (expected(value).url,), ("postgres", value[:60])
 
 
-def test_doi_url_in_a_database_not_in_utf8_says_why(postgres_dsn: str) -> None:
+@pytest.mark.parametrize("encoding", ["LATIN1", "EUC_JP"])
+def test_doi_url_in_a_database_not_in_utf8_says_why(postgres_dsn: str, encoding: str) -> None:
     """doi_url's escapes are the bytes the database stores (so that PostgreSQL can inline
-    it): in a LATIN1 database a query calling it fails saying so, never with other escapes;
-    the other functions work there."""
+    it): in a LATIN1 or EUC_JP database an ASCII DOI is escaped as in UTF8, one beyond ASCII
+    fails the query, never with other escapes; the other functions work there."""
     from urllib.parse import urlparse
 
-    name = f"doi_latin1_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' TEMPLATE template0"
+    name = f"doi_{encoding.lower()}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:  # EUC_JP: CHR(233) fails
+        admin.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' TEMPLATE template0"
                       " LC_COLLATE 'C' LC_CTYPE 'C'")
     try:
         with psycopg.connect(urlparse(postgres_dsn)._replace(path=f"/{name}").geturl(),
@@ -220,8 +221,11 @@ def test_doi_url_in_a_database_not_in_utf8_says_why(postgres_dsn: str) -> None:
             for value in ["10.1/a b#c<d>", "doi:10.1000/182", "10.1/x%y"]:
                 assert con.execute("SELECT doi_url(%s)", [value]).fetchone() == (
                     expected(value).url,), value
-            with pytest.raises(psycopg.Error, match="doi_url needs a database whose encoding "
-                               "is UTF8 for a DOI beyond ASCII"):
+            # Beyond ASCII: an error, never other escapes (in the EUC encodings PostgreSQL's
+            # own, as CHR(233) has no character there).
+            said = ("doi_url needs a database whose encoding is UTF8 for a DOI beyond ASCII"
+                    if encoding == "LATIN1" else "too large for encoding")
+            with pytest.raises(psycopg.Error, match=said):
                 con.execute("SELECT doi_url(%s)", ["10.1/café"])
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
@@ -417,3 +421,28 @@ def test_the_provider_installs_into_a_plain_mariadb_database(mariadb_database: s
             cursor.execute(f"SELECT {exprs['doi_key']} FROM (SELECT %s AS doi) AS t",
                            [" doi:10.1/straße "])
             assert cursor.fetchone() == ("10.1/STRAßE",)
+
+
+def test_a_database_name_that_needs_quoting_is_still_a_name() -> None:
+    """Review: the one naming rule first took only [A-Za-z_][A-Za-z0-9_]*, where MariaDB
+    push-down had quoted ``analytics-prod`` and ``2024db`` (and DAGs used them)."""
+    from airflow_doi.db.install import schema_name
+
+    assert schema_name("mariadb", "analytics-prod", "functions_schema") == "`analytics-prod`"
+    assert schema_name("mariadb", "2024db") == "`2024db`"
+    assert schema_name("postgres", "Schéma") == '"Schéma"'
+    for bad in ["doi; DROP TABLE x", "a b", "x`y", "", "a" * 65]:
+        with pytest.raises(ValueError, match="not a plain name"):
+            schema_name("mariadb", bad)
+
+
+def test_a_failed_install_through_a_link_keeps_the_link(tmp_path: Path) -> None:
+    """Review: a dangling symlink counted as a new file, and the cleanup removed the user's
+    link (not the file DuckDB made through it)."""
+    target = tmp_path / "data" / "made.duckdb"
+    target.parent.mkdir()
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(target)
+    _user_error(_cli("sql", "install", f"duckdb:///{link}", "--schema", "elsewhere.doi"),
+                "DuckDB refused the functions")
+    assert link.is_symlink() and not target.exists()

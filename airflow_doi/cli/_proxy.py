@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import logging
 import os
 import re
@@ -129,7 +130,8 @@ def add_proxy_options(
     kept.add_argument(
         "--cache", type=Path, metavar="FILE",
         help=f"{cache_help}; default: one file per proxy in the user's cache directory "
-        "($XDG_CACHE_HOME/airflow-doi or ~/.cache/airflow-doi, e.g. doi.org.sqlite), so a run "
+        "(answers/ in $AIRFLOW_DOI_CACHE_DIR, $XDG_CACHE_HOME/airflow-doi or "
+        "~/.cache/airflow-doi, e.g. doi.org.sqlite), so a run "
         "stopped and started again asks only for what it had not answered")
     kept.add_argument("--no-cache", action="store_true",
                       help="keep no answer: every run asks the proxy for every DOI")
@@ -166,9 +168,11 @@ def require_network_extra() -> None:
 
 def default_cache(base_url: str) -> Path:
     """The file a proxy's answers are kept in when neither ``--cache`` nor ``--no-cache`` is
-    given: one per server, in the user's cache directory, named after its host and port
-    (``doi.org.sqlite``, ``127.0.0.1_8080.sqlite``; never a credential). Raises
-    ``RuntimeError`` when there is no home directory to find."""
+    given: one per server, in the ``answers`` folder of the user's cache directory, named
+    after its host and port, and after a digest of its scheme and path unless it is
+    ``https://host/`` (``doi.org.sqlite``, ``127.0.0.1_8080_1a2b3c4d.sqlite``: two proxies
+    never share one; never a credential). Raises ``RuntimeError`` when there is no home
+    directory to find."""
     parts = urlsplit(base_url)
     try:
         port = parts.port
@@ -176,7 +180,10 @@ def default_cache(base_url: str) -> Path:
         port = None
     server = (parts.hostname or "") + (f"_{port}" if port else "")
     name = re.sub(r"[^a-z0-9.-]", "_", server.lower()).lstrip(".") or "proxy"
-    return user_cache_dir() / f"{name}.sqlite"
+    if parts.scheme.lower() != "https" or parts.path.strip("/"):
+        where = f"{parts.scheme.lower()}:{parts.path.rstrip('/')}"
+        name += "_" + hashlib.sha256(where.encode()).hexdigest()[:8]
+    return user_cache_dir() / "answers" / f"{name}.sqlite"
 
 
 def _open_default_cache(args: argparse.Namespace) -> None:
@@ -189,8 +196,10 @@ def _open_default_cache(args: argparse.Namespace) -> None:
     try:
         path = default_cache(args.base_url)
         existed = path.exists()
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the DOIs asked are private
         ResolverCache(path).close()
+        if not existed:
+            path.chmod(0o600)
     except (sqlite3.Error, OSError, RuntimeError) as error:
         where = f" in {path}" if path is not None else ""
         say(args.command, f"warning: cannot keep the answers{where} ({error}): this run keeps "

@@ -164,10 +164,11 @@ def run(args: argparse.Namespace) -> int:
                              f"{args.workers}")
         check_paths(args.snapshot or ())
         since = args.updates_since or ("auto" if args.updates else None)
-        if since == "auto" and not args.snapshot and args.cache is None:
+        if since == "auto" and not args.snapshot and args.no_cache:
+            # Review: the default cache records the last harvest as --cache FILE does.
             raise ValueError("--updates reads what changed since the --snapshot files' date "
-                             "or the last harvest --cache recorded: give one of them, or "
-                             "--updates-since DATE")
+                             "or the last harvest the cache recorded, and --no-cache keeps "
+                             "none: leave it out, or give --snapshot or --updates-since DATE")
         extra: dict[str, Any] = {
             "agency_rate": args.agency_rate, "source": args.source,
             "list_rate": args.list_rate, "list_size": args.list_size,

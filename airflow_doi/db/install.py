@@ -53,7 +53,10 @@ def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
     return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: One part of a schema name: letters (any script), digits, ``_``, ``$`` and ``-``, at most 64
+#: (MariaDB's limit). Quoted wherever written (:func:`quote_name`), so ``analytics-prod`` and
+#: ``2024db`` are names as the databases take them; a space, a quote or a ``;`` is refused.
+_NAME_PART = re.compile(r"[\w$-]{1,64}")
 
 
 class InstallError(Exception):
@@ -127,9 +130,9 @@ def schema_name(dialect: str, schema: str, label: str = "--schema") -> str:
     parameter the name came from), before anything is created."""
     parts = schema.split(".") if isinstance(schema, str) else [schema]
     limit, why = _SCHEMA_PARTS.get(dialect, (2, "a schema name has at most two parts"))
-    if not all(isinstance(p, str) and _IDENTIFIER.fullmatch(p) for p in parts):
+    if not all(isinstance(p, str) and _NAME_PART.fullmatch(p) for p in parts):
         shape = "a plain name" if limit == 1 else "a plain name or database.name"
-        raise ValueError(f"{label} {schema!r} is not {shape} (letters, digits and _)")
+        raise ValueError(f"{label} {schema!r} is not {shape} (letters, digits, _, $ and -)")
     if len(parts) > limit:
         raise ValueError(f"{label} {schema!r}: {why}, e.g. {label} {parts[-1]}")
     return ".".join(quote_name(dialect, part) for part in parts)
@@ -207,26 +210,30 @@ def _duckdb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
         path = database_path(url)  # duckdb:///rel, duckdb:////abs
     except ValueError as error:
         raise InstallError(f"{shown}: {error}") from None
+    if path.is_symlink():  # Review: a failed install would remove the link, not the file
+        path = path.resolve()
     new = not path.exists()
     if new and not path.parent.is_dir():
         raise InstallError(f"{shown}: there is no directory {path.parent} for a new DuckDB file "
                            f"{path.name}: check the path (duckdb:///relative.duckdb, "
                            "duckdb:////absolute/path.duckdb)")
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error:
-        raise InstallError(f"{shown}: cannot open {path} as a DuckDB database (is it another "
-                           "file, or open in another process?)") from None
     done = False
     try:
-        count = _duckdb_run(con, text, schema)
-        done = True
-    except duckdb.Error as error:
-        raise InstallError(f"{shown}: DuckDB refused the functions ({_said(error, url)})"
-                           ) from None
+        try:
+            con = duckdb.connect(str(path))
+        except duckdb.Error:
+            raise InstallError(f"{shown}: cannot open {path} as a DuckDB database (is it "
+                               "another file, or open in another process?)") from None
+        try:
+            count = _duckdb_run(con, text, schema)
+            done = True
+        except duckdb.Error as error:
+            raise InstallError(f"{shown}: DuckDB refused the functions ({_said(error, url)})"
+                               ) from None
+        finally:
+            con.close()
     finally:
-        con.close()
-        if new and not done:  # the file this run made, for functions it could not create
+        if new and not done:  # the files this run made, for functions it could not create
             for leftover in (path, path.with_name(path.name + ".wal")):
                 leftover.unlink(missing_ok=True)
     place = f"schema {schema[0] if schema else 'main'} of {path}"

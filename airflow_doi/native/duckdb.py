@@ -108,7 +108,7 @@ def _platform() -> str:
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("AIRFLOW_DOI_CACHE_DIR") or user_cache_dir()) / "duckdb"
+    return user_cache_dir() / "duckdb"
 
 
 def build(

@@ -13,7 +13,7 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import quote, unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from airflow_doi._version import __version__
 from airflow_doi.presentation import DEFAULT_BASE_URL
@@ -52,17 +52,39 @@ def redact_url(url: str) -> str:
     that carries one (``?password=``, ``sslpassword=``, ``passfile=``...) shown as ``***``.
 
     Credentials may ride in a base URL (a corporate proxy in front of doi.org), a Redis or a
-    database URL; they must never reach a log line, an error message or a Redis key.
+    database URL; they must never reach a log line, an error message or a Redis key. The
+    userinfo is found as every driver may read it (:func:`_userinfos`: a password holding
+    ``?``, ``#`` or ``/`` too), and the longest reading is hidden: hiding too much in a message
+    is harmless, too little is a leak.
     """
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. a broken IPv6 literal: show nothing rather than a secret
-        return "<unparseable URL>"
-    host = parts.netloc.rpartition("@")[2]
-    query = "&".join(_redact_parameter(item) for item in parts.query.split("&"))
-    if host == parts.netloc and query == parts.query:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    return urlunsplit(parts._replace(netloc=host, query=query))
+    userinfo = max(_userinfos(rest), key=len, default="")
+    if userinfo:
+        rest = rest[len(userinfo) + 1:]
+    before, mark, query = rest.partition("?")
+    fragment = ""
+    if mark:
+        query, hash_, fragment = query.partition("#")
+        fragment = hash_ + fragment
+        query = "&".join(_redact_parameter(item) for item in query.split("&"))
+    return f"{scheme}://{before}{mark}{query}{fragment}"
+
+
+def _userinfos(rest: str) -> set[str]:
+    """The userinfo of a URL's ``rest`` (after ``scheme://``) as the drivers read it: up to
+    the last ``@`` of the authority as RFC 3986 ends it (at ``/``, ``?`` or ``#``), as libpq
+    ends it (at ``/``: a password may hold ``?`` and ``#``), and up to the last ``@`` of all
+    when a ``:`` comes before the first ``/`` (a password holding a bare ``/`` and a ``?``)."""
+    found = set()
+    for authority in (re.split(r"[/?#]", rest, maxsplit=1)[0], rest.partition("/")[0]):
+        if "@" in authority:
+            found.add(authority.rpartition("@")[0])
+    userinfo = rest.rpartition("@")[0]
+    if userinfo and ":" in userinfo.partition("/")[0]:
+        found.add(userinfo)
+    return found
 
 
 def _redact_parameter(item: str) -> str:
@@ -76,34 +98,34 @@ def scrub(text: str, *urls: str | None) -> str:
     """``text`` (what a driver or a server said) without the credentials of ``urls``: each
     URL as :func:`redact_url` shows it, then every password, token-as-user-name and secret
     query value they carry, as written and percent-decoded, shown as ``***`` (libpq echoes a
-    malformed percent-encoded password in its parse error)."""
+    malformed percent-encoded password in its parse error). A secret of fewer than four
+    characters is hidden only where it stands alone (``p`` is no part of ``https``)."""
     for url in urls:
         if url:
             text = text.replace(url, redact_url(url))
     found = {secret for url in urls if url for secret in _secrets(url)}
     for secret in sorted(found, key=len, reverse=True):
-        text = text.replace(secret, _HIDDEN)
+        if len(secret) >= 4:
+            text = text.replace(secret, _HIDDEN)
+        else:
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", _HIDDEN,
+                          text)
     return text
 
 
 def _secrets(url: str) -> set[str]:
-    """The credentials ``url`` carries, as written and decoded: the password of its userinfo
-    (of an http(s) URL without one, the user name: a token), read as ``urlsplit`` reads it
-    and up to the last ``@`` (a password with a bare ``/`` in it), and the values of its
-    secret query parameters."""
+    """The credentials ``url`` carries, as written and decoded: the password of each reading
+    of its userinfo (:func:`_userinfos`; of an http(s) URL without one, the user name: a
+    token), and the values of its secret query parameters."""
     scheme, _, rest = url.partition("://")
     token_user = scheme.lower() in ("http", "https")
-    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
-    userinfos = {before_query.rpartition("@")[0]}
-    try:
-        userinfos.add(urlsplit(url).netloc.rpartition("@")[0])
-    except ValueError:
-        pass
     written = set()
-    for userinfo in userinfos:
+    for userinfo in _userinfos(rest):
         user, colon, password = userinfo.partition(":")
         written.add(password if colon else user if token_user else "")
-    for item in rest.partition("?")[2].partition("#")[0].split("&"):
+    userinfo = max(_userinfos(rest), key=len, default="")
+    after = rest[len(userinfo) + 1:] if userinfo else rest
+    for item in after.partition("?")[2].partition("#")[0].split("&"):
         name, equals, value = item.partition("=")
         if equals and unquote_plus(name).strip().lower() in _SECRET_PARAMETERS:
             written.add(value)

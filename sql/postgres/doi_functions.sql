@@ -842,8 +842,7 @@ RETURN
     ELSE 'https://doi.org/' || REGEXP_REPLACE(
       REGEXP_REPLACE(
         CASE
-          WHEN OCTET_LENGTH(CHR(233)) = 2
-          OR REPLACE(
+          WHEN REPLACE(
             REPLACE(
               REPLACE(
                 REPLACE(
@@ -1000,6 +999,169 @@ RETURN
             '+',
             '%2B'
           ) ~ '^[\x01-\x7F]*$'
+          OR OCTET_LENGTH(
+            CHR(
+                233 + 0 * OCTET_LENGTH(
+                  REPLACE(
+                    REPLACE(
+                      REPLACE(
+                        REPLACE(
+                          REPLACE(
+                            REPLACE(
+                              REPLACE(
+                                REPLACE(
+                                  REPLACE(
+                                    REPLACE(
+                                      REPLACE(
+                                        REPLACE(
+                                          REPLACE(
+                                            REPLACE(
+                                              REPLACE(
+                                                REPLACE(
+                                                  CASE
+                                                    WHEN s LIKE '10.%'
+                                                    AND s LIKE '10._%/_%'
+                                                    AND NOT s ~ '[^!-~]'
+                                                    AND NOT s ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN s
+                                                    WHEN s LIKE 'https://doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!-"$&->@-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 17)
+                                                    WHEN s LIKE 'http://dx.doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!-"$&->@-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 19)
+                                                    WHEN s LIKE 'https://dx.doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!-"$&->@-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 20)
+                                                    WHEN s LIKE 'http://doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!-"$&->@-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 16)
+                                                    WHEN s LIKE 'doi:%'
+                                                    AND SUBSTRING(s FROM 5) LIKE '10._%/_%'
+                                                    AND NOT SUBSTRING(s FROM 5) ~ '[^!-~]'
+                                                    AND NOT SUBSTRING(s FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 5)
+                                                    WHEN s LIKE 'doi: %'
+                                                    AND SUBSTRING(s FROM 6) LIKE '10._%/_%'
+                                                    AND NOT SUBSTRING(s FROM 6) ~ '[^!-~]'
+                                                    AND NOT SUBSTRING(s FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 6)
+                                                    WHEN s LIKE 'DOI:%'
+                                                    AND SUBSTRING(s FROM 5) LIKE '10._%/_%'
+                                                    AND NOT SUBSTRING(s FROM 5) ~ '[^!-~]'
+                                                    AND NOT SUBSTRING(s FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 5)
+                                                    WHEN s LIKE 'DOI: %'
+                                                    AND SUBSTRING(s FROM 6) LIKE '10._%/_%'
+                                                    AND NOT SUBSTRING(s FROM 6) ~ '[^!-~]'
+                                                    AND NOT SUBSTRING(s FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN SUBSTRING(s FROM 6)
+                                                    WHEN s LIKE 'https://doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!$-&''->@-Z^-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    AND NOT s ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                    THEN (
+                                                      CAST('["' || REPLACE(SUBSTRING(s FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                    )
+                                                    WHEN s LIKE 'http://dx.doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!$-&''->@-Z^-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    AND NOT s ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                    THEN (
+                                                      CAST('["' || REPLACE(SUBSTRING(s FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                    )
+                                                    WHEN s LIKE 'https://dx.doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!$-&''->@-Z^-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    AND NOT s ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                    THEN (
+                                                      CAST('["' || REPLACE(SUBSTRING(s FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                    )
+                                                    WHEN s LIKE 'http://doi.org/10._%/_%'
+                                                    AND NOT s ~ '[^!$-&''->@-Z^-~]'
+                                                    AND NOT s ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    AND NOT s ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                    THEN (
+                                                      CAST('["' || REPLACE(SUBSTRING(s FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                    )
+                                                    WHEN s LIKE 'urn:doi:10._%:_%'
+                                                    AND NOT s ~ '[^!-"$&->@-~]'
+                                                    AND NOT SPLIT_PART(s, ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+                                                    THEN OVERLAY(SUBSTRING(s FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(s FROM 9)) FOR 1)
+                                                    WHEN POSITION('10.' IN s) = 0 AND POSITION('%' IN s) = 0
+                                                    THEN NULL
+                                                    WHEN s LIKE '10.%'
+                                                    AND s LIKE '10._%/_%'
+                                                    AND NOT s ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+                                                    AND NOT s ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN s
+                                                    WHEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM s) LIKE '10._%/_%'
+                                                    AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM s) ~ '[^!-~]'
+                                                    AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM s) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                    THEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM s)
+                                                    WHEN s ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
+                                                    THEN TRIM(TRAILING CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM SUBSTRING(s FROM POSITION('10.' IN s)))
+                                                    WHEN s ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                                    THEN OVERLAY(SUBSTRING(s FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(s FROM 9)) FOR 1)
+                                                    WHEN s ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+                                                    THEN DOI__NORMALIZED(DOI__URL_DT(s))
+                                                    ELSE DOI__NORMALIZED(DOI__DECODE(DOI__UNWRAP(s)))
+                                                  END,
+                                                  '%',
+                                                  '%25'
+                                                ),
+                                                '"',
+                                                '%22'
+                                              ),
+                                              '#',
+                                              '%23'
+                                            ),
+                                            ' ',
+                                            '%20'
+                                          ),
+                                          '?',
+                                          '%3F'
+                                        ),
+                                        '<',
+                                        '%3C'
+                                      ),
+                                      '>',
+                                      '%3E'
+                                    ),
+                                    '{',
+                                    '%7B'
+                                  ),
+                                  '}',
+                                  '%7D'
+                                ),
+                                '^',
+                                '%5E'
+                              ),
+                              '[',
+                              '%5B'
+                            ),
+                            ']',
+                            '%5D'
+                          ),
+                          '`',
+                          '%60'
+                        ),
+                        '|',
+                        '%7C'
+                      ),
+                      '\',
+                      '%5C'
+                    ),
+                    '+',
+                    '%2B'
+                  )
+                )
+            )
+          ) = 2
           THEN REPLACE(
             REPLACE(
               REPLACE(

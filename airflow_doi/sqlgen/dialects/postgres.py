@@ -107,29 +107,28 @@ class Postgres(Dialect):
         # backslash in it: doi_url escaped it as %5C first), then ENCODE(..., 'escape')
         # writes each non-ASCII byte as a backslash and three octal digits, which
         # _OCTAL_TO_HEX turns into %XX. The cast reads the database's encoding (CONVERT_TO is
-        # not immutable): a database whose encoding is not UTF8 gets a clear error instead of
-        # other escapes (the planner folds the test away, once per query).
+        # not immutable): a value beyond ASCII in a database whose encoding is not UTF8 gets a
+        # clear error instead of other escapes.
         escaped: exp.Expression = exp.Anonymous(this="ENCODE", expressions=[
             exp.Cast(this=value, to=exp.DataType.build("bytea", dialect="postgres")),
             exp.Literal.string("escape")])
         for octal, hex_ in _OCTAL_TO_HEX:
             escaped = exp.Anonymous(this="REPLACE", expressions=[
                 escaped, exp.Literal.string(octal), exp.Literal.string(hex_)])
-        utf8 = exp.EQ(
-            this=exp.Anonymous(this="OCTET_LENGTH", expressions=[
-                exp.Anonymous(this="CHR", expressions=[exp.Literal.number(0xE9)])]),
-            expression=exp.Literal.number(2))
-        # Text first: PostgreSQL converts a bare literal to an integer while it parses the
-        # body, and would refuse the CREATE FUNCTION in every database.
-        # The value's own empty head joined to it: a constant would be cast (and fail) while
-        # the query is planned, whichever branch a row takes.
+        # A value of ASCII alone has the same bytes in every encoding PostgreSQL serves: it
+        # is escaped first, whatever the database's encoding. Another is escaped where the
+        # database is UTF8; the probe reads the value (0 * its length), or the planner would
+        # fold it once per query, and CHR(233) fails outright in the EUC encodings.
+        ascii_only = self.snippet("{x} ~ '^[\\x01-\\x7F]*$'", x=value)
+        utf8 = self.snippet("OCTET_LENGTH(CHR(233 + 0 * OCTET_LENGTH({x}))) = 2", x=value)
+        # The value's own empty head joined to the message: a constant would be cast (and
+        # fail) while the query is planned, whichever branch a row takes.
         message = self.snippet(
             "CAST({m} AS TEXT) || LEFT({x}, 0)", m=exp.Literal.string(_NOT_UTF8), x=value)
         refusal = exp.Cast(this=message, to=exp.DataType.build("int"))
-        # In another encoding a value of ASCII alone has the same bytes, so it is escaped all
-        # the same; only a value with other characters is refused.
-        ascii_only = self.snippet("{x} ~ '^[\\x01-\\x7F]*$'", x=value)
-        return exp.Case(ifs=[exp.If(this=exp.Or(this=utf8, expression=ascii_only), true=escaped)],
+        # OR evaluates left to right and stops at true: the probe is never met by ASCII.
+        return exp.Case(ifs=[exp.If(this=exp.Or(this=ascii_only, expression=utf8),
+                                    true=escaped)],
                         default=exp.Cast(this=refusal, to=exp.DataType.build("text")))
 
     def create_function(

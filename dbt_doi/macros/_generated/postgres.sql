@@ -1230,8 +1230,7 @@ CASE
   ELSE 'https://doi.org/' || REGEXP_REPLACE(
     REGEXP_REPLACE(
       CASE
-        WHEN OCTET_LENGTH(CHR(233)) = 2
-        OR REPLACE(
+        WHEN REPLACE(
           REPLACE(
             REPLACE(
               REPLACE(
@@ -1509,6 +1508,290 @@ CASE
           '+',
           '%2B'
         ) ~ '^[\x01-\x7F]*$'
+        OR OCTET_LENGTH(
+          CHR(
+              233 + 0 * OCTET_LENGTH(
+                REPLACE(
+                  REPLACE(
+                    REPLACE(
+                      REPLACE(
+                        REPLACE(
+                          REPLACE(
+                            REPLACE(
+                              REPLACE(
+                                REPLACE(
+                                  REPLACE(
+                                    REPLACE(
+                                      REPLACE(
+                                        REPLACE(
+                                          REPLACE(
+                                            REPLACE(
+                                              REPLACE(
+                                                CASE
+                                                  WHEN ({{ value }}) LIKE '10.%'
+                                                  AND ({{ value }}) LIKE '10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN ({{ value }})
+                                                  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 17)
+                                                  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 19)
+                                                  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 20)
+                                                  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 16)
+                                                  WHEN ({{ value }}) LIKE 'doi:%'
+                                                  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 5)
+                                                  WHEN ({{ value }}) LIKE 'doi: %'
+                                                  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 6)
+                                                  WHEN ({{ value }}) LIKE 'DOI:%'
+                                                  AND SUBSTRING(({{ value }}) FROM 5) LIKE '10._%/_%'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '[^!-~]'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 5) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 5)
+                                                  WHEN ({{ value }}) LIKE 'DOI: %'
+                                                  AND SUBSTRING(({{ value }}) FROM 6) LIKE '10._%/_%'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '[^!-~]'
+                                                  AND NOT SUBSTRING(({{ value }}) FROM 6) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN SUBSTRING(({{ value }}) FROM 6)
+                                                  WHEN ({{ value }}) LIKE 'https://doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN (
+                                                    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 17), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                  )
+                                                  WHEN ({{ value }}) LIKE 'http://dx.doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN (
+                                                    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 19), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                  )
+                                                  WHEN ({{ value }}) LIKE 'https://dx.doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN (
+                                                    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 20), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                  )
+                                                  WHEN ({{ value }}) LIKE 'http://doi.org/10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[^!$-&''->@-Z^-~]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*/[^/]*/[^/]*/[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  AND NOT ({{ value }}) ~ '%(?:$|[^2-7]|[2-7]$|2[^1-9a-fA-F]|[3-6][^0-9a-fA-F]|7[^0-9a-eA-E])'
+                                                  THEN (
+                                                    CAST('["' || REPLACE(SUBSTRING(({{ value }}) FROM 16), '%', '\u00') || '"]' AS JSON) ->> 0
+                                                  )
+                                                  WHEN ({{ value }}) LIKE 'urn:doi:10._%:_%'
+                                                  AND NOT ({{ value }}) ~ '[^!-"$&->@-~]'
+                                                  AND NOT SPLIT_PART(({{ value }}), ':', 3) ~ '[^0-9.]|[.][.]|[.]$'
+                                                  THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+                                                  WHEN POSITION('10.' IN ({{ value }})) = 0
+                                                  AND POSITION('%' IN ({{ value }})) = 0
+                                                  THEN NULL
+                                                  WHEN ({{ value }}) LIKE '10.%'
+                                                  AND ({{ value }}) LIKE '10._%/_%'
+                                                  AND NOT ({{ value }}) ~ '[\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]'
+                                                  AND NOT ({{ value }}) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN ({{ value }})
+                                                  WHEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) LIKE '10._%/_%'
+                                                  AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '[^!-~]'
+                                                  AND NOT TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }})) ~ '^[^/]*(?:[^0-9./]|[.][.]|[.]/)'
+                                                  THEN TRIM(CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM ({{ value }}))
+                                                  WHEN ({{ value }}) ~ '^[\u0009\u000A\u000B\u000C\u000D ]*(?:(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/|[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D ]*)?(10[.][0-9]+(?:[.][0-9]+)*/[!-"$&->@-~]+)[\u0009\u000A\u000B\u000C\u000D ]*$'
+                                                  THEN TRIM(TRAILING CHR(  9) || CHR(  10) || CHR(  11) || CHR(  12) || CHR(  13) || ' ' FROM SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }}))))
+                                                  WHEN ({{ value }}) ~ '^[uU][rR][nN]:[dD][oO][iI]:10[.][0-9]+(?:[.][0-9]+)*:[!-"$&->@-~]+$'
+                                                  THEN OVERLAY(SUBSTRING(({{ value }}) FROM 9) PLACING '/' FROM POSITION(':' IN SUBSTRING(({{ value }}) FROM 9)) FOR 1)
+                                                  WHEN ({{ value }}) ~ '^(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/10[.][!-"$-&''->@-~]*$'
+                                                  THEN (
+                                                    SELECT
+                                                      SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
+                                                    FROM (
+                                                      SELECT
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            COALESCE(
+                                                              'K' || (
+                                                                SELECT
+                                                                  STRING_AGG(
+                                                                    
+                                                                      CASE
+                                                                        WHEN LEFT(doi__run.m[1], 1) = '%'
+                                                                        THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                                                                        ELSE doi__run.m[1]
+                                                                      END,
+                                                                      ''
+                                                                    
+                                                                    ORDER BY
+                                                                      doi__run.i
+                                                                  )
+                                                                FROM REGEXP_MATCHES(
+                                                                  CASE
+                                                                    WHEN ({{ value }}) ~ '^(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                                    THEN SUBSTRING(({{ value }}) FROM POSITION('10.' IN ({{ value }})))
+                                                                  END,
+                                                                  '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+                                                                  'g'
+                                                                ) WITH ORDINALITY AS doi__run(m, i)
+                                                              ),
+                                                              'E'
+                                                            ),
+                                                            '^K[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+',
+                                                            'K',
+                                                            'g'
+                                                          ),
+                                                          '[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$',
+                                                          '',
+                                                          'g'
+                                                        ) AS doi__dt
+                                                    ) AS doi__decoded
+                                                  )
+                                                  ELSE (
+                                                    SELECT
+                                                      SUBSTRING(doi__dt FROM '^K(10[.][0-9]+(?:[.][0-9]+)*/[^\u0000-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF\U000DFFFE-\U000DFFFF\U000E0001\U000E0020-\U000E007F\U000EFFFE-\U0010FFFF]+)$')
+                                                    FROM (
+                                                      SELECT
+                                                        REGEXP_REPLACE(
+                                                          REGEXP_REPLACE(
+                                                            COALESCE(
+                                                              SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') FROM '(?s)^(K.*)$'),
+                                                              CASE
+                                                                WHEN REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') ~ '^1(?:[^%]|%[0-7][0-9a-fA-F]|%[cC][2-9a-fA-F]%[89abAB][0-9a-fA-F]|%[dD][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE]0%[aAbB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][1-9a-cA-C]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][eEfF]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[eE][dD]%[89][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]0%[9abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF][1-3]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F]|%[fF]4%8[0-9a-fA-F]%[89abAB][0-9a-fA-F]%[89abAB][0-9a-fA-F])*$'
+                                                                THEN 'K' || (
+                                                                  SELECT
+                                                                    STRING_AGG(
+                                                                      
+                                                                        CASE
+                                                                          WHEN LEFT(doi__run.m[1], 1) = '%'
+                                                                          THEN CONVERT_FROM(DECODE(REPLACE(REPLACE(doi__run.m[1], '%00', '%01'), '%', ''), 'hex'), 'UTF8')
+                                                                          ELSE doi__run.m[1]
+                                                                        END,
+                                                                        ''
+                                                                      
+                                                                      ORDER BY
+                                                                        doi__run.i
+                                                                    )
+                                                                  FROM REGEXP_MATCHES(
+                                                                    SUBSTRING(REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') FROM 2),
+                                                                    '((?:%[0-9A-Fa-f]{2})+|[^%]+)',
+                                                                    'g'
+                                                                  ) WITH ORDINALITY AS doi__run(m, i)
+                                                                )
+                                                                WHEN NOT REGEXP_REPLACE(doi__u, '(?s)^(?:[02]|1([^%]*)$)', 'K\1', 'g') IS NULL
+                                                                THEN 'E'
+                                                              END
+                                                            ),
+                                                            '^K[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+',
+                                                            'K',
+                                                            'g'
+                                                          ),
+                                                          '[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$',
+                                                          '',
+                                                          'g'
+                                                        ) AS doi__dt
+                                                      FROM (
+                                                        SELECT
+                                                          REGEXP_REPLACE(
+                                                            REGEXP_REPLACE(
+                                                              REGEXP_REPLACE(
+                                                                REGEXP_REPLACE(
+                                                                  REGEXP_REPLACE(
+                                                                    '0' || REGEXP_REPLACE(
+                                                                      ({{ value }}),
+                                                                      '^[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+|[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000\u200B\uFEFF]+$',
+                                                                      '',
+                                                                      'g'
+                                                                    ),
+                                                                    '(?s)^0(?:[hH][tT][tT][pP][sS]?://(?:[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG]|[wW][wW][wW][.][dD][oO][iI][.][oO][rR][gG]|[hH][dD][lL][.][hH][aA][nN][dD][lL][eE][.][nN][eE][tT])|[dD][oO][iI][.][oO][rR][gG]|[dD][xX][.][dD][oO][iI][.][oO][rR][gG])/([^?#]*).*$',
+                                                                    '1\1',
+                                                                    'g'
+                                                                  ),
+                                                                  '^.[uU][rR][nN]:[dD][oO][iI]:([^:/]*):',
+                                                                  '1\1/',
+                                                                  'g'
+                                                                ),
+                                                                '^.[uU][rR][nN]:[dD][oO][iI]:',
+                                                                '1',
+                                                                'g'
+                                                              ),
+                                                              '^0[dD][oO][iI]:[\u0009\u000A\u000B\u000C\u000D \u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000]*',
+                                                              '2',
+                                                              'g'
+                                                            ),
+                                                            '^0[iI][nN][fF][oO]:[dD][oO][iI]/',
+                                                            '1',
+                                                            'g'
+                                                          ) AS doi__u
+                                                      ) AS doi__unwrapped
+                                                    ) AS doi__decoded
+                                                  )
+                                                END,
+                                                '%',
+                                                '%25'
+                                              ),
+                                              '"',
+                                              '%22'
+                                            ),
+                                            '#',
+                                            '%23'
+                                          ),
+                                          ' ',
+                                          '%20'
+                                        ),
+                                        '?',
+                                        '%3F'
+                                      ),
+                                      '<',
+                                      '%3C'
+                                    ),
+                                    '>',
+                                    '%3E'
+                                  ),
+                                  '{',
+                                  '%7B'
+                                ),
+                                '}',
+                                '%7D'
+                              ),
+                              '^',
+                              '%5E'
+                            ),
+                            '[',
+                            '%5B'
+                          ),
+                          ']',
+                          '%5D'
+                        ),
+                        '`',
+                        '%60'
+                      ),
+                      '|',
+                      '%7C'
+                    ),
+                    '\',
+                    '%5C'
+                  ),
+                  '+',
+                  '%2B'
+                )
+              )
+          )
+        ) = 2
         THEN REPLACE(
           REPLACE(
             REPLACE(
