@@ -54,6 +54,7 @@ class _Handler(socketserver.BaseRequestHandler):
             if not chunk:
                 return
             head += chunk
+        self.head = head  # the request line and headers, for a server that echoes them
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         path = line.split(" ")[1] if line.count(" ") >= 2 else line
         with self.server.lock:

@@ -553,3 +553,58 @@ def test_any_bytes_from_a_server_end_as_a_per_key_status(answer: bytes) -> None:
                         agencies=FUZZ_AGENCIES, **FAST_METADATA, **quick)
         assert [r.metadata_status in METADATA_STATUSES for r in fetched] == [True] * 3
         assert_rows_safe(r.as_row() for r in fetched)
+
+
+# --- Item 3 on every path: a server that echoes the credentials it was sent ---------------
+
+SECRET = "TopSecret42"
+
+
+def echoed(handler: _Handler) -> str:
+    """What a careless server says back: its request line and its Authorization decoded."""
+    import base64
+
+    head = handler.head.decode("latin-1")
+    said = ""
+    for line in head.split("\r\n"):
+        if line.lower().startswith("authorization: basic "):
+            said += "credentials " + base64.b64decode(line.split()[-1]).decode("latin-1") + " "
+    return said + head
+
+
+def echo_behaviour(handler: _Handler, path: str) -> None:
+    """Handles, Which RA?, negotiation and the list queries all fail, echoing the request."""
+    message = echoed(handler)
+    if path.startswith("/api/handles/"):
+        handler.send(reply(b"500 X", as_json({"responseCode": 2, "message": message})))
+    else:
+        handler.send(reply(b"500 " + message[:200].encode("latin-1", "replace"),
+                           message.encode("latin-1", "replace")))
+
+
+def test_credentials_a_server_echoes_never_reach_a_row_the_cache_or_stderr(
+        tmp_path: Path) -> None:
+    """#42 item 3, served on every path: a proxy URL with a password (sent as Basic auth),
+    and a server that echoes it in its messages; nothing the run writes or says holds it."""
+    source = tmp_path / "u.csv"
+    source.write_text("doi\n10.1000/cr-1\n10.1000/dc-1\n10.1000/neg-1\n", encoding="utf-8")
+    with hostile(echo_behaviour) as server:
+        host = server.url.removeprefix("http://")
+        for command, extra in (("resolve", []), ("resolve", ["--existence-first"]),
+                               # the agencies' URLs refuse credentials: none to echo
+                               ("enrich", ["--metadata-host", server.url, "--crossref-url",
+                                           server.url, "--datacite-url", server.url])):
+            out, cache = tmp_path / f"{command}.csv", tmp_path / f"{command}.sqlite"
+            stderr = io.StringIO()
+            with redirect_stderr(stderr):
+                code = main([command, str(source), "--column", "doi", "-o", str(out),
+                             "--base-url", f"http://user:{SECRET}@{host}", "--rate", "500",
+                             "--timeout", "1", "--backoff-base", "0.01", "--max-attempts", "1",
+                             "--max-error-share", "1", "--no-progress", "--cache", str(cache),
+                             *extra])
+            said = stderr.getvalue()
+            assert code in (0, 3), said
+            written = out.read_bytes() + cache.read_bytes()
+            assert SECRET.encode() not in written and SECRET not in said, (command, said)
+            assert b"error" in out.read_bytes()  # the servers' failures are in the rows
+        assert server.requests > 0

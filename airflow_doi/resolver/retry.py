@@ -28,7 +28,7 @@ from tenacity import (
 
 from airflow_doi.resolver.breaker import CircuitBreaker, CircuitOpenError
 from airflow_doi.resolver.client import ProxyError, RetryableError
-from airflow_doi.resolver.config import ResolverConfig
+from airflow_doi.resolver.config import ResolverConfig, scrub
 from airflow_doi.resolver.limits import RateLimiter
 from airflow_doi.resolver.result import ResolverStats
 
@@ -89,7 +89,11 @@ class RetryPolicy:
                     result = await _read(call)
                 finally:
                     await self.limiter.release(slot)
-            except RetryableError as error:
+            except (RetryableError, ProxyError) as error:
+                self._scrubbed(error)
+                if isinstance(error, ProxyError):
+                    self.breaker.record_success()  # the proxy is up; the answer is just final
+                    raise
                 self.breaker.record_failure(
                     error.reason, probe=probe, answered=error.http_status is not None,
                     unreachable=error.unreachable)
@@ -106,15 +110,21 @@ class RetryPolicy:
                             f"HTTP {error.http_status} (throttled): {self.breaker.gave_up_reason}"
                         ) from None
                 raise
-            except ProxyError:
-                self.breaker.record_success()  # the proxy is up; the answer is just final
-                raise
             except BaseException:
                 if probe:
                     self.breaker.release()
                 raise
             self.breaker.record_success()
             return result
+
+    def _scrubbed(self, error: RetryableError | ProxyError) -> None:
+        """``error``'s reason without the credentials of the configured URLs: a server may
+        echo what it was sent (the request's URL, its Authorization header decoded), and the
+        reason goes to a row, a table and log lines (:func:`~.config.scrub`)."""
+        clean = scrub(error.reason, self.config.base_url, self.config.redis_url)
+        if clean != error.reason:
+            error.reason = clean
+            error.args = (clean,)
 
     async def run(self, call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """``(result, requests sent)``; raises :class:`GaveUpError` or :class:`ProxyError`."""
