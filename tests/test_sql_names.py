@@ -21,7 +21,6 @@ import importlib.util
 import re
 import subprocess
 import sys
-import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
@@ -125,22 +124,14 @@ HOSTILE = (
 )
 
 
-def _best(repeat: int, run: Callable[[], object]) -> float:
-    timings = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        timings.append(time.perf_counter() - start)
-    return min(timings)
-
-
 def _ratio(execute: Callable[[str], object], table: str) -> float:
     """doi_url time / doi_key time over one table, best of 5 each, interleaved (the machine
     is shared: both see the same load)."""
+    best_of = _bench().best_of
     key = url = float("inf")
     for _ in range(5):
-        key = min(key, _best(1, lambda: execute(f"SELECT max(doi_key(x)) FROM {table}")))
-        url = min(url, _best(1, lambda: execute(f"SELECT max(doi_url(x)) FROM {table}")))
+        key = min(key, best_of(1, lambda: execute(f"SELECT max(doi_key(x)) FROM {table}")))
+        url = min(url, best_of(1, lambda: execute(f"SELECT max(doi_url(x)) FROM {table}")))
     return url / key
 
 

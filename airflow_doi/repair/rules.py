@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
 
+from airflow_doi.charclass import code_point_runs
 from airflow_doi.extract import CLOSERS
 from airflow_doi.syntax import TRIM_CHARS, ascii_upper, cell_text, validate
 
@@ -597,20 +598,12 @@ def _hint_class(chars: Iterable[str]) -> str:
     """A character class of ``chars`` (as literal characters, runs as ranges) that RE2 and
     Python's ``re`` read alike: a hint runs over a whole column in Arrow (RE2), then on each
     picked value in Python."""
-    points = sorted({ord(c) for c in chars})
-    runs: list[list[int]] = []
-    for point in points:
-        if runs and point == runs[-1][1] + 1:
-            runs[-1][1] = point
-        else:
-            runs.append([point, point])
-
     def char(point: int) -> str:
         text = chr(point)
         return "\\" + text if text in "\\]^-[" else text
 
     return "[" + "".join(
-        char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in runs) + "]"
+        char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in code_point_runs(chars)) + "]"
 
 
 #: What Python's ``\s`` matches (every rule's whitespace) and a valid DOI may hold (the

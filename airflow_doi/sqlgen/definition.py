@@ -54,6 +54,7 @@ from typing import Final, Protocol
 
 from sqlglot import exp
 
+from airflow_doi.charclass import code_point_runs
 from airflow_doi.presentation import (
     DEFAULT_BASE_URL,
     DOT_SEGMENT_REWRITES,
@@ -229,16 +230,9 @@ URL_ESCAPED: Final[str] = "%" + "".join(c for c in MANDATORY + RECOMMENDED if c 
 def char_class(chars: str) -> str:
     """A bracket class of the printable-ASCII ``chars``, runs as ranges (no character that
     needs escaping inside a class: callers pass none of ``\\ ] ^ -`` at a run's edge)."""
-    points = sorted(ord(c) for c in chars)
-    runs: list[list[int]] = []
-    for point in points:
-        if runs and point == runs[-1][1] + 1:
-            runs[-1][1] = point
-        else:
-            runs.append([point, point])
     return "[" + "".join(
         chr(a) if a == b else f"{chr(a)}{chr(b)}" if b == a + 1 else f"{chr(a)}-{chr(b)}"
-        for a, b in runs) + "]"
+        for a, b in code_point_runs(chars)) + "]"
 
 
 #: A character ``doi_url`` writes as it is: printable ASCII outside :data:`URL_ESCAPED`.
