@@ -88,9 +88,10 @@ fetch(open(sys.argv[5]).read().split(), cache=sys.argv[6], updates_since="2025-0
 """
 
 
-# The cursor lives 1 s where it must expire (the pause outlives it), and a minute where it must
-# not: under load, killing the child and starting again took more than a second.
-@pytest.mark.parametrize(("pause", "cursor_ttl"), [(0.0, 60.0), (2.0, 1.0)],
+# The cursor lives 4 s where it must expire (the pause outlives it), and a minute where it must
+# not: under load, killing the child and starting again took more than a second, and a 1 s
+# cursor expired between two pages of the harvest that followed as well.
+@pytest.mark.parametrize(("pause", "cursor_ttl"), [(0.0, 60.0), (5.0, 4.0)],
                          ids=["cursor_alive", "cursor_expired"])
 def test_a_killed_harvest_goes_on_from_its_page_and_never_rewrites_a_row(
         tmp_path: Path, pause: float, cursor_ttl: float) -> None:
@@ -130,7 +131,7 @@ def test_a_killed_harvest_goes_on_from_its_page_and_never_rewrites_a_row(
     assert state.finished
     if pause:
         # DataCite's stream may have been mid-cursor when the child died as well.
-        assert state.restarts == 1
+        assert state.restarts >= 1  # at least the cursor the kill left behind
         assert seen["expired_cursors"] == sum(s.restarts for s in stats.updates.values())
     else:  # went on from the third page: no page asked twice
         assert seen["expired_cursors"] == 0 and state.restarts == 0
