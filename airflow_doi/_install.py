@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -33,6 +32,8 @@ def _origin(path: list[str] | None = None) -> tuple[str, str] | None:
     ``path``: where to look for the record (default ``sys.path``)."""
     # The first installed record that says where it came from; a source tree's own
     # egg-info (on sys.path when Python runs there) says nothing, nor does it come from pip.
+    from importlib import metadata  # here: ~40 ms, and only a missing extra's message needs it
+
     text = None
     found = (metadata.distributions(name=DISTRIBUTION) if path is None
              else metadata.distributions(name=DISTRIBUTION, path=path))

@@ -20,11 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_doi.cli.repair import ADDED_COLUMNS as REPAIR_ADDED
+from airflow_doi.cli.repair import added_columns
 from airflow_doi.resolver.simulator import ProxySimulator
 from tests.conftest import ROOT, output_header, read_output_csv
 
 FILES = ROOT / "tests" / "data" / "files"
+REPAIR_ADDED = added_columns()
 #: Fixture -> (extra arguments, rows both commands must write, input values (as text) in order).
 READABLE: dict[str, tuple[list[str], int]] = {
     "latin1.csv": ([], 2),

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_doi.cli import repair as command
-from airflow_doi.cli.repair import ADDED_COLUMNS
+from airflow_doi.cli.repair import added_columns
 from airflow_doi.repair import (
     MAX_CANDIDATES,
     MAX_CUTS,
@@ -472,7 +472,7 @@ def test_cli_csv_keeps_every_row_and_column(tmp_path, capsys):
     table = pcsv.read_csv(target, convert_options=pcsv.ConvertOptions(
         column_types={"id": pa.string(), "doi_suggestion_verified": pa.string()},
         strings_can_be_null=True))
-    assert table.column_names == ["id", "ref", "note", *ADDED_COLUMNS]
+    assert table.column_names == ["id", "ref", "note", *added_columns()]
     rows = table.to_pylist()
     assert [r["id"] for r in rows] == ["00123", "2", "3", "4"]
     assert rows[0]["note"] == "a, b"
@@ -489,7 +489,7 @@ def test_cli_parquet_no_verify(tmp_path):
     target = tmp_path / "out.parquet"
     assert _cli(["repair", str(source), "--column", "doi", "-o", str(target), "--no-verify"]) == 0
     table = pq.read_table(target)
-    assert table.column_names == ["n", "doi", *ADDED_COLUMNS]
+    assert table.column_names == ["n", "doi", *added_columns()]
     assert table.column("n").to_pylist() == [1, 2]
     assert table.column("doi_suggestion").to_pylist() == ["10.1000/x", None]
     assert table.schema.field("doi_suggestion_verified").type == pa.bool_()

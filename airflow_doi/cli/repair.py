@@ -21,10 +21,9 @@ from airflow_doi.cli._files import (
     report_reading,
     say,
 )
-from airflow_doi.repair.rules import REPAIR_COLUMNS
 from airflow_doi.words import plural
 
-__all__ = ["ADDED_COLUMNS", "register", "run"]
+__all__ = ["ERROR_COLUMN", "added_columns", "register", "run"]
 
 #: The one line of ``airflow-doi --help`` for this command.
 HELP = "suggest and verify repairs for damaged DOIs (appends doi_suggestion columns)"
@@ -56,12 +55,22 @@ column, a bad resolver setting, a missing extra); 3 the share
 of checked rows the proxy could not decide is above --max-error-share (the output is still
 written)."""
 
-#: The appended columns: the library's three, and why a row was left undecided.
+#: Why a row was left undecided: appended after the library's three columns.
 ERROR_COLUMN = "doi_suggestion_error"
-ADDED_COLUMNS: tuple[str, ...] = (*REPAIR_COLUMNS, ERROR_COLUMN)
-#: Their Arrow types, by name: text, but for whether the suggestion was verified.
-KINDS: dict[str, str] = dict.fromkeys(ADDED_COLUMNS, "large_string") | {
-    "doi_suggestion_verified": "bool_"}
+
+
+def added_columns() -> tuple[str, ...]:
+    """The appended columns: the library's three (:data:`airflow_doi.repair.REPAIR_COLUMNS`),
+    then :data:`ERROR_COLUMN`. A function, not a constant: the repair rules compile their
+    regexes on import (~80 ms), which every other command's start would pay."""
+    from airflow_doi.repair.rules import REPAIR_COLUMNS
+
+    return (*REPAIR_COLUMNS, ERROR_COLUMN)
+
+
+def _kinds() -> dict[str, str]:
+    """The appended columns' Arrow types, by name: text, but for whether it was verified."""
+    return dict.fromkeys(added_columns(), "large_string") | {"doi_suggestion_verified": "bool_"}
 
 
 def register(subparsers: Any) -> None:
@@ -112,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     try:
         reader, repaired, _ = append_columns(
-            args.input, args.output, args.column, added, KINDS, input_format=args.input_format,
+            args.input, args.output, args.column, added, _kinds(), input_format=args.input_format,
             output_format=read.out_format, options=csv_options(args),
             escape=args.escape_formulas, encoding=read.encoding)
     except TableInputError as error:
