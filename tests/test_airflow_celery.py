@@ -129,7 +129,11 @@ def test_a_lost_worker_costs_at_most_a_batch_per_task_and_every_request_is_count
         assert len(retried) >= len(running) >= 1, retried
         assert set(sim.requests_by_key) == {f"10.5555/C{i:05d}" for i in range(keys)}
         assert per_key <= 1.05, dict(spread)
-        assert summary["requests"] == sim.request_count, (summary, sim.request_count)
+        # Counted as each request leaves, just before it is sent: a SIGKILL between the
+        # count and the send costs nothing at the proxy, so the summary may exceed what the
+        # proxy saw by the requests the killed tasks had in flight (4 each), never fall short.
+        over = summary["requests"] - sim.request_count
+        assert 0 <= over <= 4 * len(running), (summary, sim.request_count)
         assert summary["requests_by_earlier_tries"] > 0
     with psycopg.connect(postgres_dsn) as conn:
         stored = dict(conn.execute(f'SELECT status, COUNT(*) FROM "{schema}".doi_resolution '

@@ -640,6 +640,11 @@ def test_a_killed_range_asks_one_batch_again_and_its_requests_still_count(
         assert 0 < len(stored) < len(keys) and len(stored) % 100 == 0  # whole batches
         assert not set(asked_again) & stored
         assert len(asked_again) <= 100, len(asked_again)  # the batch it was killed in
-        assert summary["requests_by_earlier_tries"] == asked_before
-        assert summary["requests"] + summary["requests_by_earlier_tries"] == sim.request_count
+        # Counted as each request leaves, just before it is sent: the kill may land between
+        # the count and the send of the requests in flight (concurrency 4), which the proxy
+        # then never saw. The count is never short of the proxy's, and over by at most those.
+        assert 0 <= summary["requests_by_earlier_tries"] - asked_before <= 4, summary
+        counted = summary["requests"] + summary["requests_by_earlier_tries"]
+        assert 0 <= counted - sim.request_count <= 4, (summary, sim.request_count)
+        assert summary["requests"] == sim.request_count - asked_before  # the retry's own
     assert len(engine.run(f"SELECT doi_key FROM {engine.results}")) == len(keys)

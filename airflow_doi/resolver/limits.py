@@ -25,7 +25,9 @@ when a server announces its limit (``x-rate-limit-limit`` / ``x-rate-limit-inter
 
 With ``count_key`` every request is also counted in Redis as it leaves (after its wait,
 just before it is sent): the provider counts a task's requests there, so that those of a try
-killed mid-batch are still in the run's summary.
+killed mid-batch are still in the run's summary. Counted before the send, never after: the count
+is never below what the server saw, and a SIGKILL between a count and its send makes it higher
+by at most the requests in flight (the concurrency).
 """
 
 from __future__ import annotations
