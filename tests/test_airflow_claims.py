@@ -27,6 +27,7 @@ from airflow_doi.db.statements import dialect_named, quote_identifier
 from airflow_doi.provider.hooks.claims import _PLACE, KeyClaims
 from airflow_doi.provider.hooks.resolution import ensure_resolution_table
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import MARIADB_DSN, record_figure
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow_claims")]
@@ -222,8 +223,8 @@ def test_a_proxy_never_there_fails_the_operator_within_seconds(engine: Engine) -
     base = f"http://127.0.0.1:{_dead_port()}"
     env = _env(engine, base, rate=20)  # the default breaker_give_up
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = forked.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
     elapsed = time.monotonic() - started
     assert result.returncode != 0
     assert elapsed < 30, elapsed
@@ -245,8 +246,8 @@ def test_a_proxy_dead_after_the_first_batch_is_waited_for(engine: Engine) -> Non
         env = _env(engine, sim.url, rate=200, breaker_give_up=give_up, breaker_cooldown=0.5,
                    max_attempts=50, backoff_base=0.1, timeout=5)
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
-                                capture_output=True, text=True, timeout=300, check=False)
+        result = forked.run([sys.executable, "-c", OPERATOR, engine.table, "10"], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
         elapsed = time.monotonic() - started
         assert sim.request_count == 10
     assert result.returncode != 0
@@ -280,8 +281,8 @@ def test_a_dead_proxy_fails_the_task_within_give_up_plus_one_batch(engine: Engin
     env = _env(engine, sim.url, rate=200, breaker_give_up=give_up, breaker_cooldown=0.5,
                max_attempts=3, backoff_base=0.1, timeout=2)
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", RESOLVER, engine.table], env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = forked.run([sys.executable, "-c", RESOLVER, engine.table], env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
     ended = time.monotonic()
     stopper.join(30)
     assert result.returncode != 0
@@ -300,9 +301,9 @@ def test_a_dead_proxy_fails_the_task_within_give_up_plus_one_batch(engine: Engin
     assert engine.run(f"SELECT COUNT(*) FROM {quote_identifier(engine.results + '_claims')}"
                       ) == [(0,)]
     with ProxySimulator(auto_records=True) as healthy:
-        again = subprocess.run([sys.executable, "-c", RESOLVER, engine.table],
-                               env=_env(engine, healthy.url), capture_output=True, text=True,
-                               timeout=300, check=False)
+        again = forked.run([sys.executable, "-c", RESOLVER, engine.table],
+                           env=_env(engine, healthy.url), capture_output=True, text=True,
+                           timeout=300, check=False)
         assert again.returncode == 0, again.stderr[-3000:]
         assert set(healthy.requests_by_key) == set(keys) - stored
         assert set(healthy.requests_by_key.values()) == {1}
@@ -397,8 +398,8 @@ def test_with_the_duckdb_provider_installed_a_duckdb_connection_uses_its_hook(
     with ProxySimulator(auto_records=True) as sim:
         env = _env(engine, sim.url)
         env["PYTHONPATH"] = os.pathsep.join([str(THEIRS), env.get("PYTHONPATH", "")])
-        result = subprocess.run([sys.executable, "-c", WITH_THEIRS], env=env,
-                                capture_output=True, text=True, timeout=300, check=False)
+        result = forked.run([sys.executable, "-c", WITH_THEIRS], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
         assert result.returncode == 0, result.stderr[-3000:]
         assert sim.request_count == len(keys)
     said = dict(line.split(" ", 1) for line in result.stdout.splitlines()
@@ -585,9 +586,9 @@ def test_a_users_table_named_like_the_claims_table_is_refused_untouched(engine: 
     engine.run(f"INSERT INTO {table} VALUES (1, 'mine'), (2, 'also mine')")
     engine.load(["10.5555/U1"])
     with ProxySimulator(auto_records=True) as sim:
-        result = subprocess.run([sys.executable, "-c", RESOLVER, engine.table],
-                                env=_env(engine, sim.url), capture_output=True, text=True,
-                                timeout=300, check=False)
+        result = forked.run([sys.executable, "-c", RESOLVER, engine.table],
+                            env=_env(engine, sim.url), capture_output=True, text=True,
+                            timeout=300, check=False)
         assert sim.request_count == 0
     assert result.returncode != 0
     assert "is not the claims table" in result.stderr and "left untouched" in result.stderr
@@ -629,8 +630,8 @@ def test_a_killed_range_asks_one_batch_again_and_its_requests_still_count(
         time.sleep(0.3)  # what it sent has arrived
         asked_before = sim.request_count
         stored = {k for (k,) in engine.run(f"SELECT doi_key FROM {engine.results}")}
-        second = subprocess.run([sys.executable, "-c", RANGE, engine.table], env=env,
-                                capture_output=True, text=True, timeout=300, check=False)
+        second = forked.run([sys.executable, "-c", RANGE, engine.table], env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
         assert second.returncode == 0, second.stderr[-3000:]
         summary = json.loads(second.stdout.strip().splitlines()[-1])
         asked_again = [k for k, n in sim.requests_by_key.items() if n > 1]

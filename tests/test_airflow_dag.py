@@ -31,6 +31,7 @@ from airflow_doi import comparison_key, normalize, validate
 from airflow_doi.metadata.csl import FIELDS
 from airflow_doi.resolver.agencies import work_for
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import MARIADB_DSN, record_figure
 from tests.test_report_browser import browser, cards_in_chromium  # noqa: F401 (a fixture)
 
@@ -138,8 +139,7 @@ def _dags_test(env: dict[str, str], home: Path, **conf: object) -> subprocess.Co
     command = [AIRFLOW, "dags", "test", DAG_ID]
     if conf:
         command += ["--conf", json.dumps(conf)]
-    return subprocess.run(command, env=env, cwd=home, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return forked.run(command, env=env, cwd=home, text=True, timeout=600)
 
 
 def _succeeded(result: subprocess.CompletedProcess[str]) -> bool:
@@ -257,8 +257,8 @@ CARD_RE = re.compile(r'<div class="label">(.*?)</div><div class="value[^"]*">(.*
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    return forked.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                      capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_report_cards_are_the_same_from_the_cli_and_the_dag(

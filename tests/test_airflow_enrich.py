@@ -17,6 +17,7 @@ from airflow_doi.db.statements import quote_identifier
 from airflow_doi.metadata.csl import FIELDS
 from airflow_doi.resolver.agencies import HOSTILE_WORKS
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import record_figure
 from tests.test_airflow_claims import Engine, _env, engine  # noqa: F401  (the fixture)
 
@@ -123,8 +124,8 @@ def test_a_dead_proxy_fails_enrich_at_once_and_stores_nothing_unanswered(
     # answered, so the task fails in seconds, not after breaker_give_up (120 s by default).
     env = _env(engine, sim_url, max_attempts=3, backoff_base=0.05)
     started = time.monotonic()
-    process = subprocess.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
-                             capture_output=True, text=True, timeout=300, check=False)
+    process = forked.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
     assert time.monotonic() - started < 30
     assert process.returncode != 0
     assert "ProxyUnavailableError" in process.stderr
@@ -148,8 +149,8 @@ def test_a_batch_api_that_cannot_be_reached_costs_the_task_one_give_up(engine: E
                    backoff_base=0.05, crossref_url=unreachable,
                    datacite_url=sim.datacite_url,
                    metadata_hosts=",".join((*sim.metadata_hosts, unreachable)))
-        process = subprocess.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
-                                 capture_output=True, text=True, timeout=300, check=False)
+        process = forked.run([sys.executable, "-c", ENRICHER, engine.table, "10"], env=env,
+                             capture_output=True, text=True, timeout=300, check=False)
         assert process.returncode == 0, process.stderr[-3000:]
         expected = {key: sim.expected_metadata(key) for key in keys}
     summary = json.loads(process.stdout.strip().splitlines()[-1])

@@ -23,6 +23,7 @@ from airflow_doi.metadata.csl import FIELDS
 from airflow_doi.resolver.agencies import SHOWCASE_WORKS, Work, crossref_item_for, work_for
 from airflow_doi.resolver.datafiles import crossref_tar, write_data_files
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
+from tests import forked
 from tests.conftest import ROOT, read_output_csv
 from tests.test_airflow_claims import Engine, _env, engine  # noqa: F401  (the fixture)
 
@@ -64,8 +65,8 @@ def _catalogue(engine: Engine, dois: list[str]) -> None:
 
 
 def _operate(engine: Engine, env: dict[str, str], **options: Any) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", OPERATOR, engine.table, json.dumps(options)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = forked.run([sys.executable, "-c", OPERATOR, engine.table, json.dumps(options)],
+                      env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -99,10 +100,10 @@ def _normal(row: dict[str, Any]) -> dict[str, Any]:
 def _cli_rows(files: Path, dois: list[str], tmp_path: Path) -> dict[str, dict[str, Any]]:
     source = tmp_path / "catalogue.csv"
     source.write_text("doi\n" + "\n".join(d.upper() for d in dois) + "\n")
-    done = subprocess.run([sys.executable, "-m", "airflow_doi", "enrich", str(source), "-o",
+    done = forked.run([sys.executable, "-m", "airflow_doi", "enrich", str(source), "-o",
                            str(tmp_path / "out.csv"), "--snapshot", str(files), "--source",
                            "snapshot", "--workers", "2"], capture_output=True, text=True,
-                          timeout=300)
+                      timeout=300)
     assert done.returncode == 0, done.stderr
     rows = {}
     for row in read_output_csv(tmp_path / "out.csv"):

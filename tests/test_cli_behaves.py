@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
+from tests import forked
 from tests.conftest import ROOT
 
 
 def cli(*args: str | Path, cwd: Path = ROOT, stdin: bytes | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)], input=stdin,
-                          capture_output=True, timeout=300, cwd=cwd, check=False,
-                          env=None if env is None else {**os.environ, **env})
+    return forked.run([sys.executable, "-m", "airflow_doi", *map(str, args)], input=stdin,
+                      capture_output=True, timeout=300, cwd=cwd, check=False,
+                      env=None if env is None else {**os.environ, **env})
 
 
 def text(done: subprocess.CompletedProcess[bytes]) -> str:

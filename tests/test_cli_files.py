@@ -22,6 +22,7 @@ import pytest
 
 from airflow_doi.cli.repair import added_columns
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import ROOT, output_header, read_output_csv
 
 FILES = ROOT / "tests" / "data" / "files"
@@ -44,7 +45,7 @@ READABLE: dict[str, tuple[list[str], int]] = {
 
 
 def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
     )

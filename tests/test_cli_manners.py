@@ -17,12 +17,13 @@ import pytest
 
 from airflow_doi import __version__
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import ROOT
 
 
 def cli(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+    return forked.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                      capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
 
 
 def test_version() -> None:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_doi import to_url, validate
+from tests import forked
 from tests.conftest import ROOT, read_output_csv
 
 ADDED = ["doi", "doi_key", "doi_valid", "doi_reason", "doi_url"]
@@ -33,7 +34,7 @@ CELLS = [
 pytestmark = pytest.mark.usefixtures("vector_engine")
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )

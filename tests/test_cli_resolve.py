@@ -20,13 +20,14 @@ import pytest
 
 from airflow_doi.cli import EXTRAS, build_parser, main, missing_extra_message
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
+from tests import forked
 from tests.conftest import ROOT, read_output_csv
 
 FAST = ["--rate", "200", "--backoff-base", "0.01", "--timeout", "2"]
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
     )

@@ -22,14 +22,15 @@ from pathlib import Path
 import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 
 KEYS = 60
 FAST = ["--column", "ref", "--backoff-base", "0.05", "--timeout", "5", "--no-progress"]
 
 
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+    return forked.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                      capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
 
 
 def default_cache(proxy: ProxySimulator) -> Path:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
+from tests import forked
 from tests.conftest import ROOT, read_output_csv
 
 FAST = ["--rate", "200", "--backoff-base", "0.01", "--timeout", "2"]
@@ -23,7 +24,7 @@ README = ROOT / "README.md"
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )

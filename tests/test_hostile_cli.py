@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from airflow_doi.resolver.config import ResolverConfig, redact_url
+from tests import forked
 from tests.conftest import ROOT
 
 SECRET = "TopSecret"
@@ -33,7 +34,7 @@ METADATA = "key,metadata_status\n10.1000/a,ok\n"
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
     )

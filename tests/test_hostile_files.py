@@ -35,14 +35,15 @@ from airflow_doi.files.read import TableInputError, TableReader, read_table
 from airflow_doi.files.write import FORMULA_STARTS, escape_formulas
 from airflow_doi.resolver.datafiles import jsonl_gz
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import ROOT, read_output_csv
 
 CLI = [sys.executable, "-m", "airflow_doi"]
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    return forked.run([*CLI, *map(str, args)], capture_output=True, text=True,
+                      timeout=300, cwd=ROOT)
 
 
 def escaped(cell: str) -> str:

@@ -18,6 +18,7 @@ import pytest
 from airflow_doi.metadata import MetadataStats, fetch
 from airflow_doi.resolver.agencies import HOSTILE_WORKS, SHOWCASE_WORKS, work_for
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import read_output_csv
 
 FAST = {"rate": 200.0, "agency_rate": 200.0, "concurrency": 8, "max_attempts": 3,
@@ -220,9 +221,9 @@ def test_per_host_rates_are_kept() -> None:
 
 # -- the command line --------------------------------------------------------------------------
 def _cli(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, **(env or {})})
+    return forked.run([sys.executable, "-m", "airflow_doi", *map(str, args)],
+                      capture_output=True, text=True, timeout=300, check=False,
+                      env={**os.environ, **(env or {})})
 
 
 def test_enrich_command_on_an_excel_export(sim: ProxySimulator, tmp_path: Path) -> None:

@@ -23,13 +23,14 @@ import pytest
 
 from airflow_doi import validate
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import ROOT, output_header, read_output_csv
 
 ADDED = ["doi", "doi_key", "doi_valid", "doi_reason", "doi_url"]
 
 
 def cli(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", *map(str, args)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
         env=None if env is None else {**os.environ, **env},

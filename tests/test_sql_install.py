@@ -17,14 +17,15 @@ import duckdb
 import pytest
 
 from airflow_doi.sqlgen import DIALECTS
+from tests import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).with_name("airflow-doi"))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, "sql", *args], capture_output=True, text=True, timeout=300,
-                          check=False)
+    return forked.run([CLI, "sql", *args], capture_output=True, text=True, timeout=300,
+                      check=False)
 
 
 def _user_error(result: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -33,6 +33,7 @@ import pytest
 
 from airflow_doi import validate
 from airflow_doi.sqlgen.conformance import expected
+from tests import forked
 from tests.conftest import MARIADB_DSN, ROOT, mariadb_connect
 
 CLI = str(Path(sys.executable).with_name("airflow-doi"))
@@ -42,8 +43,8 @@ COMPOSED = "10.1000/caf\u00e9"
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          check=False)
+    return forked.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300,
+                      check=False)
 
 
 def _user_error(result: subprocess.CompletedProcess[str], *words: str) -> None:

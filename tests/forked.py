@@ -1,0 +1,318 @@
+"""Commands the tests run hundreds of times, as processes forked from a warm interpreter.
+
+``python -m airflow_doi ...`` spends ~0.5 s of its ~0.6 s of CPU importing (pyarrow above all),
+``airflow dags test`` ~12 of its ~17 s (Airflow, then its in-process execution API). A fork
+server does those imports once; each command is then a child forked from it, with its own pid,
+file descriptors (the caller's pipes as 0, 1 and 2), working directory, environment, ``argv``
+and exit status, as the exec'ed command has: only the imports are shared.
+
+What keeps that faithful:
+
+- the server only *imports* (and builds Airflow's in-process API app): nothing that reads a
+  per-test setting runs before the fork;
+- the environment the imports read (``AIRFLOW_HOME``, ``AIRFLOW__*``, ``PYTHON*``, the locale)
+  is part of a server's identity: a command whose environment differs there gets a server of
+  its own; ``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*`` and ``AIRFLOW_DOI_*`` are read when used;
+- ``random`` is reseeded in each child (CPython does it at fork); the child runs the module as
+  ``__main__``, then the interpreter's own shutdown steps (threads joined, ``atexit``), then
+  exits with the command's status;
+- the caller's umask travels with the command, as a child inherits it;
+- a command this cannot run (another program, ``-c`` code) runs as a real subprocess.
+
+Tests that signal, kill or time a command, or check what a fresh process imports, use real
+processes (``subprocess``), as do the README's blocks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Console scripts the server knows, by file name: their entry point (``module:function``).
+SCRIPTS = {"airflow-doi": "airflow_doi.cli:main", "airflow": "airflow.__main__:main"}
+
+#: What each kind of server imports before it forks: what the command imports anyway.
+PRELOAD = {
+    "airflow_doi": ["airflow_doi.cli", *(f"airflow_doi.cli.{name}" for name in (
+        "_proxy", "demo", "enrich", "normalize", "repair", "report", "resolve", "simulator",
+        "sql")), "airflow_doi.files.read", "airflow_doi.files.write", "airflow_doi.native.arrow",
+        "airflow_doi.repair.damage", "pyarrow", "pyarrow.csv", "pyarrow.compute"],
+    # ``python -c CODE`` that runs one of the provider's operators or hooks
+    "provider": [f"airflow_doi.provider.{name}" for name in (
+        "operators.resolve", "operators.enrich", "operators.normalize", "hooks.sql",
+        "hooks.claims", "hooks.snapshots")],
+    "airflow": ["airflow.cli.cli_parser", "airflow.cli.commands.dag_command",
+                "airflow.sdk.execution_time.supervisor", "airflow.sdk"],
+}
+
+
+def _reads_at_import(name: str) -> bool:
+    """Whether a variable can shape what the preloaded imports did (then it names the server)."""
+    if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW_DOI_")):
+        return False
+    return name.startswith(("AIRFLOW", "PYTHON", "LC_", "LANG", "SQLALCHEMY", "_AIRFLOW"))
+
+
+def _module(argv: Sequence[str]) -> tuple[str, str] | None:
+    """(server kind, what runs: ``-m module`` or an entry point) for a command a server runs."""
+    name = Path(argv[0]).name
+    if name in SCRIPTS and Path(argv[0]).parent == Path(sys.executable).parent:
+        entry = SCRIPTS[name]
+        return entry.split(".")[0].split(":")[0], entry
+    if argv[0] != sys.executable or len(argv) < 3:
+        return None
+    if argv[1] == "-m" and argv[2] in PRELOAD:
+        return argv[2], "-m"
+    if argv[1] == "-c" and "airflow_doi.provider" in argv[2]:
+        return "provider", "-c"
+    return None
+
+
+class _Server:
+    """One warm interpreter, started with ``env``, answering on a Unix socket."""
+
+    def __init__(self, module: str, env: Mapping[str, str]) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="forked-"))
+        self.address = str(self.folder / "socket")
+        # Its standard streams are pipes, as a captured subprocess's are: the children's
+        # sys.stdin/stdout/stderr are those objects over the caller's descriptors.
+        self._stdin_r, self._stdin_w = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.forked", self.address, module],
+            env=dict(env), stdin=self._stdin_r, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+        os.close(self._stdin_r)
+        ready = self.process.stderr.readline() if self.process.stderr else b""
+        if ready.strip() != b"ready":
+            rest = self.process.stderr.read() if self.process.stderr else b""
+            raise RuntimeError(f"the fork server for {module} did not start: "
+                               f"{(ready + rest).decode(errors='replace')[-3000:]}")
+
+    def run(self, entry: str, argv: list[str], env: Mapping[str, str], cwd: str,
+            stdin: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:
+        umask = os.umask(0o022)  # what a child inherits: read it, put it back
+        os.umask(umask)
+        request = json.dumps({"entry": entry, "argv": argv, "env": dict(env), "cwd": cwd,
+                              "umask": umask}).encode()
+        in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), -1)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(self.address)
+            socket.send_fds(conn, [len(request).to_bytes(4, "big") + request],
+                            [in_r, out_w, err_w])
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+            files = [os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")]
+            read: list[bytes] = [b"", b""]
+
+            def drain(index: int) -> None:
+                with files[index]:
+                    read[index] = files[index].read()
+
+            threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in (0, 1)]
+            if stdin is not None:
+                threads.append(threading.Thread(target=_feed, args=(in_w, stdin), daemon=True))
+            for thread in threads:
+                thread.start()
+            conn.settimeout(timeout)
+            reply = conn.makefile("rb")
+            pid = int(reply.readline())
+            try:
+                status = int(reply.readline())
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(argv, timeout or 0) from None
+            for thread in threads:
+                thread.join()
+        return status, read[0], read[1]
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        os.close(self._stdin_w)
+        if self.process.stderr:
+            self.process.stderr.close()
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+    except BrokenPipeError:
+        pass
+
+
+_servers: dict[tuple[str, tuple[tuple[str, str], ...]], _Server] = {}
+_lock = threading.Lock()
+
+
+def _server(module: str, env: Mapping[str, str]) -> _Server:
+    identity = (module, tuple(sorted((k, v) for k, v in env.items() if _reads_at_import(k))))
+    with _lock:
+        if identity not in _servers:
+            _servers[identity] = _Server(module, env)
+        return _servers[identity]
+
+
+@atexit.register
+def _close_all() -> None:
+    for server in _servers.values():
+        server.close()
+
+
+def run(argv: Sequence[str | os.PathLike[str]], *, input: bytes | str | None = None,
+        env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+        text: bool = False, timeout: float | None = None, check: bool = False,
+        capture_output: bool = True) -> subprocess.CompletedProcess[Any]:
+    """:func:`subprocess.run` with ``capture_output``, the command forked from a warm server
+    when it is one a server runs (see the module's docstring), a real subprocess otherwise."""
+    assert capture_output, "forked.run captures the output, as the tests' helpers all do"
+    command = [os.fspath(part) for part in argv]
+    environment = dict(os.environ if env is None else env)
+    found = _module(command) if os.environ.get("AIRFLOW_DOI_TESTS_FORK", "1") != "0" else None
+    if found is None:
+        return subprocess.run(command, input=input, env=environment, cwd=cwd, text=text,
+                              timeout=timeout, check=check, capture_output=True)
+    kind, entry = found
+    data = input.encode() if isinstance(input, str) else input
+    status, out, err = _server(kind, environment).run(
+        entry, command, environment, os.fspath(cwd or os.getcwd()), data, timeout)
+    stdout: Any = out
+    stderr: Any = err
+    if text:
+        stdout, stderr = (io.TextIOWrapper(io.BytesIO(out)).read(),
+                          io.TextIOWrapper(io.BytesIO(err)).read())
+    done = subprocess.CompletedProcess(command, status, stdout, stderr)
+    if check:
+        done.check_returncode()
+    return done
+
+
+# --- the server side ------------------------------------------------------------------------
+
+def _warm(module: str) -> None:
+    for name in PRELOAD[module]:
+        __import__(name)
+    if module == "airflow":
+        # ``airflow dags test`` builds this app (Cadwyn's versioned routers: ~4.7 s) once per
+        # process and caches it: built here, every child starts with it.
+        from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+        in_process_api_server()
+
+
+def _child(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: become the command, run it, exit with its status."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    argv, entry = request["argv"], request["entry"]
+    code = 0
+    try:
+        if entry == "-m":  # python -m MODULE ARGS: sys.path[0] is the working directory
+            import runpy
+
+            sys.argv = [argv[2], *argv[3:]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        elif entry == "-c":  # python -c CODE ARGS: sys.path[0] is ''
+            import types
+
+            sys.argv = ["-c", *argv[3:]]
+            sys.path[0] = ""
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(argv[2], "<string>", "exec"), main.__dict__)
+        else:  # a console script: sys.path[0] is its folder; it runs sys.exit(main())
+            import importlib
+
+            sys.argv = list(argv)
+            sys.path[0] = str(Path(argv[0]).parent)
+            module, function = entry.split(":")
+            sys.exit(getattr(importlib.import_module(module), function)())
+    except SystemExit as stop:
+        code = _exit_code(stop.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    # What the interpreter does on its way out: join non-daemon threads, run atexit.
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _serve(address: str, module: str) -> None:
+    _warm(module)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(16)
+    sys.stderr.write("ready\n")
+    sys.stderr.flush()
+    while True:
+        # The caller holds the other end of our stdin: its end closing (the test process is
+        # gone) ends the server.
+        ready, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in ready:
+            os._exit(0)
+        conn, _ = listener.accept()
+        message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+        size = int.from_bytes(message[:4], "big")
+        while len(message) < 4 + size:
+            message += conn.recv(1 << 20)
+        request = json.loads(message[4:4 + size])
+        if os.fork() == 0:  # the manager: forks the command, reports its pid and status
+            listener.close()
+            pid = os.fork()
+            if pid == 0:
+                conn.close()
+                _child(request, fds)
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(f"{pid}\n".encode())
+            _, status = os.waitpid(pid, 0)
+            conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        while True:  # reap finished managers
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2])
