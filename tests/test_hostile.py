@@ -465,10 +465,14 @@ def _dead_port() -> int:
 
 
 def _answer_once_then_die(handler: _Handler, path: str) -> None:
-    """Answer the first request, then close the listening socket: connection refused."""
-    handler.send(answer(200, record(handle_of(path), "https://ok.example/")))
+    """Answer the first request, then close the listening socket: connection refused.
+
+    The socket closes *before* the answer goes out: the client asks again only after it, so a
+    second request can never reach a listening socket about to close (it sat in the backlog
+    and was reset, or waited out its timeout, on a loaded machine)."""
     handler.server.shutdown()
     handler.server.server_close()
+    handler.send(answer(200, record(handle_of(path), "https://ok.example/")))
 
 
 def test_a_proxy_that_dies_mid_run_logs_each_opening_and_gives_up_in_bounded_time(caplog):
