@@ -8,6 +8,7 @@ from typing import Any
 from airflow_doi.metadata import MetadataStats, fetch
 from airflow_doi.resolver.agencies import work_for
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 
 
 def _options(sim: ProxySimulator, **more: Any) -> dict[str, Any]:
@@ -55,14 +56,13 @@ def test_csl_type_is_a_csl_type_from_every_source_and_registry_type_the_registry
 
 
 def test_a_placeholder_contact_is_refused_before_anything_is_sent(tmp_path: Any) -> None:
-    import subprocess
     import sys
 
     (tmp_path / "in.csv").write_text("doi\n10.5555/one\n")
     with ProxySimulator(auto_records=True) as sim:
         for contact, said in (("you@example.org", "is a placeholder"),
                               ("team@", "is not an e-mail address")):
-            done = subprocess.run(
+            done = forked.run(
                 [sys.executable, "-m", "airflow_doi", "enrich", "in.csv", "-o", "out.csv",
                  "--base-url", sim.url, "--contact", contact], cwd=tmp_path,
                 capture_output=True, text=True, timeout=120)

@@ -154,8 +154,8 @@ COMMANDS = ("", "normalize", "resolve", "enrich", "repair", "report", "simulator
 
 def help_entries(command: str) -> tuple[str, list[str]]:
     """``airflow-doi COMMAND --help``, and each option's (or argument's) entry on one line."""
-    done = subprocess.run([sys.executable, "-m", "airflow_doi", *command.split(), "--help"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    done = forked.run([sys.executable, "-m", "airflow_doi", *command.split(), "--help"],
+                      capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     entries: list[str] = []
     listing = False

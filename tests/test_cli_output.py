@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 from tests.conftest import ROOT, output_header, read_output_csv
 
 #: An export from a German Excel: cp1252, ';', CRLF; a Müller, a NA, a formula-looking id.
@@ -61,7 +62,7 @@ def run(command: str, source: Path, target: Path, proxy: ProxySimulator,
         "enrich": ["--base-url", proxy.url, "--rate", "100", "--agency-rate", "100",
                    "--metadata-host", ",".join(proxy.metadata_hosts)],
     }[command]
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "airflow_doi", command, str(source), "--column", "doi", "-o",
          str(target), *extra, *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
@@ -222,7 +223,7 @@ def test_parquet_keeps_its_types_and_the_rows_their_order(tmp_path: Path,
     source = tmp_path / "works.parquet"
     refs = [f"10.1000/{i % 4}" for i in range(30)]
     pq.write_table(pa.table({"n": list(range(30)), "ref": refs}), source)
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-m", "airflow_doi", "resolve", str(source), "--column", "ref", "-o",
          str(tmp_path / "out.parquet"), "--base-url", proxy.url, "--rate", "100"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -239,7 +240,7 @@ def test_the_report_reads_a_resolve_output_whose_columns_were_renamed(
     source = excel_file(tmp_path / "apc.csv")
     done = run("resolve", source, tmp_path / "resolved.csv", proxy)
     assert done.returncode == 0, done.stderr
-    report = subprocess.run(
+    report = forked.run(
         [sys.executable, "-m", "airflow_doi", "report", str(source), "--column", "doi",
          "--resolution", str(tmp_path / "resolved.csv"), "-o", str(tmp_path / "r.html")],
         capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -33,6 +33,7 @@ from airflow_doi.repair.verify import RepairStats, repair, repair_columns
 from airflow_doi.resolver import ResolverConfig
 from airflow_doi.resolver.simulator import ProxySimulator, make_records
 from airflow_doi.syntax import ascii_upper, validate
+from tests import forked
 
 DATA = Path(__file__).parent / "data" / "repair"
 RULE_VECTORS = [json.loads(line) for line in (DATA / "rule_vectors.jsonl").open(encoding="utf-8")]
@@ -531,8 +532,8 @@ def _dead_port():
 
 
 def _run(*argv):
-    return subprocess.run([sys.executable, "-m", "airflow_doi", "repair", *map(str, argv)],
-                          capture_output=True, text=True, timeout=120)
+    return forked.run([sys.executable, "-m", "airflow_doi", "repair", *map(str, argv)],
+                      capture_output=True, text=True, timeout=120)
 
 
 def test_cli_dead_proxy_ends_bounded_undecided_and_exits_3(tmp_path):

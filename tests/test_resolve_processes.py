@@ -23,6 +23,7 @@ import pytest
 from airflow_doi.files.names import added_names
 from airflow_doi.resolver import COLUMNS
 from airflow_doi.resolver.simulator import ProxySimulator, record_url
+from tests import forked
 from tests.conftest import output_header, read_output_csv
 
 PYTHON = sys.executable
@@ -141,7 +142,7 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
             ]
         }
     ) as sim:
-        done = subprocess.run(
+        done = forked.run(
             [
                 *CLI,
                 "resolve",
@@ -170,14 +171,14 @@ def test_cli_parquet_round_trip_and_usage_errors(tmp_path):
     said = done.stderr.strip().splitlines()
     assert len(said) == 2 and "note: the answers are kept in" in said[1], done.stderr
 
-    missing = subprocess.run(
+    missing = forked.run(
         [*CLI, "resolve", str(source), "--column", "nope", "--output", str(output)],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert missing.returncode != 0 and "nope" in missing.stderr
-    bad_rate = subprocess.run(
+    bad_rate = forked.run(
         [*CLI, "resolve", str(source), "--column", "ident", "--output", str(output), "--rate", "0"],
         capture_output=True,
         text=True,

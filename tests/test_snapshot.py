@@ -33,6 +33,7 @@ from airflow_doi.resolver.agencies import (
 )
 from airflow_doi.resolver.datafiles import add_member, crossref_tar, datacite_tar, jsonl_gz
 from airflow_doi.resolver.simulator import ProxySimulator
+from tests import forked
 
 CLI = [sys.executable, "-m", "airflow_doi"]
 NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
@@ -146,10 +147,10 @@ def test_a_path_that_is_no_data_file_is_one_clear_error(tmp_path: Path) -> None:
     for path, said in ((tmp_path / "catalogue.csv", "not a data file"),
                        (tmp_path / "empty", "the folder holds no data file"),
                        (tmp_path / "missing.tar", "no such file or folder")):
-        done = subprocess.run([*CLI, "enrich", str(tmp_path / "catalogue.csv"), "-o",
+        done = forked.run([*CLI, "enrich", str(tmp_path / "catalogue.csv"), "-o",
                                str(tmp_path / "out.csv"), "--snapshot", str(path),
                                "--source", "snapshot"], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120)
+                          cwd=tmp_path, timeout=120)
         assert done.returncode == 2, done.stderr
         assert said in done.stderr and "Traceback" not in done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
