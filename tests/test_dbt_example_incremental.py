@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,6 +22,7 @@ import duckdb
 import pytest
 
 from airflow_doi.syntax import validate
+from tests import forked
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -39,8 +39,8 @@ def _sample() -> list[tuple[int, str, str | None]]:
 def _dbt(env: dict[str, str], scratch: Path, *args: str) -> None:
     dbt = [sys.executable, "-m", "dbt.cli.main"]
     common = ["--project-dir", str(PROJECT), "--profiles-dir", str(PROJECT)]
-    done = subprocess.run([*dbt, *args, *common], env=env, cwd=scratch, capture_output=True,
-                          text=True, timeout=600, check=False)
+    done = forked.run([*dbt, *args, *common], env=env, cwd=scratch, capture_output=True,
+                      text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 import pytest
 
 from airflow_doi.sqlgen.conformance import EXTRA_CASES, vector_seed_csv
+from tests import forked
 from tests.conftest import ROOT, syntax_vectors
 
 pytestmark = pytest.mark.slow
@@ -87,7 +88,7 @@ def dbt(project: Path, *args: str, executable: str = DBT) -> tuple[int, dict[str
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
         "DO_NOT_TRACK": "1",
     }
-    done = subprocess.run(
+    done = forked.run(
         [executable, *args, "--project-dir", str(project)],
         cwd=project,
         env=env,
