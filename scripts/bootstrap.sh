@@ -65,7 +65,8 @@ if [[ $extra == dev ]]; then
   # connection gets its hook when it is installed (kept apart: on PYTHONPATH in that test only).
   theirs=.venv-duckdb-provider
   if [[ ! -f $theirs/.installed || scripts/bootstrap.sh -nt $theirs/.installed ]]; then
-    .venv/bin/python -m pip install -q --no-deps --target "$theirs" "airflow-provider-duckdb==0.2.0"
+    .venv/bin/python -m pip install -q --no-deps --upgrade --target "$theirs" \
+      "airflow-provider-duckdb==0.2.0"
     touch "$theirs/.installed"
   fi
 fi
