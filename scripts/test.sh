@@ -7,4 +7,8 @@ scripts/bootstrap.sh dev
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff check"; ruff check .
 echo "== mypy"; mypy airflow_doi
-echo "== pytest"; pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+# One test module per xdist worker at a time (--dist loadfile): a module's fixtures (an Airflow
+# deployment, a migrated AIRFLOW_HOME, the extras' venvs) are built once, not once per worker.
+# (--dist loadgroup would group by xdist_group markers, but pytest 9.2 and pytest-xdist 3.8
+# lose the group suffix of node ids: tests spread one by one, each worker built every fixture.)
+echo "== pytest"; pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,44 +108,22 @@ class _Server:
             raise RuntimeError(f"the fork server for {module} did not start: "
                                f"{(ready + rest).decode(errors='replace')[-3000:]}")
 
-    def run(self, entry: str, argv: list[str], env: Mapping[str, str], cwd: str,
-            stdin: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:
+    def start(self, entry: str, argv: list[str], env: Mapping[str, str], cwd: str,
+              stdin: bytes | None, new_session: bool, merged: bool = False) -> Popen:
+        """Fork the command; ``merged`` sends its stderr down its stdout pipe."""
         umask = os.umask(0o022)  # what a child inherits: read it, put it back
         os.umask(umask)
         request = json.dumps({"entry": entry, "argv": argv, "env": dict(env), "cwd": cwd,
-                              "umask": umask}).encode()
+                              "umask": umask, "new_session": new_session}).encode()
         in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), -1)
         out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.connect(self.address)
-            socket.send_fds(conn, [len(request).to_bytes(4, "big") + request],
-                            [in_r, out_w, err_w])
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
-            files = [os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")]
-            read: list[bytes] = [b"", b""]
-
-            def drain(index: int) -> None:
-                with files[index]:
-                    read[index] = files[index].read()
-
-            threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in (0, 1)]
-            if stdin is not None:
-                threads.append(threading.Thread(target=_feed, args=(in_w, stdin), daemon=True))
-            for thread in threads:
-                thread.start()
-            conn.settimeout(timeout)
-            reply = conn.makefile("rb")
-            pid = int(reply.readline())
-            try:
-                status = int(reply.readline())
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(argv, timeout or 0) from None
-            for thread in threads:
-                thread.join()
-        return status, read[0], read[1]
+        err_r, err_w = (-1, os.dup(out_w)) if merged else os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(self.address)
+        socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [in_r, out_w, err_w])
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+        return Popen(argv, conn, out_r, err_r, in_w, stdin)
 
     def close(self) -> None:
         self.process.kill()
@@ -160,6 +139,108 @@ def _feed(fd: int, data: bytes) -> None:
             stream.write(data)
     except BrokenPipeError:
         pass
+
+
+class Popen:
+    """A command a server forked, as :class:`subprocess.Popen` with ``stdout=PIPE,
+    stderr=PIPE`` has it: ``pid``, ``poll``, ``wait``, ``communicate``, ``send_signal``,
+    ``kill``, ``returncode``. A ``start_new_session`` child leads its process group
+    (for ``os.killpg``)."""
+
+    text = False
+    merged = False
+
+    def __init__(self, argv: list[str], conn: socket.socket, out_r: int, err_r: int,
+                 in_w: int, stdin: bytes | None) -> None:
+        self.args = argv
+        self._conn = conn
+        self._received = b""
+        self.pid = int(self._line(None))
+        self.returncode: int | None = None
+        self._read: list[bytes] = [b"", b""]
+        self._threads = [threading.Thread(target=self._drain, args=(i, fd), daemon=True)
+                         for i, fd in enumerate((out_r, err_r)) if fd >= 0]
+        if stdin is not None:
+            self._threads.append(threading.Thread(target=_feed, args=(in_w, stdin), daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def _drain(self, index: int, fd: int) -> None:
+        with os.fdopen(fd, "rb") as stream:
+            self._read[index] = stream.read()
+
+    def _line(self, timeout: float | None) -> bytes:
+        """The server's next line (the pid, then the exit status), waiting up to ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._received:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and (left <= 0 or not select.select([self._conn], [], [], left)[0]):
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            chunk = self._conn.recv(64)
+            if not chunk:
+                raise RuntimeError(f"the fork server went away while running {self.args}")
+            self._received += chunk
+        line, _, self._received = self._received.partition(b"\n")
+        return line
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self.wait()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = int(self._line(timeout))
+            self._conn.close()
+        return self.returncode
+
+    def output(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """Wait for the exit and the end of both streams: (stdout, stderr)."""
+        self.wait(timeout)
+        for thread in self._threads:
+            thread.join()
+        return self._read[0], self._read[1]
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        out, err = self.output(timeout)
+        if self.merged:  # stderr=STDOUT: no stderr of its own
+            return (_text(out) if self.text else out), None
+        return (_text(out), _text(err)) if self.text else (out, err)
+
+
+
+
+def _text(data: bytes) -> str:
+    """Bytes as ``subprocess`` decodes them in text mode: the locale's encoding, universal
+    newlines."""
+    return io.TextIOWrapper(io.BytesIO(data)).read()
+
+
+def popen(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+          cwd: str | os.PathLike[str] | None = None, text: bool = False,
+          start_new_session: bool = False, merged: bool = False) -> Any:
+    """A running command with its output captured (``merged``: stderr into stdout, as
+    ``stderr=STDOUT``): forked from a warm server when it is one a server runs, a real
+    ``subprocess.Popen`` with the same pipes otherwise."""
+    command, environment, found = _resolve(argv, env)
+    if found is None:
+        return subprocess.Popen(command, env=environment, cwd=cwd, text=text,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                                start_new_session=start_new_session)
+    kind, entry = found
+    started = _server(kind, environment).start(entry, command, environment,
+                                               os.fspath(cwd or os.getcwd()), None,
+                                               start_new_session, merged)
+    started.text, started.merged = text, merged
+    return started
 
 
 _servers: dict[tuple[str, tuple[tuple[str, str], ...]], _Server] = {}
@@ -187,25 +268,36 @@ def run(argv: Sequence[str | os.PathLike[str]], *, input: bytes | str | None = N
     """:func:`subprocess.run` with ``capture_output``, the command forked from a warm server
     when it is one a server runs (see the module's docstring), a real subprocess otherwise."""
     assert capture_output, "forked.run captures the output, as the tests' helpers all do"
-    command = [os.fspath(part) for part in argv]
-    environment = dict(os.environ if env is None else env)
-    found = _module(command) if os.environ.get("AIRFLOW_DOI_TESTS_FORK", "1") != "0" else None
+    command, environment, found = _resolve(argv, env)
     if found is None:
         return subprocess.run(command, input=input, env=environment, cwd=cwd, text=text,
                               timeout=timeout, check=check, capture_output=True)
     kind, entry = found
     data = input.encode() if isinstance(input, str) else input
-    status, out, err = _server(kind, environment).run(
-        entry, command, environment, os.fspath(cwd or os.getcwd()), data, timeout)
-    stdout: Any = out
-    stderr: Any = err
-    if text:
-        stdout, stderr = (io.TextIOWrapper(io.BytesIO(out)).read(),
-                          io.TextIOWrapper(io.BytesIO(err)).read())
-    done = subprocess.CompletedProcess(command, status, stdout, stderr)
+    started = _server(kind, environment).start(entry, command, environment,
+                                               os.fspath(cwd or os.getcwd()), data, False)
+    try:
+        out, err = started.output(timeout)
+    except subprocess.TimeoutExpired:
+        started.kill()
+        started.output()
+        raise
+    stdout: Any = _text(out) if text else out
+    stderr: Any = _text(err) if text else err
+    done = subprocess.CompletedProcess(command, started.wait(), stdout, stderr)
     if check:
         done.check_returncode()
     return done
+
+
+def _resolve(argv: Sequence[str | os.PathLike[str]], env: Mapping[str, str] | None
+             ) -> tuple[list[str], dict[str, str], tuple[str, str] | None]:
+    """The command as strings, its whole environment, and (server kind, entry) when a server
+    runs it (``AIRFLOW_DOI_TESTS_FORK=0`` runs every command as a real subprocess)."""
+    command = [os.fspath(part) for part in argv]
+    environment = dict(os.environ if env is None else env)
+    found = _module(command) if os.environ.get("AIRFLOW_DOI_TESTS_FORK", "1") != "0" else None
+    return command, environment, found
 
 
 # --- the server side ------------------------------------------------------------------------
@@ -221,11 +313,15 @@ def _warm(module: str) -> None:
         in_process_api_server()
 
 
-def _child(request: dict[str, Any], fds: list[int]) -> None:
+def _child(request: dict[str, Any], fds: list[int], ready: int) -> None:
     """In the forked child: become the command, run it, exit with its status."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    if request["new_session"]:
+        os.setsid()
+    os.write(ready, b"1")
+    os.close(ready)
     os.chdir(request["cwd"])
     os.umask(request["umask"])
     os.environ.clear()
@@ -300,12 +396,16 @@ def _serve(address: str, module: str) -> None:
         request = json.loads(message[4:4 + size])
         if os.fork() == 0:  # the manager: forks the command, reports its pid and status
             listener.close()
+            ready_r, ready_w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 conn.close()
-                _child(request, fds)
-            for fd in fds:
+                os.close(ready_r)
+                _child(request, fds, ready_w)
+            for fd in (*fds, ready_w):
                 os.close(fd)
+            os.read(ready_r, 1)  # set up (its own session if asked), as exec'ed: say its pid
+            os.close(ready_r)
             conn.sendall(f"{pid}\n".encode())
             _, status = os.waitpid(pid, 0)
             conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())

@@ -177,8 +177,8 @@ def test_resolvers_running_at_once_ask_each_key_once(engine: Engine) -> None:
     engine.load(keys)
     with ProxySimulator(auto_records=True, latency=0.005) as sim:
         env = _env(engine, sim.url, rate=50)  # ~8 s alone: the three overlap
-        processes = [subprocess.Popen([sys.executable, "-c", RESOLVER, engine.table], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        processes = [forked.popen([sys.executable, "-c", RESOLVER, engine.table], env=env,
+                                  text=True)
                      for _ in range(3)]
         outputs = [p.communicate(timeout=300) for p in processes]
         for process, (_, err) in zip(processes, outputs, strict=True):
@@ -562,9 +562,8 @@ def test_two_key_ranges_at_once_on_sqlite_resolve_every_key(tmp_path: Path) -> N
     engine.load(keys)
     with ProxySimulator(auto_records=True) as sim:
         env = _env(engine, sim.url)
-        processes = [subprocess.Popen([sys.executable, "-c", RANGE_WORKER, after, upto],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True)
+        processes = [forked.popen([sys.executable, "-c", RANGE_WORKER, after, upto],
+                                  env=env, text=True)
                      for after, upto in (("-", keys[29]), (keys[29], "-"))]
         outputs = [p.communicate(timeout=300) for p in processes]
         assert sim.request_count == len(keys)
@@ -619,8 +618,7 @@ def test_a_killed_range_asks_one_batch_again_and_its_requests_still_count(
     with ProxySimulator(auto_records=True, latency=0.005) as sim:
         env = _env(engine, sim.url, rate=100, redis_url=redis_url, request_count_key=counter,
                    redis_namespace=f"airflow-doi-test:{uuid.uuid4().hex}")
-        first = subprocess.Popen([sys.executable, "-c", RANGE, engine.table], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = forked.popen([sys.executable, "-c", RANGE, engine.table], env=env, text=True)
         deadline = time.monotonic() + 120
         while sim.request_count < 250 and first.poll() is None:
             assert time.monotonic() < deadline, "the first run sent too few requests"

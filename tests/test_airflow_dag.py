@@ -581,8 +581,7 @@ def test_a_dead_proxy_leaves_resolve_up_for_retry(airflow_home: Path, tmp_path: 
             {"conn_type": "doi_proxy", "host": dead.url,
              "extra": {"rate": 200, "max_attempts": 1, "breaker_threshold": 1000}})
         command = [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps({"run_dbt": False})]
-        process = subprocess.Popen(command, env=env, cwd=airflow_home, start_new_session=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = forked.popen(command, env=env, cwd=airflow_home, start_new_session=True)
         state: tuple | None = None
         try:
             deadline = time.monotonic() + 300
@@ -647,9 +646,9 @@ def test_two_runs_at_once_on_one_table_ask_each_key_once(
         for home in homes:
             env = _dag_env(home, catalogue, sim.url, rate=300.0)
             env["AIRFLOW_DOI_EXAMPLE_RETRIES"] = "0"
-            processes.append(subprocess.Popen(
+            processes.append(forked.popen(
                 [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps(conf)], env=env,
-                cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                cwd=home, text=True, merged=True))
         outputs = [p.communicate(timeout=600)[0] for p in processes]
         elapsed = time.monotonic() - started
         for process, output in zip(processes, outputs, strict=True):
@@ -679,8 +678,7 @@ def test_killed_resolve_resumes_without_asking_again(airflow_home: Path, tmp_pat
     with ProxySimulator(auto_records=True, latency=0.01) as sim:
         env = _dag_env(airflow_home, catalogue, sim.url, rate=60.0)
         command = [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps(conf)]
-        process = subprocess.Popen(command, env=env, cwd=airflow_home, start_new_session=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = forked.popen(command, env=env, cwd=airflow_home, start_new_session=True)
         try:
             deadline = time.monotonic() + 120
             while sim.request_count < 100 and time.monotonic() < deadline:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,26 @@ def test_a_command_past_its_timeout_is_killed() -> None:
 def test_another_program_runs_as_a_real_subprocess() -> None:
     done = forked.run(["sh", "-c", "echo $$; exit 4"], text=True)
     assert done.returncode == 4 and int(done.stdout) != os.getpid()
+
+
+def test_a_started_command_is_polled_killed_and_its_group_signalled() -> None:
+    """forked.popen: poll() while it runs, SIGKILL to its pid or (new session) its group, and
+    the status a killed process has; stderr merged into stdout when asked."""
+    sleeper = "import sys, time; print('up', flush=True); time.sleep(60)  # airflow_doi.provider"
+    running = forked.popen([sys.executable, "-c", sleeper], text=True)
+    assert isinstance(running, forked.Popen) and running.poll() is None
+    running.kill()
+    assert running.wait(30) == -signal.SIGKILL
+    out, err = running.communicate(5)  # killed before or after its print: both are fine
+    assert out in ("", "up\n") and err == ""
+    leader = forked.popen([sys.executable, "-c", sleeper], start_new_session=True)
+    assert os.getpgid(leader.pid) == leader.pid != os.getpgid(0)
+    os.killpg(leader.pid, signal.SIGKILL)
+    assert leader.wait(30) == -signal.SIGKILL
+    both = forked.popen([sys.executable, "-c", "import sys; print('o', flush=True); "
+                         "print('e', file=sys.stderr)  # airflow_doi.provider"],
+                        text=True, merged=True)
+    assert both.communicate(30) == ("o\ne\n", None) and both.returncode == 0
+    real = forked.popen(["sh", "-c", "echo o; echo e >&2; exit 3"], text=True)
+    assert isinstance(real, subprocess.Popen)
+    assert real.communicate(30) == ("o\n", "e\n") and real.returncode == 3
