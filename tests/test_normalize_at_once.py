@@ -9,7 +9,6 @@ other, and PostgreSQL killed one as a deadlock. Here the tasks meet at that poin
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ import pytest
 
 from airflow_doi.db.statements import add_missing_columns, column_names, quote_identifier
 from airflow_doi.syntax import validate
+from tests import forked
 from tests.test_airflow_claims import Engine, _env, engine  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow_claims")]
@@ -105,10 +105,8 @@ def test_three_normalize_tasks_at_once_all_succeed_with_one_answer(
     env = _env(engine, "http://127.0.0.1:9")
     # MariaDB's push-down installs its functions in a database named for it: the catalogue's.
     functions = engine.connection["schema"] if engine.kind == "mariadb" else ""
-    processes = [subprocess.Popen([sys.executable, "-c", NORMALIZER, engine.table, mode,
-                                   functions],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(3)]
+    processes = [forked.popen([sys.executable, "-c", NORMALIZER, engine.table, mode,
+                               functions], env=env, text=True) for _ in range(3)]
     outputs = [p.communicate(timeout=300) for p in processes]
     for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
