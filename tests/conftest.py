@@ -203,6 +203,32 @@ def _user_cache(_session_user_cache: Path, tmp_path_factory: pytest.TempPathFact
     return folder
 
 
+#: The modules that take longest (seconds on one of two xdist workers, 2 cores), run first:
+#: ``scripts/test.sh`` hands whole modules to workers in collection order (``--dist loadfile
+#: --no-loadscope-reorder``), so the long ones start at once and the short ones fill in around
+#: them; the workers then finish together. The rest keep their order, after these.
+SLOWEST_FIRST = (
+    "test_airflow_dag.py",  # 342
+    "test_airflow_system.py",  # 201
+    "test_extras.py",  # 88
+    "test_airflow_celery.py",  # 87
+    "test_sql_emulated.py",  # 60
+    "test_airflow_claims.py",  # 59
+    "test_dbt_integration.py",  # 54
+    "test_readme_blocks.py",  # 54
+    "test_sql_engines.py",  # 40
+    "test_sql_spark.py",  # 38
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules of :data:`SLOWEST_FIRST` first, in that order; tests keep their order within
+    a module (its fixtures' scopes depend on it)."""
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))
+
+
 _FIGURES = "AIRFLOW_DOI_SYSTEM_FIGURES"
 
 
