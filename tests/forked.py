@@ -9,11 +9,13 @@ and exit status, as the exec'ed command has: only the imports are shared.
 
 What keeps that faithful:
 
-- the server only *imports* (and builds Airflow's in-process API app): nothing that reads a
-  per-test setting runs before the fork;
-- the environment the imports read (``AIRFLOW_HOME``, ``AIRFLOW__*``, ``PYTHON*``, the locale)
-  is part of a server's identity: a command whose environment differs there gets a server of
-  its own; ``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*`` and ``AIRFLOW_DOI_*`` are read when used;
+- the server only *imports*: nothing that reads a per-test setting runs before the fork;
+- the environment the imports read (``AIRFLOW_HOME``, ``AIRFLOW__*``, ``PYTHON*``, the locale,
+  ``TMPDIR``, ``TZ``, ``HOME``) is part of a server's identity: a command whose environment
+  differs there gets a server of its own; ``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*`` and
+  ``AIRFLOW_DOI_*`` are read when used;
+- what differs, known: the children of one server share its string-hash seed, and warnings the
+  imports gave went to the server, once;
 - ``random`` is reseeded in each child (CPython does it at fork); the child runs the module as
   ``__main__``, then the interpreter's own shutdown steps (threads joined, ``atexit``), then
   exits with the command's status;
@@ -27,10 +29,12 @@ processes (``subprocess``), as do the README's blocks.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,7 +65,8 @@ PRELOAD = {
         "hooks.claims", "hooks.snapshots")],
     "dbt": ["dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.postgres"],
     "airflow": ["airflow.cli.cli_parser", "airflow.cli.commands.dag_command",
-                "airflow.sdk.execution_time.supervisor", "airflow.sdk"],
+                "airflow.sdk.execution_time.supervisor", "airflow.sdk",
+                "airflow.api_fastapi.execution_api.app"],
 }
 
 
@@ -70,7 +75,8 @@ def _reads_at_import(name: str) -> bool:
     if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW_DOI_")):
         return False
     return name.startswith(("AIRFLOW", "PYTHON", "LC_", "LANG", "SQLALCHEMY", "_AIRFLOW",
-                            "DBT_PACKAGE_HUB_URL"))
+                            "DBT_PACKAGE_HUB_URL", "TMPDIR", "TEMP", "TMP", "TZ", "HOME",
+                            "NO_COLOR", "FORCE_COLOR"))
 
 
 def _module(argv: Sequence[str]) -> tuple[str, str] | None:
@@ -91,22 +97,34 @@ def _module(argv: Sequence[str]) -> tuple[str, str] | None:
 class _Server:
     """One warm interpreter, started with ``env``, answering on a Unix socket."""
 
-    def __init__(self, module: str, env: Mapping[str, str]) -> None:
+    def __init__(self, module: str, env: Mapping[str, str], timeout: float = 300) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="forked-"))
         self.address = str(self.folder / "socket")
         # Its standard streams are pipes, as a captured subprocess's are: the children's
-        # sys.stdin/stdout/stderr are those objects over the caller's descriptors.
+        # sys.stdin/stdout/stderr are those objects over the caller's descriptors. Its own
+        # stderr (import-time warnings, a crash) is drained into self.said, never blocking it.
         self._stdin_r, self._stdin_w = os.pipe()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.forked", self.address, module],
-            env=dict(env), stdin=self._stdin_r, stdout=subprocess.DEVNULL,
+            env=dict(env), stdin=self._stdin_r, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
         os.close(self._stdin_r)
-        ready = self.process.stderr.readline() if self.process.stderr else b""
-        if ready.strip() != b"ready":
-            rest = self.process.stderr.read() if self.process.stderr else b""
-            raise RuntimeError(f"the fork server for {module} did not start: "
-                               f"{(ready + rest).decode(errors='replace')[-3000:]}")
+        self.said = b""
+        self._ready = threading.Event()
+        threading.Thread(target=self._listen, daemon=True).start()
+        if not self._ready.wait(timeout) or self.process.poll() is not None:
+            self.close()
+            raise RuntimeError(f"the fork server for {module} did not start in {timeout:g} s: "
+                               f"{self.said.decode(errors='replace')[-3000:]}")
+
+    def _listen(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if line.strip() == b"ready" and not self._ready.is_set():
+                self._ready.set()
+            else:
+                self.said += line
+        self._ready.set()  # EOF: the server is gone (poll() says so)
 
     def start(self, entry: str, argv: list[str], env: Mapping[str, str], cwd: str,
               stdin: bytes | None, new_session: bool, merged: bool = False) -> Popen:
@@ -129,8 +147,9 @@ class _Server:
         self.process.kill()
         self.process.wait()
         os.close(self._stdin_w)
-        if self.process.stderr:
-            self.process.stderr.close()
+        if self.process.stdout:
+            self.process.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _feed(fd: int, data: bytes) -> None:
@@ -195,15 +214,21 @@ class Popen:
         return self.returncode
 
     def output(self, timeout: float | None = None) -> tuple[bytes, bytes]:
-        """Wait for the exit and the end of both streams: (stdout, stderr)."""
+        """Wait for the exit and the end of both streams (``timeout`` covers both, as in
+        ``communicate``): (stdout, stderr)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.wait(timeout)
         for thread in self._threads:
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():  # a grandchild still holds the pipe
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self._read[0], self._read[1]
 
     def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, sig)
+        """As ``subprocess.Popen.send_signal``: nothing once it has exited."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -261,6 +286,14 @@ def _close_all() -> None:
         server.close()
 
 
+def warm(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None) -> None:
+    """Start the server ``argv`` would use, now: commands that must run at the same moment
+    then start together (a server's first start takes seconds)."""
+    _command, environment, found = _resolve(argv, env)
+    if found is not None:
+        _server(found[0], environment)
+
+
 def run(argv: Sequence[str | os.PathLike[str]], *, input: bytes | str | None = None,
         env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
         text: bool = False, timeout: float | None = None, check: bool = False,
@@ -280,7 +313,7 @@ def run(argv: Sequence[str | os.PathLike[str]], *, input: bytes | str | None = N
         out, err = started.output(timeout)
     except subprocess.TimeoutExpired:
         started.kill()
-        started.output()
+        started.wait()
         raise
     stdout: Any = _text(out) if text else out
     stderr: Any = _text(err) if text else err
@@ -303,14 +336,14 @@ def _resolve(argv: Sequence[str | os.PathLike[str]], env: Mapping[str, str] | No
 # --- the server side ------------------------------------------------------------------------
 
 def _warm(module: str) -> None:
+    """Import what the commands import (nothing is called: a child builds its own state)."""
     for name in PRELOAD[module]:
         __import__(name)
-    if module == "airflow":
-        # ``airflow dags test`` builds this app (Cadwyn's versioned routers: ~4.7 s) once per
-        # process and caches it: built here, every child starts with it.
-        from airflow.sdk.execution_time.supervisor import in_process_api_server
-
-        in_process_api_server()
+    # A module the commands run with ``python -m`` must not be in sys.modules already (runpy
+    # warns, the exec'ed command does not): its dependencies stay imported, it runs afresh.
+    for name in MODULES:
+        if "." in name:
+            sys.modules.pop(name, None)
 
 
 def _child(request: dict[str, Any], fds: list[int], ready: int) -> None:
@@ -326,6 +359,8 @@ def _child(request: dict[str, Any], fds: list[int], ready: int) -> None:
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again, as a new process does
+    time.tzset()
     argv, entry = request["argv"], request["entry"]
     code = 0
     try:

@@ -641,14 +641,16 @@ def test_two_runs_at_once_on_one_table_ask_each_key_once(
     conf = {"catalogue_table": table, "load_sample": False, "run_dbt": False,
             "resolve_batch_size": 100}
     with ProxySimulator(auto_records=True, latency=0.002) as sim:
-        started = time.monotonic()
         processes = []
+        command = [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps(conf)]
+        for home in homes:  # each home's server started first: the two runs start together
+            forked.warm(command, env=_dag_env(home, catalogue, sim.url))
+        started = time.monotonic()
         for home in homes:
             env = _dag_env(home, catalogue, sim.url, rate=300.0)
             env["AIRFLOW_DOI_EXAMPLE_RETRIES"] = "0"
-            processes.append(forked.popen(
-                [AIRFLOW, "dags", "test", DAG_ID, "--conf", json.dumps(conf)], env=env,
-                cwd=home, text=True, merged=True))
+            processes.append(forked.popen(command, env=env, cwd=home, text=True, merged=True))
+        assert processes[0].poll() is None, "the first run ended before the second started"
         outputs = [p.communicate(timeout=600)[0] for p in processes]
         elapsed = time.monotonic() - started
         for process, output in zip(processes, outputs, strict=True):

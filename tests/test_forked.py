@@ -106,3 +106,14 @@ def test_a_started_command_is_polled_killed_and_its_group_signalled() -> None:
     real = forked.popen(["sh", "-c", "echo o; echo e >&2; exit 3"], text=True)
     assert isinstance(real, subprocess.Popen)
     assert real.communicate(30) == ("o\n", "e\n") and real.returncode == 3
+
+
+def test_a_different_tmpdir_or_timezone_is_the_childs_own(tmp_path: Path) -> None:
+    code = ("import tempfile, time; print(tempfile.gettempdir(), time.tzname[0])"
+            "  # airflow_doi.provider")
+    for folder, zone in ((tmp_path / "a", "UTC"), (tmp_path / "b", "EST5EDT")):
+        folder.mkdir()
+        done = forked.run([sys.executable, "-c", code], text=True,
+                          env={**os.environ, "TMPDIR": str(folder), "TZ": zone})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [str(folder), zone[:3]]
