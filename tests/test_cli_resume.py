@@ -76,9 +76,11 @@ def interrupted(args: list[str], cwd: Path, done: Callable[[], bool]) -> tuple[i
     return child.returncode, err
 
 
-def write_dois(folder: Path, cell: Callable[[int], str] = "10.1000/resume.{}".format) -> Path:
+def write_dois(folder: Path, cell: Callable[[int], str] = "10.1000/resume.{}".format,
+               count: int = KEYS) -> Path:
     source = folder / "in.csv"
-    source.write_text("ref\n" + "".join(f"{cell(n)}\n" for n in range(KEYS)), encoding="utf-8")
+    source.write_text("ref\n" + "".join(f"{cell(n)}\n" for n in range(count)),
+                      encoding="utf-8")
     return source
 
 
@@ -289,3 +291,49 @@ def test_the_advice_to_run_again_says_what_is_sent_again() -> None:
     assert sent_again(Namespace(cache=None, no_cache=False), "the undecided DOIs") == (
         "everything is sent again: no cache kept the answers; with --cache FILE only the "
         "undecided DOIs would be")
+
+
+#: Keys for a Which RA? phase long enough to stop in: 20 requests of 50 DOIs, 5 a second.
+WHICH_RA_KEYS = 1000
+
+
+@pytest.mark.parametrize("command", ["enrich", "resolve"])
+def test_a_run_stopped_during_which_ra_keeps_the_agencies_it_was_told(
+        tmp_path: Path, command: str) -> None:
+    """Which RA? answers 50 DOIs a request; a million keys are 20,000 requests, hours at the
+    proxy's pace. A run stopped among them keeps each answered request's agencies, and the run
+    started again asks Which RA? only about the other keys (enrich by default; resolve with
+    --existence-first)."""
+    write_dois(tmp_path, count=WHICH_RA_KEYS)
+    with ProxySimulator(auto_records=True, latency=0.05) as proxy:
+        cache = default_cache(proxy)
+        if command == "enrich":
+            args = ["enrich", "in.csv", "-o", "out.csv", "--base-url", proxy.url,
+                    "--metadata-host", ",".join(proxy.metadata_hosts), "--crossref-url",
+                    proxy.crossref_url, "--datacite-url", proxy.datacite_url,
+                    "--agency-rate", "200", "--list-rate", "50"]
+        else:
+            args = ["resolve", "in.csv", "-o", "out.csv", "--base-url", proxy.url,
+                    "--existence-first"]
+        args += ["--rate", "5", "--concurrency", "1", *FAST]
+        code, err = interrupted(args, tmp_path, lambda: len(stored(cache, "agencies")) >= 50)
+        kept = stored(cache, "agencies")
+        asked_first = set(proxy.which_ra_by_key)
+        proxy.reset_counts()
+        again = cli(*[a if a != "5" else "200" for a in args], cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        asked_again = set(proxy.which_ra_by_key)
+    everything = {f"10.1000/RESUME.{n}" for n in range(WHICH_RA_KEYS)}
+    assert code == 130 and "Traceback" not in err, err
+    assert "keeps every answer already in" in err.splitlines()[-1]
+    assert 50 <= len(kept) < len(everything), "stopped after its Which RA? phase"
+    assert kept <= asked_first
+    assert asked_again == everything - kept
+    assert stored(cache, "agencies") == everything
+    if command == "enrich":
+        requests = len(asked_again) // 50 + bool(len(asked_again) % 50)
+        assert (f"Which RA? {requests:,} requests ({len(kept):,} agencies from the cache)"
+                in again.stderr), again.stderr
+        assert stored(cache, "metadata") == everything
+    else:
+        assert stored(cache, "answers") == everything

@@ -365,6 +365,11 @@ class _Fetch(KeyedBatch):
                                 results: dict[str, Any]) -> None:
         """Ask Which RA? about ``unknown`` keys, 50 a request (a few at once): the agency of
         each, or ``not_found`` where the proxy says the DOI does not exist."""
+        if self.cache is not None and unknown:  # a run stopped during these requests
+            kept = self.cache.agencies(unknown, datetime.now(timezone.utc))
+            self.agencies.update(kept)
+            self.counts.add(WHICH_RA, cached=len(kept))
+            unknown = {key: doi for key, doi in unknown.items() if key not in kept}
         by_doi = {doi: key for key, doi in unknown.items()}
         slots = asyncio.Semaphore(self.config.concurrency)
 
@@ -378,6 +383,7 @@ class _Fetch(KeyedBatch):
                     return  # their agency stays unknown: content negotiation asks them
                 self.counts.add(WHICH_RA, requests=attempts, answered=1)
             now = datetime.now(timezone.utc)
+            named: dict[str, str] = {}
             for entry in entries:
                 echoed = entry.get("DOI") if isinstance(entry, Mapping) else None
                 key = ascii_upper(echoed) if isinstance(echoed, str) else None
@@ -386,6 +392,8 @@ class _Fetch(KeyedBatch):
                 agency = entry.get("RA")
                 if isinstance(agency, str) and agency.strip():
                     self.agencies[key] = clean_text(agency)
+                    if self.agencies[key]:
+                        named[key] = str(self.agencies[key])
                 elif str(entry.get("status", "")).lower() == "doi does not exist":
                     results[key] = self.keep(MetadataResult(
                         None, unknown[key], key, "not_found", None, _host(client),
@@ -394,6 +402,8 @@ class _Fetch(KeyedBatch):
                         metadata_source=WHICH_RA))
                     self.done += 1
                     self.report()
+            if self.cache is not None and named:
+                self.cache.store_agencies(named.items(), now)
 
         await asyncio.gather(*(one(group) for group in which_ra_batches(list(by_doi))))
 

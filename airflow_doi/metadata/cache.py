@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_doi.resolver.cache import BUSY_TIMEOUT, ResolverCache, _iso
+from airflow_doi.resolver.cache import ResolverCache, _iso
 
 __all__ = ["CachedMetadata", "MetadataCache"]
 
@@ -159,7 +158,7 @@ class MetadataCache(ResolverCache):
         of it."""
         rows = [self._row(answer) for answer in answers]
         finished = _iso(datetime.now(timezone.utc))
-        self._together(rows, (
+        self.together(_INSERT, rows, (
             "insert or replace into snapshot_members (scan, member, finished_at, records,"
             " found, newest) values (?, ?, ?, ?, ?, ?)",
             (scan, member, finished, records, len(rows), newest)))
@@ -182,7 +181,7 @@ class MetadataCache(ResolverCache):
         """A page of an update stream: its keys and where the stream stands, in one commit."""
         rows = [self._row(answer) for answer in answers]
         finished = _iso(datetime.now(timezone.utc)) if state.finished else None
-        self._together(rows, (
+        self.together(_INSERT, rows, (
             "insert or replace into update_streams (id, source, since, cursor, pages, records,"
             " found, restarts, started_at, finished_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (state.id, state.source, state.since, state.cursor, state.pages, state.records,
@@ -196,26 +195,6 @@ class MetadataCache(ResolverCache):
             f"select key from metadata where metadata_source in ({marks}) and fetched_at >= ?",
             (*sources, _iso(since)))
         return {row[0] for row in rows}
-
-    def _together(self, rows: list[tuple[Any, ...]], statement: tuple[str, tuple[Any, ...]]
-                  ) -> None:
-        """``rows`` and one more statement in one transaction."""
-        deadline = time.monotonic() + BUSY_TIMEOUT
-        while True:
-            try:
-                self._conn.execute("begin immediate")
-                break
-            except sqlite3.OperationalError as error:
-                if "locked" not in str(error) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
-        try:
-            self._conn.executemany(_INSERT, rows)
-            self._conn.execute(*statement)
-            self._conn.execute("commit")
-        except BaseException:
-            self._conn.execute("rollback")
-            raise
 
     def __len__(self) -> int:
         return int(self._conn.execute("select count(*) from metadata").fetchone()[0])

@@ -144,11 +144,13 @@ def batch_source_for(agency: str | None) -> BatchSource | None:
 class SourceCount:
     """What one source did in a run: keys it answered, requests it cost, and how many of its
     asks (a key's negotiation, a list query, a Which RA? or update stream request, retries
-    and all) got an HTTP answer of any kind."""
+    and all) got an HTTP answer of any kind; and for Which RA?, the keys whose agency an
+    earlier run's answer in the cache gave, unasked."""
 
     keys: int = 0
     requests: int = 0
     answered: int = 0
+    cached: int = 0
 
 
 @dataclass
@@ -158,11 +160,13 @@ class SourceCounts:
 
     counts: dict[str, SourceCount] = field(default_factory=dict)
 
-    def add(self, source: str, *, keys: int = 0, requests: int = 0, answered: int = 0) -> None:
+    def add(self, source: str, *, keys: int = 0, requests: int = 0, answered: int = 0,
+            cached: int = 0) -> None:
         count = self.counts.setdefault(source, SourceCount())
         count.keys += keys
         count.requests += requests
         count.answered += answered
+        count.cached += cached
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         return {name: {"keys": c.keys, "requests": c.requests}
@@ -180,6 +184,8 @@ class SourceCounts:
                 continue
             if name == WHICH_RA:
                 part = f"Which RA? {plural(count.requests, 'request')}"
+                if count.cached:
+                    part += f" ({plural(count.cached, 'agency', 'agencies')} from the cache)"
             elif not count.requests and count.keys:
                 part = f"{name} {plural(count.keys, 'key')}, none sent"
             else:

@@ -361,10 +361,16 @@ class _Batch(KeyedBatch):
         from airflow_doi.resolver.client import ProxyError, which_ra_batches
         from airflow_doi.resolver.retry import GaveUpError
 
-        by_doi = {doi: key for key, doi in todo.items()}
         results: dict[str, Any] = {}
-        slots = asyncio.Semaphore(self.config.concurrency)
         existence_only = not self.config.urls
+        if self.cache is not None and not existence_only:
+            # A run stopped during these requests: a key whose agency it kept exists, and its
+            # handle is asked next anyway (existence only, a key's answer is the cache's).
+            kept = self.cache.agencies(todo, datetime.now(timezone.utc))
+            self.agencies.update(kept)
+            todo = {key: doi for key, doi in todo.items() if key not in kept}
+        by_doi = {doi: key for key, doi in todo.items()}
+        slots = asyncio.Semaphore(self.config.concurrency)
 
         async def one(group: list[str]) -> None:
             async with slots:
@@ -385,6 +391,7 @@ class _Batch(KeyedBatch):
             now = datetime.now(timezone.utc)
             share = 0  # no request of its own: the group's (counted in which_ra_requests)
             said: set[str] = set()
+            named: dict[str, str] = {}
             for entry in entries:
                 echoed = entry.get("DOI")
                 key = ascii_upper(echoed) if isinstance(echoed, str) else None
@@ -394,13 +401,16 @@ class _Batch(KeyedBatch):
                 doi = todo[key]
                 agency = entry.get("RA")
                 if isinstance(agency, str) and agency.strip():
-                    self.agencies[key] = server_text(agency.strip(), AGENCY_CHARS)
+                    self.agencies[key] = named[key] = server_text(agency.strip(),
+                                                                  AGENCY_CHARS)
                     if existence_only:
                         results[key] = self._settled(doi, key, "registered", now, share)
                 elif str(entry.get("status", "")).lower() == "doi does not exist":
                     results[key] = self._settled(doi, key, "not_found", now, share)
                 # "Invalid DOI" (the proxy reads the DOI otherwise), or an entry left out: its
                 # handle decides (existence-only too: its answer says at least as much)
+            if self.cache is not None and named:
+                self.cache.store_agencies(named.items(), now)
 
         await asyncio.gather(*(one(group) for group in which_ra_batches(list(by_doi))))
         self.done += len(results)

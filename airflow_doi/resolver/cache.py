@@ -30,14 +30,14 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from airflow_doi.resolver.result import AnswerFields
 from airflow_doi.resolver.text import json_text
 from airflow_doi.resolver.urls import is_safe_url
 
-__all__ = ["CLAIM_LEASE", "CachedAnswer", "ResolverCache"]
+__all__ = ["AGENCY_TTL", "CLAIM_LEASE", "CachedAnswer", "ResolverCache"]
 
 _SCHEMA = """
 create table if not exists answers (
@@ -65,6 +65,19 @@ create table if not exists claims (
     primary key (key, query)
 )
 """
+#: Who registered each key, as Which RA? named it, kept the moment each request is answered:
+#: a run stopped during its Which RA? requests (a million keys are 20,000 of them) asks only
+#: for the others when started again.
+_AGENCIES = """
+create table if not exists agencies (
+    key text not null primary key,
+    agency text not null,
+    asked_at text not null
+)
+"""
+#: Seconds a key's agency is trusted (30 days): a DOI seldom moves to another agency, and a
+#: moved one is asked again after that.
+AGENCY_TTL: Final = 30 * 86400.0
 #: Seconds after which a claim is taken over even if its holder may still run (another host
 #: sharing the file, or a platform where process ids cannot be checked).
 CLAIM_LEASE: Final = 3600.0
@@ -125,6 +138,7 @@ class ResolverCache:
         self._retrying("pragma synchronous=normal")
         self._retrying(_SCHEMA)
         self._retrying(_CLAIMS)
+        self._retrying(_AGENCIES)
         have = {row[1] for row in self._conn.execute("pragma table_info(answers)")}
         if "agency" not in have:  # a cache file of an earlier release
             try:
@@ -194,6 +208,43 @@ class ResolverCache:
 
     def __len__(self) -> int:
         return int(self._conn.execute("select count(*) from answers").fetchone()[0])
+
+    # -- agencies: Which RA?'s answers, kept for a run started again ----------------------------
+    def agencies(self, keys: Iterable[str], now: datetime) -> dict[str, str]:
+        """The agency Which RA? named for each of ``keys`` that was asked within
+        :data:`AGENCY_TTL` of ``now``."""
+        oldest = now - timedelta(seconds=AGENCY_TTL)
+        select = "select key, agency, asked_at from agencies where key in"
+        return {key: agency for key, agency, asked in self.select_keys(select, keys)
+                if datetime.fromisoformat(asked) > oldest}
+
+    def store_agencies(self, agencies: Iterable[tuple[str, str]], now: datetime) -> None:
+        """``(key, agency)`` pairs Which RA? answered at ``now``, in one commit."""
+        asked = _iso(now)
+        self.together("insert or replace into agencies (key, agency, asked_at) values (?, ?, ?)",
+                      [(key, agency, asked) for key, agency in agencies])
+
+    def together(self, statement: str, rows: Iterable[tuple[Any, ...]],
+                 *more: tuple[str, tuple[Any, ...]]) -> None:
+        """``statement`` for each of ``rows``, then each of ``more`` (a statement and its
+        values), in one transaction: all of it is kept, or none."""
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._conn.execute("begin immediate")
+                break
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+        try:
+            self._conn.executemany(statement, rows)
+            for extra in more:
+                self._conn.execute(*extra)
+            self._conn.execute("commit")
+        except BaseException:
+            self._conn.execute("rollback")
+            raise
 
     # -- claims: one process asks the proxy about a key at a time -----------------------------
     def claim(self, key: str) -> bool:

@@ -326,6 +326,8 @@ class ProxySimulator:
             self.request_count = 0
             self.ra_requests = 0
             self._which_ra_asked = 0
+            #: The valid DOIs Which RA? requests named, per key.
+            self.which_ra_by_key: Counter[str] = Counter()
             self.requests_by_key: Counter[str] = Counter()
             #: ``(wall-clock time, key)`` of every API request, in arrival order.
             self.request_log: list[tuple[float, str]] = []
@@ -688,6 +690,7 @@ class ProxySimulator:
             with self._lock:
                 self._which_ra_asked += 1
                 asked = self._which_ra_asked
+                self.which_ra_by_key[ascii_upper(doi)] += 1
             every = self.faults.which_ra_invalid_every
             if every and asked % every == 0:
                 entries.append({"DOI": doi, "status": "Invalid DOI"})
