@@ -199,3 +199,56 @@ def test_the_demo_on_an_install_without_its_extras_says_what_to_install(
     assert "pip install" in err and "[all]" in err
     assert (out / "catalogue.duckdb").read_bytes() == b"someone's file"
     assert sorted(p.name for p in out.iterdir()) == ["catalogue.duckdb"]
+
+
+def _as_another_user(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``airflow-doi ARGS`` as a user who owns none of the test's files: root drops to nobody
+    (``setpriv``); any other user already is one (a file of mode 000 is closed to it)."""
+    command = [sys.executable, "-m", "airflow_doi", *args]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+    env = {**os.environ, "HOME": str(cwd), "MPLCONFIGDIR": str(cwd / "mpl")}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_a_file_this_user_may_not_use_is_refused_in_one_line_with_exit_2() -> None:
+    """Found by a new user as another account: an unreadable input and an output another
+    user owns (in a sticky folder such as /tmp) gave ``[Errno 13] Permission denied`` with
+    exit 1, the second naming our hidden temporary file."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="airflow-doi-perm-", dir="/tmp") as made:
+        folder = Path(made)
+        folder.chmod(0o777)
+        closed = folder / "closed.csv"
+        closed.write_text("doi\n10.1000/182\n", encoding="utf-8")
+        closed.chmod(0o600 if os.geteuid() == 0 else 0o000)
+        for command in ("normalize", "report"):
+            out = folder / ("out.html" if command == "report" else "out.csv")
+            done = _as_another_user([command, "closed.csv", "-o", str(out)], folder)
+            assert done.returncode == 2, done.stderr
+            assert done.stderr.splitlines()[-1] == (
+                f"airflow-doi {command}: error: closed.csv: this user may not use it "
+                "(Permission denied); change its permissions, or pass a file this user may "
+                "read (an input) or write (an output)")
+            assert "Traceback" not in done.stderr and not out.exists()
+        if os.geteuid() != 0:
+            return  # a file owned by another user takes root to make
+        sticky = folder / "sticky"
+        sticky.mkdir()
+        sticky.chmod(0o1777)
+        theirs = sticky / "theirs.csv"
+        theirs.write_text("doi\nkept as it was\n", encoding="utf-8")
+        theirs.chmod(0o666)  # writable, but in a sticky folder only its owner may replace it
+        mine = folder / "in.csv"
+        mine.write_text("doi\n10.1000/182\n", encoding="utf-8")
+        mine.chmod(0o644)
+        done = _as_another_user(["normalize", "in.csv", "-o", str(theirs)], folder)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines()[-1] == (
+            f"airflow-doi normalize: error: {theirs}: cannot be replaced (Operation not "
+            "permitted); the output was made but not put there, and the file was left as it "
+            "was: pick another --output, or one this user may replace")
+        assert theirs.read_text(encoding="utf-8") == "doi\nkept as it was\n"
+        assert sorted(p.name for p in sticky.iterdir()) == ["theirs.csv"]  # no temporary left

@@ -23,7 +23,7 @@ from airflow_doi._install import pip_install
 from airflow_doi._version import __version__
 from airflow_doi.cli._files import StandardInputError, shown, standard_input
 from airflow_doi.cli._parser import Parser
-from airflow_doi.files import BEFORE_PUT_IN_PLACE
+from airflow_doi.files import BEFORE_PUT_IN_PLACE, TableInputError
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -260,8 +260,11 @@ def _run(argv: Sequence[str] | None) -> int:
             raise
         except BrokenPipeError:
             return 0
-        except StandardInputError as error:
+        except (StandardInputError, TableInputError) as error:
             print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        except PermissionError as error:  # a file this user may not read or write
+            print(f"airflow-doi {args.command}: error: {denied(error)}", file=sys.stderr)
             return EXIT_USAGE
         except ModuleNotFoundError as error:
             if getattr(args, "debug", False):
@@ -277,6 +280,14 @@ def _run(argv: Sequence[str] | None) -> int:
             said = scrub(str(error), *_urls_given(args))  # a driver may echo a DSN
             print(f"airflow-doi {args.command}: error: {shown(said)}", file=sys.stderr)
             return 1
+
+
+def denied(error: PermissionError) -> str:
+    """A file the system refused this user, as one line: which, why, what to do."""
+    name = error.filename2 or error.filename
+    where = f"{os.fsdecode(name)}: " if name is not None else ""
+    return (f"{where}this user may not use it ({error.strerror or error}); change its "
+            "permissions, or pass a file this user may read (an input) or write (an output)")
 
 
 def _urls_given(args: argparse.Namespace) -> list[str]:

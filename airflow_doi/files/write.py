@@ -220,7 +220,13 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[tuple[str, Path]]:
     try:
         yield temporary, final
         _putting_in_place()
-        os.replace(temporary, final)
+        try:
+            os.replace(temporary, final)
+        except OSError as error:  # a file of another user's in a sticky folder, a read-only mount
+            raise TableInputError(
+                f"{final}: cannot be replaced ({error.strerror or 'refused'}); the output was "
+                "made but not put there, and the file was left as it was: pick another "
+                "--output, or one this user may replace") from None
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
