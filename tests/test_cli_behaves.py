@@ -88,6 +88,27 @@ def test_an_abbreviation_is_refused_not_taken_for_the_flag_it_starts(
     assert not (tmp_path / "out.csv").exists()
 
 
+@pytest.mark.parametrize(("command", "given", "meant"), [
+    ("normalize", ["--outptu", "out.csv"], "--output"),
+    ("resolve", ["--ouput=out.csv"], "--output"),
+    ("report", ["--out", "out.html"], "--output"),
+])
+def test_a_mistyped_required_flag_is_named_not_reported_missing(
+        tmp_path: Path, command: str, given: list[str], meant: str) -> None:
+    """argparse checks the required flags first: a mistyped ``--output`` was answered "the
+    following arguments are required: --output/-o", never naming the flag typed."""
+    (tmp_path / "in.csv").write_text("doi\n10.1000/a\n", encoding="utf-8")
+    done = cli(command, "in.csv", *given, cwd=tmp_path)
+    assert done.returncode == 2, text(done)
+    flag = given[0].split("=")[0]
+    assert text(done).endswith(f"airflow-doi {command}: error: unrecognized argument {flag}; "
+                               f"did you mean {meant}?\n"), text(done)
+    missing = cli(command, "in.csv", cwd=tmp_path)  # nothing mistyped: the missing flag said
+    assert text(missing).endswith(f"airflow-doi {command}: error: the following arguments are "
+                                  "required: --output/-o\n"), text(missing)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
 # -- 7: "-" reads standard input ----------------------------------------------------------
 
 #: An Excel export, as a pipe would carry it: cp1252, semicolons, CRLF.
@@ -227,3 +248,31 @@ def test_summaries_and_notes_count_in_words_that_agree() -> None:
                             restarts=1, finished=True)
     for line in update_lines({"crossref": state}, None):
         assert not ONE_PLURAL.search(line) and "1 changed record read" in line, line
+
+
+def test_enrich_says_when_a_local_proxy_still_leaves_the_batch_apis_public(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: ``enrich --base-url`` of the simulator still asked
+    api.crossref.org (the default batch API, on the default allowlist), five requests lost
+    offline, with nothing said before."""
+    from airflow_doi.cli.enrich import _public_batch_apis
+    from airflow_doi.metadata import MetadataConfig
+
+    local = "http://user:pw@127.0.0.1:8080"
+    _public_batch_apis(MetadataConfig(base_url=local))
+    assert capsys.readouterr().err == (
+        "airflow-doi enrich: note: --base-url is http://127.0.0.1:8080, but the agencies' "
+        "batch APIs are asked at their public hosts (https://api.crossref.org and "
+        "https://api.datacite.org); --crossref-url and --datacite-url name others, --source "
+        "negotiation asks every DOI through --base-url\n")
+    mine = "http://127.0.0.1:9090"
+    quiet = [
+        MetadataConfig(),  # doi.org: the public APIs are the ones meant
+        MetadataConfig(base_url=local, crossref_url=mine, datacite_url=mine,
+                       metadata_hosts=(mine,)),
+        MetadataConfig(base_url=local, source="negotiation"),  # no batch API is asked
+        MetadataConfig(base_url=local, metadata_hosts=(mine,)),  # not on the allowlist
+    ]
+    for config in quiet:
+        _public_batch_apis(config)
+        assert capsys.readouterr().err == "", config

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["ALIASES", "Parser", "meant", "unrecognized"]
 
@@ -61,11 +62,25 @@ class Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
-        namespace, extras = super().parse_known_args(*args, **kwargs)
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        #: What this parser was given: a required flag found missing may be one mistyped.
+        self._given = list(sys.argv[1:] if args is None else args)
+        namespace, extras = super().parse_known_args(self._given, namespace)
         if extras:
             self.error(unrecognized(self, extras))
         return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        """argparse checks the required arguments before it refuses the unknown ones: when
+        one is missing and a flag the command does not know was given (``--outptu`` for
+        ``--output``), the unknown flag is the mistake to name."""
+        if message.startswith("the following arguments are required"):
+            strays = [item for item in getattr(self, "_given", ())
+                      if item.startswith("-") and item != "-" and not _NUMBER.match(item)
+                      and item.split("=", 1)[0] not in self._option_string_actions]
+            if strays:
+                message = unrecognized(self, strays)
+        super().error(message)
 
 
 def unrecognized(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:

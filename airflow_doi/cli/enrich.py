@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         return input_error("enrich", type(error)(message))
     except (TableInputError, SnapshotError) as error:
         return input_error("enrich", error)
+    _public_batch_apis(config)
     stats = MetadataStats()
     try:
         results = _proxy.ask(fetch, read, args, config, terminal, stats)
@@ -218,6 +219,23 @@ def run(args: argparse.Namespace) -> int:
     status = _proxy.finish("enrich", args, read, rows, stats.summary(), output, notes,
                            unanswered=unanswered)
     return status or (_proxy.EXIT_ERRORS if stats.updates_error else 0)
+
+
+def _public_batch_apis(config: Any) -> None:
+    """Say so before any request when the proxy is another (a mirror, the simulator) but the
+    agencies' batch APIs are still their public hosts: a run meant to stay local would
+    otherwise ask them, and an offline one wait on them."""
+    from airflow_doi.resolver.config import DEFAULT_PROXY_URL, redact_url
+
+    if config.source != "auto" or config.base_url.rstrip("/") == DEFAULT_PROXY_URL:
+        return
+    public = [url for url in (CROSSREF_URL, DATACITE_URL)
+              if url in (config.crossref_url, config.datacite_url) and config.batch_origin(url)]
+    if public:
+        say("enrich", f"note: --base-url is {redact_url(config.base_url)}, but the agencies' "
+            f"batch APIs are asked at their public hosts ({' and '.join(public)}); "
+            "--crossref-url and --datacite-url name others, --source negotiation asks every "
+            "DOI through --base-url")
 
 
 def update_lines(streams: dict[str, Any] | None, error: str | None) -> list[str]:
