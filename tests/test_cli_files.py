@@ -304,6 +304,12 @@ REFUSED = {
         lambda tmp: _written(tmp / "dois.txt", "10.1127/nos/2/1972/149\n10.1000/x\n"), [],
         ["first line is read as the header, and this one is a DOI", "add a header line"],
     ),
+    # A new user's trial: "pass one of them to --column" had them name a DOI of the first row.
+    "no header line, several columns": (
+        lambda tmp: _written(tmp / "nh.csv", "0001;10.1000/1;Title\r\n0002;10.1000/2;T2\r\n"),
+        [], ["columns: '0001', '10.1000/1', 'Title'", "'10.1000/1' in it is a DOI, so the file "
+             "seems to have no header line: add one naming the columns"],
+    ),
     "json lines": (
         lambda tmp: _written(tmp / "dois.jsonl", '{"row": 1, "doi": "10.1000/x"}\n'), [],
         ["looks like JSON (Lines), which is not read"],

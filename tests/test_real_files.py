@@ -130,6 +130,24 @@ def test_a_quote_left_open_does_not_swallow_the_rows_after_it(tmp_path: Path) ->
     assert "quote left open" in run.stderr
 
 
+def test_a_quoted_cell_over_lines_after_a_quote_left_open_stays_one_row(tmp_path: Path) -> None:
+    """A new user's trial: the lines a quote left open swallowed were each made a row, so a
+    properly quoted two-line title among them became two rows, its DOI moved to the title
+    column of the second (4 rows out of 3 records, 3 flagged)."""
+    source = written(tmp_path, "open_then_quoted.csv",
+                     b'id,title,doi\n1,"open quote,10.1000/1\n2,"two\nlines",10.1000/2\n'
+                     b"3,C,10.1000/3\n")
+    run, target = normalize(source)
+    assert run.returncode == 0, run.stderr
+    rows = read_output_csv(target)
+    assert [[r["id"], r["title"], r["doi"], r["doi_reason"]] for r in rows] == [
+        ["1", '"open quote', "10.1000/1", "malformed_row"],
+        ["2", "two\nlines", "10.1000/2", ""],
+        ["3", "C", "10.1000/3", ""],
+    ]
+    assert "3 rows: 2 valid, 1 not (malformed_row=1)" in run.stderr
+
+
 def test_a_quote_left_open_to_the_end_of_the_file(tmp_path: Path) -> None:
     source = written(tmp_path, "open_end.csv", b'id,doi\n1,10.1000/1\n2,"10.1000/2\n3,10.1000/3\n')
     run, target = normalize(source)

@@ -6,6 +6,7 @@ the same place on both. Standard library only."""
 from __future__ import annotations
 
 import csv
+from collections import deque
 from typing import IO, NoReturn
 
 from airflow_doi.files import MAX_LINE_CHARS
@@ -32,6 +33,7 @@ class Lines:
     def __init__(self, handle: IO[str]) -> None:
         self._handle = handle
         self.taken: list[str] = []
+        self._again: deque[str] = deque()  # lines given back, read before the file's next
         self._size = 0
         self._skip = False  # the rest of a cut line is still to be skipped
         self._cr = False  # a piece that filled its limit ended in a CR
@@ -39,10 +41,19 @@ class Lines:
     def new_record(self) -> None:
         self.taken, self._size = [], 0
 
+    def again(self, lines: list[str]) -> None:
+        """Read ``lines`` (taken already, and within the bound) again, before the rest."""
+        self._again.extendleft(reversed(lines))
+
     def __iter__(self) -> Lines:
         return self
 
     def __next__(self) -> str:
+        if self._again:
+            line = self._again.popleft()
+            self.taken.append(line)
+            self._size += len(line)
+            return line
         if self._skip:
             self._skip_rest()
         line = self._handle.readline(MAX_LINE_CHARS + 1)

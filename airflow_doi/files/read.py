@@ -443,6 +443,11 @@ def require_column(reader: TableReader, column: str, path: Path) -> str:
     elif reader.all_text and len(reader.names) == 1 and re.search(r"10\.\d+/", first):
         hint = ("the first line is read as the header, and this one is a DOI: add a header "
                 "line naming the column (e.g. doi) at the top of the file")
+    elif reader.all_text and any(re.search(r"10\.\d+/", name) for name in reader.names):
+        named = next(name for name in reader.names if re.search(r"10\.\d+/", name))
+        hint = (f"the first line is read as the header, and {named!r} in it is a DOI, so the "
+                "file seems to have no header line: add one naming the columns (e.g. doi for "
+                "that one) at the top of the file, then pass the DOI column's name to --column")
     elif reader.all_text and len(reader.names) == 1:
         marks = [mark for mark in ";\t|," if mark in first]
         if marks:
@@ -744,8 +749,11 @@ def _lenient_rows(
                     continue  # a blank line between rows, as the fast reader skips it
                 row = [""]
             if len(taken) > 1 and unclosed(taken, dialect.delimiter):
-                for line in taken:
-                    yield from _line_row(line, dialect, width)
+                # The quote left open is on the record's first line: that line is a row of
+                # its own, and the lines it swallowed are read again as records (one may be
+                # a quoted cell over several lines, which closes properly).
+                yield from _line_row(taken[0], dialect, width)
+                lines.again(taken[1:])
                 continue
             fitted = _fitted(row, width)
             yield (row, True) if fitted is None else (fitted, False)
