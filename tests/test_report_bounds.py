@@ -168,3 +168,22 @@ def test_distinct_metadata_values_make_a_small_report_quickly(tmp_path):
         assert listed and "others) ×" in listed.group(1), heading
         assert listed.group(1).count("×") <= MAX_BARS
     assert page.count("<tr>") < 200
+
+
+def test_the_prefix_chart_shows_the_ten_commonest_and_the_others(tmp_path):
+    """A new user's trial: 95 prefixes drew 12 bars captioned "Top 12 of 95 prefixes" and no
+    bar for the others (950 of the rows nowhere), where the README promises the ten commonest
+    and one entry for the others, as every other chart has."""
+    rows = [[f"10.{1000 + n % 95}/x.{n}"] for n in range(2000)]
+    source = _write_csv(tmp_path / "prefixes.csv", ["doi"], rows)
+    done = subprocess.run([sys.executable, "-m", "airflow_doi", "report", str(source),
+                           "--column", "doi", "-o", str(tmp_path / "r.html")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    bars, summed, others = _bars(_chart(page, "Rows per registrant prefix"))
+    assert (bars, summed) == (11, 2000)
+    # 2,000 rows over 95 prefixes: 10.1000 to 10.1004 hold 22 rows, the others 21.
+    assert others == 2000 - 5 * 22 - 5 * 21
+    assert "(85 others)" in _chart(page, "Rows per registrant prefix")
+    assert "The 10 commonest of 95 prefixes, and the others summed." in page

@@ -40,11 +40,10 @@ __all__ = [
 FORMS: Final[tuple[str, ...]] = ("bare", "doi", "url", "urn", "info")
 #: Reason of a CSV row whose field count did not match the header (as ``airflow-doi normalize``).
 MALFORMED_REASON: Final[str] = "malformed_row"
-#: How many duplicate groups, examples per reason, spellings per group and prefixes are shown.
+#: How many duplicate groups, examples per reason and spellings per group are shown.
 TOP_GROUPS: Final[int] = 25
 EXAMPLES_PER_REASON: Final[int] = 3
 SPELLINGS_PER_GROUP: Final[int] = 6
-TOP_PREFIXES: Final[int] = 12
 #: Values a chart or a list of counts shows one by one; the rest are one entry, the others.
 TOP_VALUES: Final[int] = 10
 
@@ -240,7 +239,7 @@ def _prefixes(figures: Figures, keyed: pa.Table) -> None:
     prefix = pc.list_element(pc.split_pattern(keyed["doi"], "/", max_splits=1), 0)
     counts = value_counts(prefix)
     figures.distinct_prefixes = len(counts)
-    figures.prefixes = list(counts.items())[:TOP_PREFIXES]
+    figures.prefixes = list(top_counts(counts).items())
 
 
 def _duplicates(figures: Figures, keyed: pa.Table) -> None:

@@ -324,9 +324,9 @@ def _forms_and_prefixes(figures: Figures) -> str:
                         "How the DOIs are written")
     prefixes = chart([p for p, _ in figures.prefixes], [c for _, c in figures.prefixes],
                      "Rows per registrant prefix")
-    extra = figures.distinct_prefixes - len(figures.prefixes)
-    note = (f'<p class="hint">Top {len(figures.prefixes)} of '
-            f"{number(figures.distinct_prefixes)} prefixes.</p>" if extra > 0 else "")
+    note = (f'<p class="hint">The {TOP_VALUES} commonest of '
+            f"{number(figures.distinct_prefixes)} prefixes, and the others summed.</p>"
+            if figures.distinct_prefixes > TOP_VALUES else "")
     return (
         '<section class="pair">'
         f"<div><h2>Forms</h2><p class=\"lead\">Of the {plural(figures.with_doi, 'cell')} "
