@@ -202,3 +202,119 @@ def test_install_into_mariadb_twice_then_mistakes(mariadb_database: str) -> None
                 "there is no database", "--schema")
     _user_error(_cli("install", "mysql://root@127.0.0.1:1/x"), "cannot connect")
     _user_error(_cli("install", f"{base}/"), "name the database")
+
+
+# -- a new-user trial of `sql install`: the URL and --schema mistakes it met ---------------------
+
+
+def _refused(result: subprocess.CompletedProcess[str], message: str) -> None:
+    """Exit 2, no traceback, nothing on stdout, and exactly ``message`` on stderr."""
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert result.stderr == f"airflow-doi sql install: error: {message}\n"
+
+
+def test_install_refuses_an_in_memory_duckdb(tmp_path: Path) -> None:
+    """`duckdb:///:memory:` said "11 functions created" of a database gone with the command."""
+    for memory in (":memory:", ":memory:named"):
+        _refused(forked.run([CLI, "sql", "install", f"duckdb:///{memory}"], capture_output=True,
+                            text=True, timeout=300, check=False, cwd=tmp_path),
+                 f"duckdb:///{memory}: {memory!r} is an in-memory database, which ends with "
+                 "the command that opens it (nothing would be kept or found in it): name a "
+                 "file, e.g. duckdb:///catalogue.duckdb")
+    _refused(_cli("install", "duckdb:///"), "duckdb:///: the URL names no file: write its "
+             "path after the three slashes, e.g. duckdb:///catalogue.duckdb")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_duckdb_url_is_percent_decoded_and_its_query_refused(tmp_path: Path) -> None:
+    """The path was taken literally (a file named `trial%20sql.duckdb`, another named
+    `x.duckdb?access_mode=read_only`); the report reads such URLs through the same parser."""
+    result = _cli("install", f"duckdb:///{tmp_path}/trial%20sql.duckdb")
+    assert result.returncode == 0, result.stderr
+    made = tmp_path / "trial sql.duckdb"
+    assert f"of {made} (a new DuckDB file, created now)" in result.stderr
+    with duckdb.connect(str(made)) as con:
+        assert con.execute("SELECT doi_key('doi:10.1000/abc')").fetchall() == [("10.1000/ABC",)]
+    url = f"duckdb:///{tmp_path}/x.duckdb?access_mode=read_only"
+    _refused(_cli("install", url), f"{url}: the query string '?access_mode=read_only' is not "
+             "taken (no option of the driver is read from the URL, and it is no part of the "
+             "file name): remove it, and write a ? that is in the file name as %3F")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trial sql.duckdb"]
+    report = forked.run([CLI, "report", url, "--table", "t", "-o", str(tmp_path / "r.html")],
+                        capture_output=True, text=True, timeout=300, check=False)
+    assert report.returncode == 2 and "Traceback" not in report.stderr
+    assert "the query string '?access_mode=read_only' is not taken" in report.stderr
+
+    from airflow_doi.db.connect import database_path
+
+    assert database_path("sqlite:////data/a%3Fb%25.db") == Path("/data/a?b%.db")
+
+
+def test_a_schema_name_too_long_names_the_engine_limit(tmp_path: Path) -> None:
+    """79 letters were refused as "not a plain name": the length is the reason (PostgreSQL
+    63 bytes, MariaDB 64 characters); DuckDB has no limit, and takes the name."""
+    from airflow_doi.db.install import schema_name
+
+    long = "fix_sql_" + "a" * 71
+    _refused(_cli("install", "postgresql://nobody:secret@127.0.0.1:1/test", "--schema", long),
+             f"--schema {long!r} is too long: 79 bytes, and PostgreSQL holds a name of at "
+             "most 63 bytes: choose a shorter name")
+    with pytest.raises(ValueError) as error:
+        schema_name("mariadb", long)
+    assert str(error.value) == (f"--schema {long!r} is too long: 79 characters, and MariaDB "
+                                "holds a name of at most 64 characters: choose a shorter name")
+    with pytest.raises(ValueError, match=r"too long: 64 bytes, .* at most 63 bytes"):
+        schema_name("postgres", "é" * 32)  # 32 characters, 64 bytes in UTF-8
+    path = tmp_path / "long.duckdb"
+    result = _cli("install", f"duckdb:///{path}", "--schema", long)
+    assert result.returncode == 0, result.stderr
+    with duckdb.connect(str(path)) as con:
+        assert con.execute(f"SELECT {long}.doi_key('10.1/x')").fetchall() == [("10.1/X",)]
+
+
+def test_a_schema_name_with_a_space_says_which_characters_are_taken(tmp_path: Path) -> None:
+    """The README said a name is "written quoted, as given": it now says which characters a
+    name holds, and the refusal says what to write instead."""
+    path = tmp_path / "t.duckdb"
+    _refused(_cli("install", f"duckdb:///{path}", "--schema", "trial sql sp"),
+             "--schema 'trial sql sp' is not a plain name or database.name: a name here holds "
+             "letters, digits, _, $ and - only, so not a space: write _ instead, e.g. --schema "
+             "trial_sql_sp")
+    _refused(_cli("install", f"duckdb:///{path}", "--schema", "a;b'c"),
+             "--schema \"a;b'c\" is not a plain name or database.name: a name here holds "
+             "letters, digits, _, $ and - only, so not ';', \"'\": choose a name of those "
+             "characters")
+    assert not path.exists()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert ("a name of letters (any script), digits, `_`, `$` and `-` (at most 63 bytes on "
+            "PostgreSQL, 64 characters on MariaDB)") in readme
+
+
+def test_a_duckdb_catalog_is_checked_before_anything_is_created(tmp_path: Path) -> None:
+    """`--schema a.b` reached DuckDB (`Catalog Error: "a" is not a catalog or schema`): the
+    catalog is checked first, and the file's own catalog is taken."""
+    path = tmp_path / "cat.duckdb"
+    _refused(_cli("install", f"duckdb:///{path}", "--schema", "a.b"),
+             f"duckdb:///{path}: DuckDB refused the functions: --schema 'a.b' puts them in the "
+             f"catalog 'a', and the only one in {path} is 'cat' (another would have to be "
+             "attached, and would be gone after the command): name the schema alone, e.g. "
+             "--schema b")
+    assert not path.exists()
+    result = _cli("install", f"duckdb:///{path}", "--schema", "CAT.doi")
+    assert result.returncode == 0, result.stderr
+    with duckdb.connect(str(path)) as con:
+        assert con.execute("SELECT cat.doi.doi_key('10.1/x')").fetchall() == [("10.1/X",)]
+
+
+def test_a_mariadb_url_with_a_bad_port_is_named() -> None:
+    """`Port could not be cast to integer value as 'notaport'`: neither the URL nor a remedy."""
+    _refused(_cli("install", "mysql://root:sekrit99@127.0.0.1:notaport/test"),
+             "mysql://127.0.0.1:notaport/test: the port 'notaport' is not a number: write the "
+             "port in digits (e.g. :3306), or leave it out for 3306")
+    _refused(_cli("install", "mysql://root@127.0.0.1:99999/test"),
+             "mysql://127.0.0.1:99999/test: the port 99999 is out of range: a port is a number "
+             "from 1 to 65535 (leave it out for 3306)")
+    _refused(_cli("install", "mysql://root@[::1/test"),
+             "mysql://[::1/test: the host is not one a URL can hold (an IPv6 address is "
+             "written in brackets, e.g. mysql://user@[::1]:3306/db): check the host")

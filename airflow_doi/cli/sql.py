@@ -4,8 +4,8 @@
 shipped in the package (``airflow_doi/sql_files`` is the repository's ``sql/``), so no extra
 is needed.
 
-``airflow-doi sql install URL [--schema S]``: create the functions in a PostgreSQL or
-DuckDB database; every statement is ``CREATE OR REPLACE``, so a second run changes
+``airflow-doi sql install URL [--schema S]``: create the functions in a PostgreSQL, DuckDB
+or MariaDB database; every statement is ``CREATE OR REPLACE``, so a second run changes
 nothing and a newer version replaces the older one.
 
 ``airflow-doi sql dbt-package [--udfs]``: the directory of the dbt package shipped in the
@@ -236,8 +236,9 @@ _ACTIONS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None],
         "their doi__* helpers in a database, e.g. airflow-doi sql install "
         "postgresql://user@host/db --schema doi. Nothing else is created or changed (but "
         "the --schema, and a DuckDB file that does not exist yet, as duckdb FILE would); a "
-        "second run changes nothing. The schema is quoted as given in every statement.\n\n"
-        "URL: postgresql://..., duckdb:///path/file.duckdb, "
+        "second run changes nothing. The schema (letters, digits, _, $ and -) is quoted as "
+        "given in every statement.\n\nURL: postgresql://..., duckdb:///path/file.duckdb (a "
+        "file, percent-decoded; not :memory:), "
         "mysql://user:password@host:port/db (MariaDB or MySQL).\n\nExit status: 0 installed; "
         "2 a bad URL or --schema, an unreachable or refusing database, or a missing extra.",
         _install_arguments, run_install,

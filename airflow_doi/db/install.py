@@ -21,7 +21,7 @@ from importlib.resources import files
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from airflow_doi.db.connect import database_path
+from airflow_doi.db.connect import DatabaseUrlError, database_path, url_port
 from airflow_doi.resolver.config import redact_url, scrub
 
 __all__ = [
@@ -53,10 +53,21 @@ def normalized_columns(prefix: str = "doi") -> tuple[str, str, str, str]:
     return prefix, f"{prefix}_key", f"{prefix}_valid", f"{prefix}_reason"
 
 
-#: One part of a schema name: letters (any script), digits, ``_``, ``$`` and ``-``, at most 64
-#: (MariaDB's limit). Quoted wherever written (:func:`quote_name`), so ``analytics-prod`` and
-#: ``2024db`` are names as the databases take them; a space, a quote or a ``;`` is refused.
-_NAME_PART = re.compile(r"[\w$-]{1,64}")
+#: One part of a schema name: letters (any script), digits, ``_``, ``$`` and ``-``. Quoted
+#: wherever written (:func:`quote_name`), so ``analytics-prod`` and ``2024db`` are names as the
+#: databases take them; a space, a quote or a ``;`` is refused (README: "sql install").
+_NAME_PART = re.compile(r"[\w$-]+")
+#: The longest name part an engine holds: (most, counted in, engine). PostgreSQL and Redshift
+#: count the bytes of the name in UTF-8 (PostgreSQL silently cuts a longer one to 63), the
+#: others characters; DuckDB and Trino set no limit.
+_NAME_LIMITS: dict[str, tuple[int, str, str]] = {
+    "postgres": (63, "bytes", "PostgreSQL"),
+    "redshift": (127, "bytes", "Redshift"),
+    "mariadb": (64, "characters", "MariaDB"),
+    "snowflake": (255, "characters", "Snowflake"),
+    "databricks": (255, "characters", "Databricks"),
+    "bigquery": (1024, "characters", "BigQuery"),
+}
 
 
 class InstallError(Exception):
@@ -130,12 +141,37 @@ def schema_name(dialect: str, schema: str, label: str = "--schema") -> str:
     parameter the name came from), before anything is created."""
     parts = schema.split(".") if isinstance(schema, str) else [schema]
     limit, why = _SCHEMA_PARTS.get(dialect, (2, "a schema name has at most two parts"))
-    if not all(isinstance(p, str) and _NAME_PART.fullmatch(p) for p in parts):
-        shape = "a plain name" if limit == 1 else "a plain name or database.name"
-        raise ValueError(f"{label} {schema!r} is not {shape} (letters, digits, _, $ and -)")
+    shape = "a plain name" if limit == 1 else "a plain name or database.name"
+    for part in parts:
+        if not isinstance(part, str) or not _NAME_PART.fullmatch(part):
+            raise ValueError(f"{label} {schema!r} is not {shape}: {_unfit(part, label)}")
     if len(parts) > limit:
         raise ValueError(f"{label} {schema!r}: {why}, e.g. {label} {parts[-1]}")
+    most, unit, engine = _NAME_LIMITS.get(dialect, (0, "", ""))
+    for part in parts:
+        size = len(part.encode("utf-8")) if unit == "bytes" else len(part)
+        if most and size > most:
+            named = "" if len(parts) == 1 else f" (its part {part[:20]}...)"
+            raise ValueError(f"{label} {schema!r} is too long{named}: {size} {unit}, and "
+                             f"{engine} holds a name of at most {most} {unit}: choose a "
+                             f"shorter name")
     return ".".join(quote_name(dialect, part) for part in parts)
+
+
+def _unfit(part: object, label: str) -> str:
+    """Why ``part`` of a schema name is not a name here, and what to write instead."""
+    taken = "a name here holds letters, digits, _, $ and - only"
+    if not isinstance(part, str):
+        return f"{taken}, given as text"
+    if not part:
+        return ("a name (or a part of one, between dots) is empty: give a name of letters, "
+                "digits, _, $ and -")
+    bad = sorted({c for c in part if not _NAME_PART.fullmatch(c)}, key=part.index)
+    if all(c.isspace() for c in bad):
+        fixed = "_".join(part.split())
+        return f"{taken}, so not a space: write _ instead, e.g. {label} {fixed}"
+    shown = ", ".join(repr(c) for c in bad)
+    return f"{taken}, so not {shown}: choose a name of those characters"
 
 
 def in_schema(dialect: str, text: str, schema: str) -> str:
@@ -225,6 +261,7 @@ def _duckdb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
             raise InstallError(f"{shown}: cannot open {path} as a DuckDB database (is it "
                                "another file, or open in another process?)") from None
         try:
+            _duckdb_catalog(con, schema, shown, path)
             count = _duckdb_run(con, text, schema)
             done = True
         except duckdb.Error as error:
@@ -238,6 +275,21 @@ def _duckdb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
                 leftover.unlink(missing_ok=True)
     place = f"schema {schema[0] if schema else 'main'} of {path}"
     return count, place + (" (a new DuckDB file, created now)" if new else "")
+
+
+def _duckdb_catalog(con: Any, schema: Schema, shown: str, path: Any) -> None:
+    """Refuse, before anything is created, a ``catalog.schema`` whose catalog is not the
+    file's own: another would have to be attached, and would be gone after the command."""
+    if not schema or "." not in schema[0]:
+        return
+    catalog, name = schema[0].split(".")
+    own = str(con.execute("SELECT current_database()").fetchone()[0])
+    if catalog.casefold() != own.casefold():
+        raise InstallError(
+            f"{shown}: DuckDB refused the functions: --schema {schema[0]!r} puts them in the "
+            f"catalog {catalog!r}, and the only one in {path} is {own!r} (another would have "
+            f"to be attached, and would be gone after the command): name the schema alone, "
+            f"e.g. --schema {name}")
 
 
 def _duckdb_run(con: Any, text: str, schema: Schema) -> int:
@@ -348,6 +400,10 @@ def mariadb_refusal(error: BaseException, database: str) -> str:
 def _mariadb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]:
     import pymysql  # type: ignore[import-untyped,unused-ignore]
 
+    try:
+        port = url_port(url, 3306)  # first: urlparse's own words name neither URL nor remedy
+    except DatabaseUrlError as error:
+        raise InstallError(str(error)) from None
     parsed = urlparse(url)
     database = schema[0] if schema else unquote(parsed.path.lstrip("/"))
     if not database:
@@ -355,7 +411,7 @@ def _mariadb(url: str, text: str, schema: Schema, shown: str) -> tuple[int, str]
                            "or with --schema")
     try:
         con = pymysql.connect(
-            host=parsed.hostname or "127.0.0.1", port=parsed.port or 3306,
+            host=parsed.hostname or "127.0.0.1", port=port,
             user=unquote(parsed.username or "root"), password=unquote(parsed.password or ""),
             charset="utf8mb4", connect_timeout=10, autocommit=True,
         )
