@@ -213,6 +213,127 @@ def test_a_tar_cut_short_reads_what_it_holds(tmp_path: Path) -> None:
     assert rows and set(rows) < {w.doi.upper() for w in CROSSREF_WORKS}
 
 
+def _trunc(number: int) -> dict[str, Any]:
+    return {"DOI": f"10.1000/trunc.{number}", "title": ["t"], "type": "journal-article"}
+
+
+def _whole_before_cut(cut: bytes) -> int:
+    """How many ``_trunc`` records end in what a cut gzip member inflates to."""
+    import re
+
+    inflated = zlib.decompressobj(31).decompress(cut)
+    return len(re.findall(rb'"journal-article"\s*\}', inflated))
+
+
+@pytest.mark.parametrize("shape", ["items", "api_page", "array", "small"])
+def test_a_document_cut_short_keeps_every_whole_record_before_the_cut(
+        tmp_path: Path, shape: str) -> None:
+    """Crossref's ``{"items": [...]}`` member cut short lost every record (the whole document
+    was parsed or nothing); each whole record before the cut is now used, the member still
+    counted as cut short."""
+    count = 30 if shape == "small" else 2000
+    records = [_trunc(n) for n in range(count)]
+    document = {
+        "items": b'{"items":[' + b",".join(map(_line, records)) + b"]}",
+        "small": b'{"items":[' + b",".join(map(_line, records)) + b"]}",
+        "api_page": json.dumps({"status": "ok", "message-type": "work-list", "message": {
+            "facets": {}, "total-results": count, "items": records}}, indent=2).encode(),
+        "array": json.dumps(records, indent=1).encode(),
+    }[shape]
+    packed = gzip.compress(document)
+    cut = packed[: len(packed) - 16 if shape == "small" else len(packed) // 2]
+    whole = _whole_before_cut(cut)
+    assert 0 < whole < count
+    if shape == "small":  # stops within the bytes read to tell the member's form
+        assert len(zlib.decompressobj(31).decompress(cut)) < 4096
+    with tarfile.open(tmp_path / "crossref.tar", "w") as tar:
+        add_member(tar, "1.json.gz", cut)
+    _, scans, rows = _scan([tmp_path / "crossref.tar"])
+    scanned = scans["1.json.gz"]
+    assert scanned.problems == {"truncated_gzip": 1}
+    assert scanned.detail == ("the gzip data ends early (a file cut short); the records "
+                              "before the cut are used")
+    assert (scanned.form, scanned.records) == ("document", whole)
+    assert set(rows) == {f"10.1000/TRUNC.{n}" for n in range(whole)}
+
+
+@pytest.mark.parametrize(("first", "reason"), [
+    (b"[1, 2", "bad_json"), (b"[" * 100_000, "too_deep"), (b'["a", "list"]', "not_a_record")])
+def test_a_json_lines_member_whose_first_line_is_a_corrupt_array_loses_that_line_only(
+        tmp_path: Path, first: bytes, reason: str) -> None:
+    """A first line beginning with ``[`` made the member a document: one corrupt line lost the
+    whole member. Now only that line is skipped; a document spanning lines is read whole."""
+    lines = [_line({"DOI": f"10.3000/j{n}", "title": ["x"], "type": "journal-article"})
+             for n in range(1, 5)]
+    many = [_line(_trunc(n)) for n in range(300)]
+    cut = gzip.compress(first + b"\n" + b"\n".join(many) + b"\n")
+    cut = cut[: len(cut) // 2]
+    inflated = zlib.decompressobj(31).decompress(cut)
+    whole = inflated.count(b"\n") - 1  # the lines after the first that end before the cut
+    assert 0 < whole < 300
+    pretty = [{"DOI": f"10.3000/p{n}", "title": ["y"], "type": "journal-article"}
+              for n in range(3)]
+    with tarfile.open(tmp_path / "mixed.tar", "w") as tar:
+        add_member(tar, "lines.jsonl.gz", gzip.compress(first + b"\n" + b"\n".join(lines)
+                                                         + b"\n"))
+        add_member(tar, "cut.jsonl.gz", cut)
+        # Documents spanning lines: pretty-printed, and one record a line, commas leading.
+        add_member(tar, "pretty.json.gz", gzip.compress(json.dumps(pretty, indent=2).encode()))
+        add_member(tar, "leading.json.gz", gzip.compress(
+            b"[\n" + b"\n,".join(map(_line, pretty)) + b"\n]\n"))
+    _, scans, rows = _scan([tmp_path / "mixed.tar"])
+    summary = {name: (s.form, s.records, dict(s.problems)) for name, s in scans.items()}
+    assert summary == {
+        "lines.jsonl.gz": ("json_lines", 5, {reason: 1}),
+        "cut.jsonl.gz": ("json_lines", whole + 1, {reason: 1, "truncated_gzip": 1}),
+        "pretty.json.gz": ("document", 3, {}),
+        "leading.json.gz": ("document", 3, {}),
+    }
+    assert set(rows) == ({f"10.3000/J{n}" for n in range(1, 5)}
+                         | {f"10.3000/P{n}" for n in range(3)}
+                         | {f"10.1000/TRUNC.{n}" for n in range(whole)})
+
+
+def test_json_lines_past_max_document_bytes_after_a_corrupt_first_line_are_streamed(
+        tmp_path: Path) -> None:
+    """Taken for a document by its first line, a member over ``max_document_bytes`` was
+    skipped whole (``document_too_large``); JSON lines, it is read on as JSON lines."""
+    body = b"[1, 2\n" + b"\n".join(_line(_trunc(n)) for n in range(100)) + b"\n"
+    assert len(body) > 4 * 1024
+    (tmp_path / "part_0000.jsonl.gz").write_bytes(gzip.compress(body))
+    _, scans, rows = _scan([tmp_path / "part_0000.jsonl.gz"], max_document_bytes=1024)
+    scanned = scans["part_0000.jsonl.gz"]
+    assert (scanned.form, scanned.records, dict(scanned.problems)) == (
+        "json_lines", 101, {"bad_json": 1})
+    assert set(rows) == {f"10.1000/TRUNC.{n}" for n in range(100)}
+
+
+def test_bytes_that_are_not_utf8_in_a_record_are_counted_as_not_utf8(tmp_path: Path) -> None:
+    """A wanted record whose text is not UTF-8 was counted ``bad_json`` (the reason of a cut
+    line); it is ``not_utf8``, as documented, and the member's other records are used."""
+    from airflow_doi.cli.enrich import snapshot_lines
+
+    crossref = (b'{"items": [{"DOI": "10.4000/cafe", "title": ["caf\xe9 \xff"]}, '
+                b'{"DOI": "10.4000/ok", "title": ["fine"], "type": "journal-article"}]}')
+    datacite = (b'{"doi": "10.4001/bad", "titles": [{"title": "bad \xc3\x28 utf8"}]}\n'
+                b'{"doi": "10.4001/ok", "titles": [{"title": "fine"}], "types": '
+                b'{"resourceTypeGeneral": "Dataset"}}\n')
+    with tarfile.open(tmp_path / "files.tar", "w") as tar:
+        add_member(tar, "0.json.gz", gzip.compress(crossref))
+        add_member(tar, "dois/updated_2025-03/part_0000.jsonl.gz", gzip.compress(datacite))
+    _, scans, rows = _scan([tmp_path / "files.tar"])
+    assert {name: dict(s.problems) for name, s in scans.items()} == {
+        "0.json.gz": {"not_utf8": 1}, "dois/updated_2025-03/part_0000.jsonl.gz": {"not_utf8": 1}}
+    assert set(rows) == {"10.4000/OK", "10.4001/OK"}
+    keys = {"10.4000/CAFE", "10.4000/OK", "10.4001/BAD", "10.4001/OK"}
+    answers = answer_from_snapshots([tmp_path / "files.tar"], {k: k for k in keys},
+                                    settings=SETTINGS, workers=1)
+    assert set(answers.results) == {"10.4000/OK", "10.4001/OK"}
+    assert snapshot_lines(answers.stats, 2, 2, "snapshot")[1:] == [
+        "data files: skipped 2 x not_utf8 (bytes that are not UTF-8) in files.tar:0.json.gz, "
+        "files.tar:dois/updated_2025-03/part_0000.jsonl.gz"]
+
+
 # -- hostile files: bounded memory and time, nothing written outside ------------------------------
 def _peak_mib(command: list[str], **kwargs: Any) -> tuple[subprocess.CompletedProcess[str], float]:
     """Run ``command``; its peak RSS (MiB), measured by a wrapper that is its only child."""

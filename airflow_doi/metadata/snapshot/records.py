@@ -18,11 +18,14 @@ answers take, so a key gets the same columns from a file as from the API.
 Nothing a file holds stops the member: a corrupt line, a record without a DOI, one over
 ``max_record_bytes``, one nested too deep, a line that never ends are each counted under a
 reason and skipped; the member's own problems (cut short, a gzip bomb) end it with what was
-read before kept.
+read before kept (a document's whole records before the cut too). A member taken for a
+document by its first line that is JSON lines after all (that line corrupt: ``[1, 2``) is read
+as JSON lines, that line alone skipped.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -39,7 +42,7 @@ from airflow_doi.metadata.csl import CslError, read_document
 from airflow_doi.metadata.datacite import csl_of_record
 from airflow_doi.metadata.datacite import registry_type_of as datacite_registry_type
 from airflow_doi.metadata.result import MetadataResult, record_result
-from airflow_doi.metadata.snapshot.files import Limits, MemberProblem
+from airflow_doi.metadata.snapshot.files import CHUNK, Limits, MemberProblem
 from airflow_doi.syntax import InvalidDoiError, comparison_key
 
 __all__ = [
@@ -240,12 +243,16 @@ class RecordReader:
         result = MemberScan(identity, name, bytes_in=size)
         counted = _Counted(chunks, result)
         try:
-            form, first = _sniff(counted, self.limits)
+            form, first, stopped = _sniff(counted, self.limits)
+            if stopped is not None and form not in ("json_lines", "document"):
+                raise stopped
             result.form = form
+            # A member that stops within its first bytes: the records they hold are read.
+            rest = counted if stopped is None else _stopping(stopped)
             if form == "json_lines":
-                self._lines(first, counted, result)
+                self._lines(first, rest, result)
             elif form == "document":
-                self._document(first, counted, result)
+                self._document(first, rest, result)
             elif form == "doi_list":  # DataCite's monthly lists: expected, quietly passed over
                 result.problems["doi_list"] += 1
             else:
@@ -291,7 +298,7 @@ class RecordReader:
             try:  # what the batch APIs' reader accepts (NaN, lone surrogates), it accepts
                 record = read_document(raw)
             except CslError as error:
-                return "too_deep" if "deep" in error.reason else "bad_json"
+                return _reason(error)
         if not isinstance(record, dict):
             return "not_a_record"
         if agency == DATACITE and not isinstance(record.get("attributes"), dict):
@@ -368,17 +375,33 @@ class RecordReader:
                 record(line, result)
 
     def _document(self, first: bytes, chunks: Iterator[bytes], result: MemberScan) -> None:
-        """A whole JSON document, read at most ``max_document_bytes``: its records."""
+        """A whole JSON document, read at most ``max_document_bytes``: its records. A member
+        that stops early (cut short, damaged gzip) keeps each whole record of its array before
+        the stop; a member that is JSON lines after all, its first line corrupt (``[1, 2``,
+        100,000 brackets), is read as JSON lines, that line alone skipped."""
         limit = self.limits.max_document_bytes
         document = bytearray(first)  # grown in place: never a second copy of the whole
-        for chunk in chunks:
-            if len(document) + len(chunk) > limit:
-                raise MemberProblem("document_too_large", f"a JSON document over {limit:,} "
-                                    "bytes (max_document_bytes): skipped")
-            document += chunk
-        start = 0
-        while start < len(document) and document[start] in b"\xef\xbb\xbf \t\r\n":
-            start += 1
+        over: bytes | None = None  # the chunk that would take the document past ``limit``
+        try:
+            for chunk in chunks:
+                if len(document) + len(chunk) > limit:
+                    over = chunk
+                    break
+                document += chunk
+        except MemberProblem:  # the member's own: what came before is used, then it counts
+            if _lines_like(document, self.limits.max_record_bytes, complete=False):
+                cut = document.rfind(b"\n") + 1  # a line cut short is no line
+                self._lines_of(memoryview(document)[:cut], iter(()), result)
+            else:
+                self._partial(document, result)
+            raise
+        if over is not None:
+            if _lines_like(document, self.limits.max_record_bytes, complete=False):
+                self._lines_of(document, itertools.chain((over,), chunks), result)
+                return
+            raise MemberProblem("document_too_large", f"a JSON document over {limit:,} "
+                                "bytes (max_document_bytes): skipped")
+        start = _skip_space(document, 0, bom=True)
         stripped = memoryview(document)[start:]
         try:
             if bytes(stripped[:1]) == b"[":
@@ -390,9 +413,15 @@ class RecordReader:
                 if items is None:  # one record, pretty-printed
                     items = [stripped]
         except RecursionError:
+            if _lines_like(document, self.limits.max_record_bytes, complete=True):
+                self._lines_of(document, iter(()), result)
+                return
             raise MemberProblem("too_deep", "the JSON document is nested too deep to "
                                 "read: skipped") from None
         except msgspec.DecodeError as error:
+            if _lines_like(document, self.limits.max_record_bytes, complete=True):
+                self._lines_of(document, iter(()), result)
+                return
             raise MemberProblem("bad_json", f"not a complete JSON document ({error}): "
                                 "skipped") from None
         except msgspec.ValidationError as error:
@@ -404,6 +433,38 @@ class RecordReader:
                 result.problems["record_too_large"] += 1
             else:
                 self._record(raw, result)
+
+    def _lines_of(self, held: bytearray | memoryview, rest: Iterator[bytes],
+                  result: MemberScan) -> None:
+        """JSON lines after all: the content ``held`` (fed in chunks), then the ``rest``."""
+        result.form = "json_lines"
+        pieces = (bytes(held[at:at + CHUNK]) for at in range(0, len(held), CHUNK))
+        self._lines(next(pieces, b""), itertools.chain(pieces, rest), result)
+
+    def _partial(self, document: bytearray, result: MemberScan) -> None:
+        """The records of a document that stops early: each whole element of its array (a
+        top-level array, ``items``, ``message.items``) before the stop, found by matching its
+        brackets outside strings (no recursion: a deep one is counted by :meth:`_record`);
+        nothing past the first byte that is not JSON."""
+        size = len(document)
+        position = _items_start(document, _skip_space(document, 0, bom=True), top=True)
+        limit = self.limits.max_record_bytes
+        while position is not None:
+            position = _skip_space(document, position)
+            if position >= size or document[position] == 0x5D:  # "]": the array's end
+                return
+            end = _value_end(document, position)
+            if end is None:
+                return
+            after = _skip_space(document, end)
+            if after < size and document[after] not in b",]":
+                return
+            if end - position > limit:
+                result.records += 1
+                result.problems["record_too_large"] += 1
+            else:
+                self._record(bytes(document[position:end]), result)
+            position = after + 1 if after < size and document[after] == 0x2C else None
 
 
 class _Counted:
@@ -422,27 +483,149 @@ class _Counted:
         return chunk
 
 
-def _sniff(chunks: Iterator[bytes], limits: Limits) -> tuple[str, bytes]:
-    """``(form, the content read so far)``: ``json_lines`` (a record on the first line),
-    ``document`` (an array, an envelope key first, or a pretty-printed object) or
-    ``other``."""
+def _sniff(chunks: Iterator[bytes],
+           limits: Limits) -> tuple[str, bytes, MemberProblem | None]:
+    """``(form, the content read so far, the member's problem if it stopped there)``:
+    ``json_lines`` (a record on the first line), ``document`` (an array, an envelope key
+    first, or a pretty-printed object) or ``other``."""
     head = b""
-    for chunk in chunks:
-        head += chunk
-        if len(head) >= 4096 or b"\n" in head:
-            break
+    stopped = None
+    try:
+        for chunk in chunks:
+            head += chunk
+            if len(head) >= 4096 or b"\n" in head:
+                break
+    except MemberProblem as problem:
+        stopped = problem
     found = _FIRST.match(head)
     if not found:
         header = head.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf").strip().lower()
         if header.split(b",")[0] == b"doi":  # DataCite's YYYY-MM.csv.gz: DOIs, no records
-            return "doi_list", head
-        return "other", head
+            return "doi_list", head, stopped
+        return "other", head, stopped
     bracket, space, first_key = found.groups()
     if bracket == b"[" or (first_key is not None and first_key in _ENVELOPE):
-        return "document", head
+        return "document", head, stopped
     if b"\n" in space:  # "{" alone on its line: pretty-printed, never a JSON line
-        return "document", head
-    return "json_lines", head
+        return "document", head, stopped
+    return "json_lines", head, stopped
+
+
+def _stopping(problem: MemberProblem) -> Iterator[bytes]:
+    """No more chunks: the member stopped (``problem``)."""
+    raise problem
+    yield b""  # pragma: no cover  (a generator)
+
+
+#: A JSON string whole, else a bracket, else a quote that opens a string cut short.
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[\[\]{}]|"', re.DOTALL)
+_STRING: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+#: A number, ``true``, ``false`` or ``null`` (or bytes that are none: :meth:`_record` says).
+_SCALAR: Final = re.compile(rb'[^\s,:\[\]{}"]+')
+_SPACE: Final = re.compile(rb"[ \t\r\n]*")
+_BOM_SPACE: Final = re.compile(rb"[\xef\xbb\xbf \t\r\n]*")
+
+
+def _skip_space(data: bytearray, position: int, *, bom: bool = False) -> int:
+    found = (_BOM_SPACE if bom else _SPACE).match(data, position)
+    return found.end() if found else position
+
+
+def _value_end(data: bytearray, position: int) -> int | None:
+    """Where the JSON value at ``position`` ends (its brackets matched outside strings), or
+    None when it does not end in ``data`` (cut) or begins as no value. Not a parser: the
+    value's own bytes are judged when it is read."""
+    if position >= len(data):
+        return None
+    head = data[position]
+    if head == 0x22:  # '"'
+        found = _STRING.match(data, position)
+        return found.end() if found else None
+    if head in b"[{":
+        depth = 0
+        for token in _TOKEN.finditer(data, position):
+            byte = data[token.start()]
+            if byte == 0x22:
+                if token.end() - token.start() == 1:  # a string that never ends: the cut
+                    return None
+            elif byte in b"[{":
+                depth += 1
+            else:
+                depth -= 1
+                if depth == 0:
+                    return token.end()
+        return None
+    found = _SCALAR.match(data, position)
+    # A number at the very end may be cut (``12`` of ``123``): only one followed is whole.
+    return found.end() if found and found.end() < len(data) else None
+
+
+def _items_start(data: bytearray, position: int, *, top: bool) -> int | None:
+    """Where the records of a document begin: inside its array when it is one, else inside
+    its ``items`` array, or (``top``) its ``message``'s; None when the part read holds none."""
+    size = len(data)
+    if position >= size:
+        return None
+    if data[position] == 0x5B:  # "["
+        return position + 1 if top else None
+    if data[position] != 0x7B:  # "{"
+        return None
+    position += 1
+    while True:
+        key = _STRING.match(data, _skip_space(data, position))
+        if key is None:
+            return None
+        position = _skip_space(data, key.end())
+        if position >= size or data[position] != 0x3A:  # ":"
+            return None
+        position = _skip_space(data, position + 1)
+        if position < size:
+            name = bytes(data[key.start() + 1:key.end() - 1])
+            if name == b"items" and data[position] == 0x5B:
+                return position + 1
+            if top and name == b"message" and data[position] == 0x7B:
+                return _items_start(data, position, top=False)
+        end = _value_end(data, position)
+        if end is None:
+            return None
+        position = _skip_space(data, end)
+        if position >= size or data[position] != 0x2C:  # ","
+            return None
+        position += 1
+
+
+class _Anything(msgspec.Struct):
+    """A JSON object, every field skipped."""
+
+
+_OBJECT = msgspec.json.Decoder(_Anything)
+
+
+def _lines_like(content: bytearray, limit: int, *, complete: bool) -> bool:
+    """Whether a member taken for a document is JSON lines after all, its first line corrupt
+    (a cut ``[1, 2``, 100,000 brackets): most of the lines after the first (up to 100; the
+    last too when the content is ``complete``) are JSON objects. A document spanning lines
+    never is: its lines are parts of one value (``{``, ``"DOI": "10.1/x",``, ``},``)."""
+    size = len(content)
+    position = content.find(b"\n", _skip_space(content, 0, bom=True))
+    checked = objects = 0
+    while position >= 0 and checked < 100:
+        start = position + 1
+        position = content.find(b"\n", start)
+        end = position if position >= 0 else (size if complete else start)
+        if end - start > limit:
+            checked += 1
+            continue
+        line = bytes(content[start:end])
+        if not line.strip():
+            continue
+        checked += 1
+        try:
+            _OBJECT.decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        objects += 1
+    return objects * 2 > checked
 
 
 def _loose_head(raw: bytes | msgspec.Raw) -> Any:
@@ -466,14 +649,20 @@ def _bad(raw: bytes | msgspec.Raw) -> str:
     try:
         read_document(bytes(raw))
     except CslError as error:
-        if "deep" in error.reason:
-            return "too_deep"
-        if "UTF-8" in error.reason:
-            return "not_utf8"
-        if "is a JSON" in error.reason:  # a list, a number: JSON, but no record
-            return "not_a_record"
-        return "bad_json"
+        return _reason(error)
     return "not_a_record"
+
+
+def _reason(error: CslError) -> str:
+    """The reason (:data:`REASONS`) for what :func:`~airflow_doi.metadata.csl.read_document`
+    refused."""
+    if "deep" in error.reason:
+        return "too_deep"
+    if "UTF-8" in error.reason:
+        return "not_utf8"
+    if "is a JSON" in error.reason:  # a list, a number: JSON, but no record
+        return "not_a_record"
+    return "bad_json"
 
 
 #: Members passed over that are meant to be there (no damage): DataCite's monthly lists.
