@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,48 @@ def test_the_operator_stores_the_rows_the_cli_writes(engine: Engine, files: Path
     assert again["snapshot"]["already_read"] is True and _metadata(engine) == stored
 
 
+def _insert(engine: Engine, dois: list[str]) -> None:
+    """Rows added to the catalogue after a run, normalized (``doi`` as ``doi_key``)."""
+    with closing(engine.connect()) as conn:
+        cursor = engine.dialect.cursor(conn)
+        cursor.executemany(f"INSERT INTO {quote_identifier(engine.table)} VALUES "
+                           f"({engine.dialect.marks(3)})",
+                           [(doi.upper(), doi.upper(), True) for doi in dois])
+        conn.commit()
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"], indirect=True)
+def test_keys_added_after_the_files_were_read_are_looked_up_in_them(
+        engine: Engine, files: Path, tmp_path: Path) -> None:
+    """source="snapshot": no API is ever asked, so the keys the catalogue gains after the
+    files were read are looked up in them by the next run (the keys the files were already
+    asked for, found or not, are not asked again); a run with nothing new reads nothing."""
+    held = [w.doi for w in _works() if w.agency in ("crossref", "datacite")]
+    first, later = held[:100], held[100:]
+    missing = ["10.5555/not.in.the.files", "10.5555/not.in.the.files.either"]
+    _catalogue(engine, [*first, missing[0]])
+    env = _env(engine, "http://127.0.0.1:9")  # no proxy: nothing may be asked
+    options: dict[str, Any] = {"snapshot": str(files),
+                               "resolver_options": {"source": "snapshot"}}
+    one = _operate(engine, env, **options)["snapshot"]
+    assert (one["due_keys"], one["found_keys"], one["left_to_apis"]) == (101, 100, 1)
+    assert one["already_read"] is False and one["members"] == 4
+    assert len(_metadata(engine)) == 100
+    _insert(engine, [*later, missing[1]])
+    two = _operate(engine, env, **options)["snapshot"]
+    # The 111 new keys, and only them: the key the files lacked last time is not asked again.
+    assert (two["due_keys"], two["found_keys"], two["left_to_apis"]) == (112, 111, 1)
+    assert two["already_read"] is False
+    assert (two["members"], two["members_resumed"]) == (4, 0)
+    stored = _metadata(engine)
+    assert len(stored) == len(held) == 211
+    assert stored == _cli_rows(files, [*held, *missing], tmp_path)
+    three = _operate(engine, env, **options)["snapshot"]
+    assert three["already_read"] is True
+    assert (three["due_keys"], three["found_keys"], three["members"]) == (0, 0, 0)
+    assert _metadata(engine) == stored
+
+
 @pytest.mark.xdist_group("spark")
 def test_the_spark_job_writes_the_same_rows(files: Path, tmp_path: Path) -> None:
     """examples/spark/snapshot_metadata.py through spark-submit on local[2], as Airflow's
@@ -215,17 +258,23 @@ DoiEnrichOperator(task_id="enrich", conn_id="cat", table=sys.argv[1], snapshot=s
 """
 
 
-@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
-def test_a_killed_scan_resumes_and_never_rewrites_a_stored_row(
-        engine: Engine, tmp_path: Path) -> None:
-    works = [work_for(f"10.5555/kill.{i}") for i in range(3000)]
+def _many_members(tmp_path: Path, works: list[Work]) -> Path:
+    """The data files of ``works``: members of the tars only, many of them."""
     folder = tmp_path / "files"
     write_data_files(folder, works, mtime=FILES_DATE)
-    (folder / "crossref.jsonl.gz").unlink()  # members of the tars only, many of them
+    (folder / "crossref.jsonl.gz").unlink()
     (folder / "crossref.tar").unlink()
     crossref_tar(folder / "crossref.tar", [crossref_item_for(w) for w in works
                                           if w.agency == "crossref"], per_file=200,
                  mtime=FILES_DATE)
+    return folder
+
+
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_a_killed_scan_resumes_and_never_rewrites_a_stored_row(
+        engine: Engine, tmp_path: Path) -> None:
+    works = [work_for(f"10.5555/kill.{i}") for i in range(3000)]
+    folder = _many_members(tmp_path, works)
     _catalogue(engine, [w.doi for w in works])
     env = _env(engine, "http://127.0.0.1:9")
     child = subprocess.Popen([sys.executable, "-c", KILLED, engine.table, str(folder), "400"],
@@ -285,3 +334,53 @@ def test_a_refresh_replaces_only_the_rows_that_changed(
     assert {s["since"] for s in later["updates"].values()} == {
         datetime.now(timezone.utc).date().isoformat()}
     assert sum(s["found"] for s in later["updates"].values()) == 0
+
+
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_a_killed_read_for_new_keys_resumes_with_its_own_keys(
+        engine: Engine, tmp_path: Path) -> None:
+    """source="snapshot": the read of the files for the keys added since the first one,
+    killed, goes on from the members it had finished with the keys it was started for (never
+    writing a stored row again); a key added after the kill is looked up in every member, by
+    one more read."""
+    works = [work_for(f"10.5555/kill.{i}") for i in range(3000)]
+    folder = _many_members(tmp_path, works)
+    holders = [w.doi for w in works if w.agency in ("crossref", "datacite")]
+    others = [w.doi for w in works if w.agency not in ("crossref", "datacite")]
+    first, late = works[:500], holders[-1]
+    added = [w.doi for w in works[500:] if w.doi != late]
+    _catalogue(engine, [w.doi for w in first])
+    env = _env(engine, "http://127.0.0.1:9")
+    options: dict[str, Any] = {"snapshot": str(folder), "resolver_options": {"source": "snapshot"}}
+    one = _operate(engine, env, **options)["snapshot"]
+    members = one["members"]
+    table = quote_identifier(engine.results.replace("doi_resolution", "doi_metadata"))
+    assert one["found_keys"] == len(engine.run(f"SELECT doi_key FROM {table}")) == sum(
+        w.agency in ("crossref", "datacite") for w in first)
+    _insert(engine, added)
+    child = subprocess.Popen([sys.executable, "-c", KILLED, engine.table, str(folder), "400"],
+                             env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.3)
+        if engine.run(f"SELECT COUNT(*) FROM {table}")[0][0] >= one["found_keys"] + 400:
+            break
+    child.kill()
+    child.wait()
+    stored = dict(engine.run(f"SELECT doi_key, xmin::text FROM {table}"))
+    assert one["found_keys"] + 400 <= len(stored) < len(holders) - 1
+    _insert(engine, [late])  # after the kill: not one of the killed read's keys
+    two = _operate(engine, env, **options)["snapshot"]
+    # The killed read's keys still due (the first read's misses are none of them), then the
+    # key added after the kill.
+    still_due = len(added) - (len(stored) - one["found_keys"])
+    assert two["due_keys"] == still_due + 1
+    assert two["found_keys"] == len(holders) - len(stored)
+    assert two["left_to_apis"] == len(set(others) - {w.doi for w in first})
+    assert two["members_resumed"] >= 2
+    assert two["members"] == 2 * members - two["members_resumed"]  # the rest, then every one
+    after = dict(engine.run(f"SELECT doi_key, xmin::text FROM {table}"))
+    assert all(after[key] == xmin for key, xmin in stored.items())  # never written again
+    assert set(after) == {doi.upper() for doi in holders}
+    three = _operate(engine, env, **options)["snapshot"]
+    assert three["already_read"] is True and (three["due_keys"], three["members"]) == (0, 0)

@@ -11,7 +11,9 @@ DataCite's tar, or folders of them), the due keys are first looked for there
 (:mod:`airflow_doi.provider.hooks.snapshots`: in parallel, read in place, resumable member by
 member), and only the keys the files lack go to the APIs; ``resolver_options={"source":
 "snapshot"}`` sends no request at all. Once every member of the files has been read into the
-table, later runs leave the files be: the keys due then go to the APIs.
+table, later runs leave the files be: the keys due then go to the APIs (with ``source=
+"snapshot"``, the keys without a row that the files were never asked for are looked up in them
+again, by a read for just those keys).
 
 The engine is resolution's (:mod:`airflow_doi.provider.hooks.due_keys`): batches upserted
 and committed one at a time, claims so that tasks running at once never ask for one key
