@@ -398,18 +398,18 @@ def ask(function: Callable[..., list[Any]], read: Input, args: argparse.Namespac
                         stats=stats)
 
 
-def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[str, object]],
-           summary: str, output: Output,
-           note: Callable[[list[dict[str, object]]], None] | None = None, *,
+def finish(command: str, args: argparse.Namespace, read: Input,
+           added: dict[str, list[object]], summary: str, output: Output,
+           note: Callable[[dict[str, list[object]]], None] | None = None, *,
            unanswered: bool = False) -> int:
-    """Write the input's kept columns and ``rows`` beside them, say the summary (then
-    ``note``'s lines) and how the file was read, and return the exit status: 2 when the
-    output cannot be written, 3 when too many rows ended in error (not said again when the
-    proxy never answered, ``unanswered``: that was said), else 0."""
+    """Write the input's kept columns and the ``added`` ones (:func:`~airflow_doi.files.jobs.
+    result_columns`) beside them, say the summary (then ``note``'s lines) and how the file was
+    read, and return the exit status: 2 when the output cannot be written, 3 when too many
+    rows ended in error (not said again when the proxy never answered, ``unanswered``: that
+    was said), else 0."""
     from airflow_doi.files.jobs import append_columns
     from airflow_doi.files.read import TableInputError
 
-    added = {name: [row[name] for row in rows] for name in output.columns}
     kinds = {name: "int64" if name in output.integers else "large_string"
              for name in output.columns}
     try:
@@ -426,15 +426,15 @@ def finish(command: str, args: argparse.Namespace, read: Input, rows: list[dict[
         say(command, f"note: {args.input} already has a column named as one of ours, so ours "
             f"are named {', '.join(named)} (--prefix chooses others)")
     if note is not None:
-        note(rows)
+        note(added)
     # Cells that were not UTF-8, written with U+FFFD: in the kept columns (counted while
     # copying), and in the DOI column even when it is not kept (its rows say bad_encoding).
-    repaired = sum(row["error"] == "bad_encoding" for row in rows)
+    repaired = sum(error == "bad_encoding" for error in added["error"])
     if repaired and args.column not in cells:
         cells[args.column] = repaired
     report_reading(command, read.reader, cells, csv_out=read.out_format == "csv",
                    encoding=read.encoding)
-    if too_many_errors(command, args, rows, output.status, output.ended, output.advice,
+    if too_many_errors(command, args, added[output.status], output.ended, output.advice,
                        quiet=unanswered):
         return EXIT_ERRORS
     return 0
@@ -456,19 +456,19 @@ def never_answered(command: str, args: argparse.Namespace, stats: Any,
     return True
 
 
-def too_many_errors(command: str, args: argparse.Namespace, rows: list[dict[str, object]],
-                    status: str, ended: str, advice: str, *, quiet: bool = False) -> bool:
+def too_many_errors(command: str, args: argparse.Namespace, statuses: Sequence[object],
+                    ended: str, advice: str, *, quiet: bool = False) -> bool:
     """Whether more than ``--max-error-share`` of the rows sent (all but ``invalid``) ended
-    with ``status`` error; if so, says so unless ``quiet`` (``ended``: how the status is
-    written) with ``advice`` (what to check)."""
-    tried = [row for row in rows if row[status] != "invalid"]
-    failed = sum(row[status] == "error" for row in tried)
-    if not tried or failed / len(tried) <= args.max_error_share:
+    ``error`` (``statuses``: the rows' status column); if so, says so unless ``quiet``
+    (``ended``: how the status is written) with ``advice`` (what to check)."""
+    tried = sum(value != "invalid" for value in statuses)
+    failed = sum(value == "error" for value in statuses)
+    if not tried or failed / tried <= args.max_error_share:
         return False
     if quiet:
         return True
-    say(command, f"error: {failed:,} of {plural(len(tried), 'row')} sent ended in {ended} "
-        f"({failed / len(tried):.1%}, above --max-error-share {args.max_error_share:g}); "
+    say(command, f"error: {failed:,} of {plural(tried, 'row')} sent ended in {ended} "
+        f"({failed / tried:.1%}, above --max-error-share {args.max_error_share:g}); "
         f"{output_shown(args.output)} holds every row: {advice}, then run again "
         f"({sent_again(args, 'the failed rows')})")
     return True

@@ -149,7 +149,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from airflow_doi.files.jobs import result_rows
+    from airflow_doi.files.jobs import result_columns
     from airflow_doi.files.read import TableInputError
     from airflow_doi.metadata import METADATA_COLUMNS, MetadataConfig, MetadataStats, fetch
     from airflow_doi.metadata.snapshot.files import SnapshotError, check_paths
@@ -197,12 +197,14 @@ def run(args: argparse.Namespace) -> int:
     except (SnapshotError, ValueError) as error:
         return input_error("enrich", error)
     unanswered = _proxy.never_answered("enrich", args, stats)
-    rows = result_rows(results, read.values, read.flags, "metadata_status")
     output = _proxy.Output(
         METADATA_COLUMNS, integers=INTEGERS, guarded=GUARDED, status="metadata_status",
         ended="status error", advice="the reasons are in its error column; check --base-url, "
         "--metadata-host and the servers", stem=STEM)
-    def notes(written: list[dict[str, object]]) -> None:
+    added = result_columns(results, read.values, read.flags, "metadata_status", output.columns)
+    del results  # the cells are in the columns; the results' own objects may go
+
+    def notes(written: dict[str, list[object]]) -> None:
         _landing_only(written)
         for host, said in sorted(stats.source_health.pools.items()):
             say("enrich", f"note: {host} put this run in its {said.split(',')[0]} pool "
@@ -216,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
                                        args.source):
                 say("enrich", line)
 
-    status = _proxy.finish("enrich", args, read, rows, stats.summary(), output, notes,
+    status = _proxy.finish("enrich", args, read, added, stats.summary(), output, notes,
                            unanswered=unanswered)
     return status or (_proxy.EXIT_ERRORS if stats.updates_error else 0)
 
@@ -298,12 +300,13 @@ def snapshot_lines(scanned: Any, found: int, left: int, source: str) -> list[str
     return lines
 
 
-def _landing_only(rows: list[dict[str, object]]) -> None:
+def _landing_only(columns: dict[str, list[object]]) -> None:
     """Warn when the proxy sent every DOI asked to a landing page, none to a metadata host."""
     from airflow_doi.metadata.client import LANDING
 
-    asked = [row for row in rows if row["metadata_status"] != "invalid"]
-    if asked and all(str(row["error"] or "").startswith(LANDING) for row in asked):
+    asked = [error for status, error in zip(columns["metadata_status"], columns["error"],
+                                            strict=True) if status != "invalid"]
+    if asked and all(str(error or "").startswith(LANDING) for error in asked):
         say("enrich", "warning: the proxy sent every DOI to a landing page, none to a metadata "
             "host: if --metadata-host does not name the agencies' hosts (the simulator "
             "prints them), correct it and run again")

@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported before the file is read: a missing [resolve] extra is reported at once.
-    from airflow_doi.files.jobs import result_rows
+    from airflow_doi.files.jobs import result_columns
     from airflow_doi.files.read import TableInputError
     from airflow_doi.resolver import ResolverStats, resolve
 
@@ -103,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
     stats = ResolverStats()
     results = _proxy.ask(resolve, read, args, config, terminal, stats)
     unanswered = _proxy.never_answered("resolve", args, stats)
-    rows = result_rows(results, read.values, read.flags, "status")
-    return _proxy.finish("resolve", args, read, rows, stats.summary(), _output(),
+    output = _output()
+    added = result_columns(results, read.values, read.flags, "status", output.columns)
+    del results  # the cells are in the columns; the results' own objects may go
+    return _proxy.finish("resolve", args, read, added, stats.summary(), output,
                          unanswered=unanswered)
 
 
