@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,10 @@ DBT = str(Path(sys.executable).with_name("dbt"))
 OLDEST_DBT = os.environ.get("DBT_DOI_OLDEST_DBT", str(ROOT / ".venv-dbt-oldest" / "bin" / "dbt"))
 MACRO_PROJECT = "integration_tests"
 UDF_PROJECT = "udfs/integration_tests"
+CLI = str(Path(sys.executable).with_name("airflow-doi"))
+FUNCTIONS = ("doi_normalize", "doi_key", "doi_is_valid", "doi_reason", "doi_url")
+#: dbt's colours.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def seed_inputs() -> list[str | None]:
@@ -82,6 +87,14 @@ def write_profile(directory: Path, output: dict[str, Any]) -> None:
 
 def dbt(project: Path, *args: str, executable: str = DBT) -> tuple[int, dict[str, str]]:
     """Run dbt; return its exit code and {test or node name: status} from run_results.json."""
+    code, statuses, _ = dbt_output(project, *args, executable=executable)
+    return code, statuses
+
+
+def dbt_output(
+    project: Path, *args: str, executable: str = DBT
+) -> tuple[int, dict[str, str], str]:
+    """:func:`dbt`, and what dbt printed (its colours removed)."""
     env = {
         **os.environ,
         "DBT_PROFILES_DIR": str(project),
@@ -105,7 +118,7 @@ def dbt(project: Path, *args: str, executable: str = DBT) -> tuple[int, dict[str
     if done.returncode not in (0, 1) or (args[0] == "deps" and done.returncode):
         pytest.fail(f"dbt {' '.join(args)} crashed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
     print(done.stdout[-1500:])
-    return done.returncode, statuses
+    return done.returncode, statuses, ANSI.sub("", done.stdout)
 
 
 def build_and_check(
@@ -314,6 +327,321 @@ def test_udf_resources_on_postgres(
     build_and_check(project, functions=True)
     check_function_calls(project)
     expected_failures_fail(project)
+
+
+# -- dbt_doi_use_functions: 'SCHEMA' names the schema `airflow-doi sql install` created ------
+
+#: The adapters the package has bodies for, the quote each one's ``adapter.quote`` writes, and
+#: the dialect of ``airflow-doi sql print``/``install`` for the same engine.
+ADAPTER_QUOTES = {
+    "duckdb": ('"', "duckdb"), "postgres": ('"', "postgres"), "redshift": ('"', "redshift"),
+    "snowflake": ('"', "snowflake"), "trino": ('"', "trino"), "bigquery": ("`", "bigquery"),
+    "databricks": ("`", "databricks"), "spark": ("`", "databricks"),
+}
+
+
+class _Returned(Exception):
+    """dbt's ``return()``: a macro's answer, raised out of the macro."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def render_function_call(adapter_type: str, schema: str) -> str:
+    """``dbt_doi._function_call('doi_key', 'doi')`` rendered as dbt would for ``adapter_type``
+    with ``dbt_doi_use_functions: schema`` (plain Jinja: dbt's return(), adapter.quote and var
+    stand in)."""
+    import jinja2
+
+    quote = ADAPTER_QUOTES[adapter_type][0]
+
+    class Adapter:
+        def type(self) -> str:
+            return adapter_type
+
+        def quote(self, name: str) -> str:  # what each adapter's own quote() writes
+            return f"{quote}{name}{quote}"
+
+    class Exceptions:
+        def raise_compiler_error(self, message: str) -> None:
+            raise AssertionError(message)
+
+    def returned(value: object) -> None:
+        raise _Returned(value)
+
+    def call(macro: Any, *args: object) -> object:
+        try:
+            macro(*args)
+        except _Returned as answer:
+            return answer.value
+        raise AssertionError("the macro returned nothing")
+
+    class Package:  # dbt_doi.<macro>(...) inside the macros
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args: call(defined[name], *args)
+
+    variables = {"dbt_doi_use_functions": schema}
+    env = jinja2.Environment(extensions=["jinja2.ext.do"])
+    macros = env.from_string((PACKAGE / "macros" / "doi.sql").read_text(encoding="utf-8"))
+    context = macros.new_context({
+        "adapter": Adapter(), "exceptions": Exceptions(), "return": returned, "execute": False,
+        "var": lambda name, default=None: variables.get(name, default), "dbt_doi": Package(),
+    })
+    list(macros.root_render_func(context))  # defines the macros, _private ones included
+    defined = context.vars
+    return str(call(defined["_function_call"], "doi_key", "doi"))
+
+
+def test_a_function_schema_is_quoted_as_sql_install_writes_it_on_every_adapter() -> None:
+    """Found in a trial: ``dbt_doi_use_functions: 'trial_sql_Upper'`` compiled to
+    ``trial_sql_Upper.doi_key(doi)`` (PostgreSQL looks in trial_sql_upper), ``'trial_sql-dash'``
+    to a minus; ``sql install --schema`` creates both quoted. The call names the schema as
+    ``sql install``/``sql print --schema`` write it, per adapter."""
+    from airflow_doi.db.install import schema_name
+
+    for adapter_type, (quote, dialect) in ADAPTER_QUOTES.items():
+        for schema in ("trial_sql_Upper", "trial_sql-dash", "analytics.trial_sql-dash"):
+            if adapter_type == "postgres" and "." in schema:
+                continue  # a PostgreSQL schema is named alone (sql install says so)
+            want = f"{schema_name(dialect, schema)}.doi_key(doi)"
+            assert render_function_call(adapter_type, schema) == want, (adapter_type, schema)
+        # written already quoted: kept as written
+        assert render_function_call(adapter_type, f"{quote}Mine{quote}") == (
+            f"{quote}Mine{quote}.doi_key(doi)")
+    assert render_function_call("postgres", "trial_sql_Upper") == '"trial_sql_Upper".doi_key(doi)'
+    assert render_function_call("snowflake", "analytics.doi") == '"ANALYTICS"."DOI".doi_key(doi)'
+    assert render_function_call("bigquery", "my-project.doi") == "`my-project`.`doi`.doi_key(doi)"
+
+
+def install_functions(url: str, schema: str) -> None:
+    """``airflow-doi sql install URL --schema SCHEMA``, as a user runs it."""
+    done = forked.run([CLI, "sql", "install", url, "--schema", schema], capture_output=True,
+                      text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"in schema {schema}" in done.stderr, done.stderr
+
+
+def build_on_installed_functions(project: Path, schema: str, quoted: str) -> None:
+    """The macro project built with ``dbt_doi_use_functions: schema``: every vector passes and
+    every macro is one call of the function in ``quoted`` (the schema as install wrote it)."""
+    build_and_check(project, "--vars", json.dumps({"dbt_doi_use_functions": schema}))
+    text = compiled(project, "vector_results")
+    assert "REGEXP" not in text.upper() and len(text) < 3000, text[:2000]
+    for name in FUNCTIONS:
+        assert f"{quoted}.{name}(input)" in text, (name, text[:2000])
+
+
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_functions_installed_by_the_cli_in_a_mixed_case_or_dashed_schema_on_duckdb(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "quoted_fns.duckdb"
+    project = copy_project(tmp_path)
+    write_profile(project, {"type": "duckdb", "path": str(path), "threads": 1})
+    for schema in ("trial_sql_Upper", "trial_sql-dash"):
+        install_functions(f"duckdb:///{path}", schema)
+    build_on_installed_functions(project, "trial_sql_Upper", '"trial_sql_Upper"')
+    build_on_installed_functions(project, "trial_sql-dash", '"trial_sql-dash"')
+    # database.schema: the DuckDB file's catalogue, each part quoted
+    build_on_installed_functions(
+        project, "quoted_fns.trial_sql-dash", '"quoted_fns"."trial_sql-dash"'
+    )
+
+
+@pytest.mark.xdist_group("dbt_postgres")
+def test_functions_installed_by_the_cli_in_a_mixed_case_or_dashed_schema_on_postgres(
+    tmp_path: Path, postgres_dsn: str, postgres_schema: str
+) -> None:
+    import psycopg
+
+    project = copy_project(tmp_path)
+    write_profile(project, postgres_profile(postgres_dsn, postgres_schema))
+    schemas = [f"{postgres_schema}_Upper", f"{postgres_schema}-dash"]
+    try:
+        for schema in schemas:
+            install_functions(postgres_dsn, schema)
+            build_on_installed_functions(project, schema, f'"{schema}"')
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            for schema in schemas:  # ours, made above
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# -- dbt_doi_duckdb_native without the extension -------------------------------------------
+
+
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_the_native_var_without_the_extension_says_to_load_it(tmp_path: Path) -> None:
+    """Found in a trial: the var set and the extension not in the profile failed with DuckDB's
+    ``Scalar Function with name doi_normalize does not exist!``. The macros say what to do."""
+    project = copy_project(tmp_path)
+    write_profile(project, {"type": "duckdb", "path": str(tmp_path / "n.duckdb"), "threads": 1})
+    assert dbt(project, "deps")[0] == 0
+    code, statuses, out = dbt_output(
+        project, "build", "--exclude", "tag:expected_failure",
+        "--vars", '{"dbt_doi_duckdb_native": true}',
+    )
+    assert code == 1
+    models = {k.split(".")[-1]: v for k, v in statuses.items() if k.startswith("model.")}
+    # deliberately_bad calls no macro; catalogue_matches waits for its seeds' tests (errors)
+    assert models == {"vector_results": "error", "catalogue_matches": "skipped",
+                      "deliberately_bad": "success"}, models
+    assert "Catalog Error" not in out and "does not exist" not in out, out[-3000:]
+    assert (
+        "dbt_doi.doi_normalize: the var dbt_doi_duckdb_native is set, but this DuckDB "
+        "connection has no native doi_normalize (the airflow-doi DuckDB extension is not "
+        "loaded). Load it from the profile: extensions: [<the path `airflow-doi sql "
+        "duckdb-extension` prints>] and config_options: {allow_unsigned_extensions: true}"
+    ) in " ".join(out.split()), out[-3000:]
+
+
+# -- the README's integration-test commands, as written -------------------------------------
+
+
+def readme_commands() -> list[tuple[str, int, list[str]]]:
+    """The console block of dbt_doi/README.md's "Integration tests": each ``$`` command, the
+    exit status its comment promises (0 unless it says ``exit status N``), and the lines of
+    output shown under it."""
+    text = (PACKAGE / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Integration tests"):]
+    (block,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    commands: list[tuple[str, int, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            status = re.search(r"#.*exit status (\d+)", line)
+            commands.append((line[2:], int(status.group(1)) if status else 0, []))
+        else:
+            commands[-1][2].append(line.strip())
+    return commands
+
+
+def test_the_readme_says_how_to_leave_out_and_check_the_expected_failures() -> None:
+    commands = [command.split("#")[0].split() for command, _, _ in readme_commands()]
+    builds = [c for c in commands if c[:2] == ["dbt", "build"]]
+    assert len(builds) == 2 and all("tag:expected_failure" in c and "--exclude" in c
+                                    for c in builds), builds
+    assert any(c[:2] == ["dbt", "test"] and "tag:expected_failure" in c for c in commands)
+    assert all("--profiles-dir" in c for c in commands if c[0] == "dbt"), commands
+
+
+def run_readme_commands(tmp_path: Path, env: dict[str, str], extra: str = "") -> None:
+    """The README's commands, one shell each, from the root of a copy of the clone: each ends
+    with the status its comment says and prints the lines shown under it (``NO-OP=0``, which
+    dbt 1.11 adds to its summary, aside)."""
+    clone = tmp_path / "clone"
+    shutil.copytree(PACKAGE, clone / "dbt_doi",
+                    ignore=shutil.ignore_patterns("target", "dbt_packages", "logs", ".user.yml",
+                                                  "package-lock.yml", "*.duckdb"))
+    cwd = clone
+    for command, status, shown in readme_commands():
+        if command.startswith("cd "):
+            cwd = (cwd / command.split("#")[0][3:].strip()).resolve()
+            assert cwd.is_dir(), command
+            continue
+        line = command.replace(" #", f"{extra} #", 1) if "#" in command else command + extra
+        done = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+        out = ANSI.sub("", done.stdout).replace(" NO-OP=0", "")
+        assert done.returncode == status, (line, out[-3000:], done.stderr[-2000:])
+        for want in shown:
+            assert want in out, (line, want, out[-3000:])
+
+
+def _reader_env(tmp_path: Path) -> dict[str, str]:
+    """A reader's shell: the dev venv's dbt on PATH, no DBT_* or DOI_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DBT_", "DOI_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["HOME"] = str(tmp_path / "home")
+    env["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
+    return env
+
+
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_the_readmes_integration_test_commands_run_as_written(tmp_path: Path) -> None:
+    """Found in a trial: a plain ``dbt build`` in integration_tests reported two FAILs (the
+    tests tagged expected_failure) and the README named neither the command nor a profile."""
+    run_readme_commands(tmp_path, _reader_env(tmp_path))
+
+
+@pytest.mark.xdist_group("dbt_postgres")
+def test_the_readmes_integration_test_commands_on_postgres(
+    tmp_path: Path, postgres_dsn: str, postgres_schema: str
+) -> None:
+    """The same with ``--target postgres`` added, as the README says, and the DOI_PG_*
+    variables of integration_tests/profiles.yml set."""
+    dsn = urlparse(postgres_dsn)
+    env = {
+        **_reader_env(tmp_path),
+        "DOI_PG_HOST": dsn.hostname or "127.0.0.1", "DOI_PG_PORT": str(dsn.port or 5432),
+        "DOI_PG_USER": dsn.username or "postgres", "DOI_PG_PASSWORD": dsn.password or "",
+        "DOI_PG_DBNAME": (dsn.path or "/test").lstrip("/"), "DOI_DBT_SCHEMA": postgres_schema,
+    }
+    run_readme_commands(tmp_path, env, extra=" --target postgres")
+
+
+# -- packaging after `dbt deps` in the clone ------------------------------------------------
+
+
+def _tracked(*paths: str) -> list[str]:
+    """The clone's files under ``paths`` that git keeps or would add (not ignored ones)."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
+         "--", *paths], capture_output=True, text=True, check=True)
+    return [name for name in done.stdout.splitlines() if os.path.lexists(ROOT / name)]
+
+
+@pytest.mark.xdist_group("dbt_duckdb")
+def test_the_wheel_after_dbt_deps_in_the_clone_is_built_and_ships_no_dbt_output(
+    tmp_path: Path,
+) -> None:
+    """Found in a trial: ``dbt deps`` in dbt_doi/integration_tests (as this README says) makes
+    ``dbt_packages/dbt_doi -> <clone>/dbt_doi``, a directory holding itself; ``pip wheel .``
+    then walked it for 13 minutes and never ended. The wheel is built in seconds and ships
+    dbt_doi's own files exactly: nothing of dbt_packages/, target/, logs/, package-lock.yml."""
+    clone = tmp_path / "clone"
+    files = _tracked("pyproject.toml", "setup.py", "README.md", "airflow_doi", "sql", "dbt_doi")
+    for name in files:
+        source, target = ROOT / name, clone / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # airflow_doi/dbt_package -> ../dbt_doi, sql_files -> ../sql
+            target.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, target)
+    for project in (MACRO_PROJECT, UDF_PROJECT):
+        directory = clone / "dbt_doi" / project
+        assert dbt(directory, "deps")[0] == 0
+        assert (directory / "dbt_packages" / "dbt_doi").resolve() == clone / "dbt_doi"
+        for made in ("target/compiled/x/models/m.sql", "target/manifest.json",
+                     "target/run/x/models/schema.yml", "logs/dbt.log"):
+            (directory / made).parent.mkdir(parents=True, exist_ok=True)
+            (directory / made).write_text("select 1\n", encoding="utf-8")
+        assert (directory / "package-lock.yml").exists()
+
+    out = tmp_path / "wheel"
+    build = subprocess.Popen(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(clone)],
+        env={**os.environ, "AIRFLOW_DOI_BUILD_NATIVE": "0"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    limit = 240  # seconds; the build takes 3 on an idle machine
+    try:
+        stdout, stderr = build.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(build.pid, 9)  # pip and its build backend, all of them
+        build.communicate()
+        pytest.fail(f"pip wheel did not end in {limit} s (it walks the dbt_packages link)")
+    assert build.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert "Package would be ignored" not in stderr, stderr[-3000:]
+    (wheel,) = out.glob("airflow_doi-*.whl")
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(n for n in names if n.startswith("airflow_doi/dbt_package/"))
+    ours = sorted(f"airflow_doi/dbt_package/{name.removeprefix('dbt_doi/')}"
+                  for name in files if name.startswith("dbt_doi/"))
+    assert shipped == ours
+    sql = sorted(f"airflow_doi/sql_files/{name.removeprefix('sql/')}"
+                 for name in files if name.startswith("sql/") and name.endswith(".sql"))
+    assert sorted(n for n in names if n.startswith("airflow_doi/sql_files/")) == sql
 
 
 if __name__ == "__main__":  # regenerate the seed after the vectors change

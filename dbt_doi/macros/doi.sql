@@ -13,7 +13,8 @@
                           {{ function('dbt_doi_udfs', name) }}(x), which also makes the model
                           depend on the function;
     '<schema>'            functions installed with `airflow-doi sql install` into that schema
-                          (or '<database>.<schema>'): <schema>.doi_key(x).
+                          (or '<database>.<schema>'): "<schema>".doi_key(x), quoted as the
+                          adapter quotes, as install and `sql print --schema` write it.
   A function resource's own body is always inline (a function cannot call itself), and on
   DuckDB var dbt_doi_duckdb_native (the C extension) wins over both.
 -#}
@@ -44,13 +45,60 @@
   {%- set in_function = model is defined and model is not none
         and model.resource_type is defined and model.resource_type == 'function' -%}
   {%- set native = adapter.type() == 'duckdb' and var('dbt_doi_duckdb_native', false) -%}
+  {%- if native -%}
+    {%- do dbt_doi._require_native(name) -%}
+  {%- endif -%}
   {%- if not functions or in_function or native -%}
     {{ return('') }}
   {%- elif functions is string -%}
-    {{ return(functions ~ '.' ~ name ~ '(' ~ value ~ ')') }}
+    {{ return(dbt_doi._quoted_schema(functions) ~ '.' ~ name ~ '(' ~ value ~ ')') }}
   {%- else -%}
     {{ return(function('dbt_doi_udfs', name) ~ '(' ~ value ~ ')') }}
   {%- endif -%}
+{%- endmacro %}
+
+{#- With var dbt_doi_duckdb_native, the extension's function `name` must be there (it is loaded
+    from the profile): otherwise a compile error says how to load it, rather than DuckDB's
+    "Scalar Function with name doi_key does not exist!". One catalogue query a call. -#}
+{% macro _require_native(name) -%}
+  {%- if execute -%}
+    {%- set found = run_query(
+        "select count(*) from duckdb_functions() where database_name = 'system' "
+        ~ "and schema_name = 'main' and function_name = '" ~ name ~ "'") -%}
+    {%- if found.rows[0][0] == 0 -%}
+      {{ exceptions.raise_compiler_error(
+          "dbt_doi." ~ name ~ ": the var dbt_doi_duckdb_native is set, but this DuckDB "
+          ~ "connection has no native " ~ name ~ " (the airflow-doi DuckDB extension is not "
+          ~ "loaded). Load it from the profile: extensions: [<the path `airflow-doi sql "
+          ~ "duckdb-extension` prints>] and config_options: {allow_unsigned_extensions: true} "
+          ~ "(dbt_doi README, \"DuckDB at native speed\"); or unset the var."
+      ) }}
+    {%- endif -%}
+  {%- endif -%}
+{%- endmacro %}
+
+{#- The schema of var dbt_doi_use_functions ('schema' or 'database.schema') as `airflow-doi sql
+    install` and `sql print --schema` write it: each part quoted by the adapter ("Trial_A",
+    `my-project`), upper-cased first on Snowflake (the name an unquoted one means there), so a
+    name with capitals or a dash is the schema they created. A part already quoted is kept. -#}
+{% macro _quoted_schema(schema) -%}
+  {%- set quote = adapter.quote('x')[0] -%}
+  {%- set parts = [] -%}
+  {%- for name_part in schema.split('.') -%}
+    {%- if not name_part -%}
+      {{ exceptions.raise_compiler_error(
+          "var dbt_doi_use_functions '" ~ schema ~ "' is not a schema name: give 'schema' or "
+          ~ "'database.schema' (the --schema given to airflow-doi sql install or sql print)"
+      ) }}
+    {%- elif name_part | length > 1 and name_part[0] == quote and name_part[-1] == quote -%}
+      {%- do parts.append(name_part) -%}
+    {%- elif adapter.type() == 'snowflake' -%}
+      {%- do parts.append(adapter.quote(name_part | upper)) -%}
+    {%- else -%}
+      {%- do parts.append(adapter.quote(name_part)) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(parts | join('.')) }}
 {%- endmacro %}
 
 {#- Adapters without a generated body: the installed function, or an error saying what to do. -#}
