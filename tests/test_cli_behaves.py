@@ -106,6 +106,15 @@ def test_a_mistyped_required_flag_is_named_not_reported_missing(
     missing = cli(command, "in.csv", cwd=tmp_path)  # nothing mistyped: the missing flag said
     assert text(missing).endswith(f"airflow-doi {command}: error: the following arguments are "
                                   "required: --output/-o\n"), text(missing)
+    # Review: arguments argparse itself takes are no typo: a flag with its value attached, a
+    # value that starts with "-" but holds a space.
+    attached = cli(command, "-oout.csv", cwd=tmp_path)
+    no_input = ("give either IN (a file or database URL) or --conn-id, not both or neither"
+                if command == "report" else "the following arguments are required: IN")
+    assert text(attached).endswith(f"airflow-doi {command}: error: {no_input}\n"), text(attached)
+    spaced = cli(command, "in.csv", "--na-values", "-, NA", cwd=tmp_path)
+    assert text(spaced).endswith(f"airflow-doi {command}: error: the following arguments are "
+                                 "required: --output/-o\n"), text(spaced)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
 
 

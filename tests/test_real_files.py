@@ -148,6 +148,23 @@ def test_a_quoted_cell_over_lines_after_a_quote_left_open_stays_one_row(tmp_path
     assert "3 rows: 2 valid, 1 not (malformed_row=1)" in run.stderr
 
 
+def test_lines_that_each_leave_a_quote_open_are_read_in_linear_time(tmp_path: Path) -> None:
+    """Review: ``a","`` leaves a quote open however the reader enters it, so each line read
+    again after the one before would swallow the rest of the file in turn: 16,000 such lines
+    took 21 s, 40,000 over two minutes. A line is read again once at most."""
+    import time
+
+    lines = 40_000
+    source = written(tmp_path, "hostile.csv", b"doi,x\n" + b'a","\n' * lines)
+    started = time.monotonic()
+    run, target = normalize(source)
+    elapsed = time.monotonic() - started
+    assert run.returncode == 0, run.stderr
+    assert f"{lines:,} rows: 0 valid, {lines:,} not (malformed_row={lines:,})" in run.stderr
+    assert len(read_output_csv(target)) == lines
+    assert elapsed < 30, f"{elapsed:.1f} s"
+
+
 def test_a_quote_left_open_to_the_end_of_the_file(tmp_path: Path) -> None:
     source = written(tmp_path, "open_end.csv", b'id,doi\n1,10.1000/1\n2,"10.1000/2\n3,10.1000/3\n')
     run, target = normalize(source)

@@ -296,7 +296,8 @@ def test_a_duckdb_catalog_is_checked_before_anything_is_created(tmp_path: Path) 
     catalog is checked first, and the file's own catalog is taken."""
     path = tmp_path / "cat.duckdb"
     _refused(_cli("install", f"duckdb:///{path}", "--schema", "a.b"),
-             f"duckdb:///{path}: DuckDB refused the functions: --schema 'a.b' puts them in the "
+             f"duckdb:///{path}: nothing was installed: --schema 'a.b' puts the functions in "
+             "the "
              f"catalog 'a', and the only one in {path} is 'cat' (another would have to be "
              "attached, and would be gone after the command): name the schema alone, e.g. "
              "--schema b")

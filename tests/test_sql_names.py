@@ -341,18 +341,21 @@ def test_duckdb_install_and_print_quote_a_reserved_word(tmp_path: Path) -> None:
 
 
 def test_duckdb_install_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
-    """A schema in a catalog that is not attached: DuckDB refuses it inside the install's
-    transaction; the message says so, no schema is left and the new file is removed."""
+    """A schema in a catalog that is not attached: refused before anything is made (DuckDB
+    would refuse it inside the install's transaction); the message says so, no schema is left
+    and the new file is removed."""
     kept = tmp_path / "kept.duckdb"
     duckdb.connect(str(kept)).close()
     _user_error(_cli("sql", "install", f"duckdb:///{kept}", "--schema", "elsewhere.doi"),
-                "DuckDB refused the functions")
+                "nothing was installed: --schema 'elsewhere.doi' puts the functions in the "
+                "catalog 'elsewhere'")
     with duckdb.connect(str(kept)) as con:
         assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name "
                            "LIKE 'doi%' AND NOT internal").fetchall() == [(0,)]
     new = tmp_path / "new.duckdb"
     _user_error(_cli("sql", "install", f"duckdb:///{new}", "--schema", "elsewhere.doi"),
-                "DuckDB refused the functions")
+                "nothing was installed: --schema 'elsewhere.doi' puts the functions in the "
+                "catalog 'elsewhere'")
     assert not new.exists()
 
 
@@ -442,5 +445,6 @@ def test_a_failed_install_through_a_link_keeps_the_link(tmp_path: Path) -> None:
     link = tmp_path / "link.duckdb"
     link.symlink_to(target)
     _user_error(_cli("sql", "install", f"duckdb:///{link}", "--schema", "elsewhere.doi"),
-                "DuckDB refused the functions")
+                "nothing was installed: --schema 'elsewhere.doi' puts the functions in the "
+                "catalog 'elsewhere'")
     assert link.is_symlink() and not target.exists()

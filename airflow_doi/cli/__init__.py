@@ -264,6 +264,8 @@ def _run(argv: Sequence[str] | None) -> int:
             print(f"airflow-doi {args.command}: error: {error}", file=sys.stderr)
             return EXIT_USAGE
         except PermissionError as error:  # a file this user may not read or write
+            if getattr(args, "debug", False):
+                raise
             print(f"airflow-doi {args.command}: error: {denied(error)}", file=sys.stderr)
             return EXIT_USAGE
         except ModuleNotFoundError as error:
@@ -285,9 +287,13 @@ def _run(argv: Sequence[str] | None) -> int:
 def denied(error: PermissionError) -> str:
     """A file the system refused this user, as one line: which, why, what to do."""
     name = error.filename2 or error.filename
-    where = f"{os.fsdecode(name)}: " if name is not None else ""
-    return (f"{where}this user may not use it ({error.strerror or error}); change its "
-            "permissions, or pass a file this user may read (an input) or write (an output)")
+    if name is None:  # a socket, a library's own call: what was refused is all there is
+        return (f"the system refused this user an operation ({error.strerror or error}); "
+                "check the permissions of the files and folders the command names, or run "
+                "it as a user who may use them")
+    return (f"{os.fsdecode(name)}: this user may not use it ({error.strerror or error}); "
+            "change its permissions, or pass a file this user may read (an input) or write "
+            "(an output)")
 
 
 def _urls_given(args: argparse.Namespace) -> list[str]:

@@ -75,12 +75,20 @@ class Parser(argparse.ArgumentParser):
         one is missing and a flag the command does not know was given (``--outptu`` for
         ``--output``), the unknown flag is the mistake to name."""
         if message.startswith("the following arguments are required"):
-            strays = [item for item in getattr(self, "_given", ())
-                      if item.startswith("-") and item != "-" and not _NUMBER.match(item)
-                      and item.split("=", 1)[0] not in self._option_string_actions]
+            strays = [item for item in getattr(self, "_given", ()) if self._unknown_flag(item)]
             if strays:
                 message = unrecognized(self, strays)
         super().error(message)
+
+    def _unknown_flag(self, item: str) -> bool:
+        """Whether argparse reads ``item`` as a flag this parser does not have: not a value
+        (``-``, ``-5``, ``'-, NA'`` with its space), not one of ours with its value attached
+        (``-oout.csv``, ``--output=x``)."""
+        found = self._parse_optional(item)
+        if found is None:
+            return False
+        entries = found if isinstance(found, list) else [found]  # a list from Python 3.12
+        return all(entry[0] is None for entry in entries)
 
 
 def unrecognized(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:

@@ -286,7 +286,8 @@ def _duckdb_catalog(con: Any, schema: Schema, shown: str, path: Any) -> None:
     own = str(con.execute("SELECT current_database()").fetchone()[0])
     if catalog.casefold() != own.casefold():
         raise InstallError(
-            f"{shown}: DuckDB refused the functions: --schema {schema[0]!r} puts them in the "
+            f"{shown}: nothing was installed: --schema {schema[0]!r} puts the functions in "
+            "the "
             f"catalog {catalog!r}, and the only one in {path} is {own!r} (another would have "
             f"to be attached, and would be gone after the command): name the schema alone, "
             f"e.g. --schema {name}")

@@ -45,6 +45,12 @@ class Lines:
         """Read ``lines`` (taken already, and within the bound) again, before the rest."""
         self._again.extendleft(reversed(lines))
 
+    @property
+    def replaying(self) -> bool:
+        """Whether lines given back are still to be read again (the next record starts on
+        one of them)."""
+        return bool(self._again)
+
     def __iter__(self) -> Lines:
         return self
 

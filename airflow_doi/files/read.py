@@ -733,6 +733,7 @@ def _lenient_rows(
         rows = csv.reader(lines, delimiter=dialect.delimiter)
         while True:
             lines.new_record()
+            again = lines.replaying  # the record starts on a line read once already
             try:
                 row = next(rows)
             except StopIteration:
@@ -751,9 +752,16 @@ def _lenient_rows(
             if len(taken) > 1 and unclosed(taken, dialect.delimiter):
                 # The quote left open is on the record's first line: that line is a row of
                 # its own, and the lines it swallowed are read again as records (one may be
-                # a quoted cell over several lines, which closes properly).
-                yield from _line_row(taken[0], dialect, width)
-                lines.again(taken[1:])
+                # a quoted cell over several lines, which closes properly). Once only: a
+                # record that starts on a line read again and does not close either is its
+                # lines, a row each (else every line of `a","` lines would swallow the rest
+                # in turn: quadratic).
+                if again:
+                    for line in taken:
+                        yield from _line_row(line, dialect, width)
+                else:
+                    yield from _line_row(taken[0], dialect, width)
+                    lines.again(taken[1:])
                 continue
             fitted = _fitted(row, width)
             yield (row, True) if fitted is None else (fitted, False)

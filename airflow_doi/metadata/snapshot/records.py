@@ -518,8 +518,9 @@ def _stopping(problem: MemberProblem) -> Iterator[bytes]:
 
 
 #: A JSON string whole, else a bracket, else a quote that opens a string cut short.
-_TOKEN: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[\[\]{}]|"', re.DOTALL)
-_STRING: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+#: (Unrolled, so linear without possessive quantifiers, which Python 3.10 lacks.)
+_TOKEN: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.DOTALL)
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: A number, ``true``, ``false`` or ``null`` (or bytes that are none: :meth:`_record` says).
 _SCALAR: Final = re.compile(rb'[^\s,:\[\]{}"]+')
 _SPACE: Final = re.compile(rb"[ \t\r\n]*")

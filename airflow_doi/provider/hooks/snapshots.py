@@ -488,8 +488,8 @@ def _look_up_new_keys(store: Store, lookups: _Lookups, index: Any,
         scan = lookups.scan_of(latest)
         finished = _finished_members(store, lookups.sources_table, scan)
         if not _read_whole(finished, index):
-            if not finished:  # nothing read yet: the keys come due since join it
-                lookups.record(latest, lookups.never_looked_up())
+            # Its own keys only: a key come due since waits for a read of its own (another
+            # task may be reading members for these keys alone right now).
             keys = lookups.keys_of(latest)
             if keys:
                 log.info("Going on with read %d of the data files (%d members finished) for "
