@@ -228,15 +228,7 @@ class ResolverCache:
                  *more: tuple[str, tuple[Any, ...]]) -> None:
         """``statement`` for each of ``rows``, then each of ``more`` (a statement and its
         values), in one transaction: all of it is kept, or none."""
-        deadline = time.monotonic() + BUSY_TIMEOUT
-        while True:
-            try:
-                self._conn.execute("begin immediate")
-                break
-            except sqlite3.OperationalError as error:
-                if "locked" not in str(error) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
+        self._retrying("begin immediate")  # another writer's transaction: wait for its end
         try:
             self._conn.executemany(statement, rows)
             for extra in more:
